@@ -1,0 +1,222 @@
+//! Events: every decision the loop makes, with a stable dotted name (DESIGN.md section 7).
+
+use std::sync::Mutex;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::provider::{StopReason, StreamDelta, Usage};
+use crate::provider_error::ProviderErrorKind;
+use crate::state::{AgentState, ErrorReason};
+
+/// One event of one run. Serializes as a flat JSON object `{ts, event, run_id, session_id, ...}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// When it happened.
+    pub ts: DateTime<Utc>,
+    /// The run it belongs to.
+    pub run_id: String,
+    /// The conversation.
+    pub session_id: String,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// What happened. The serde tag is the event's stable name.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event")]
+pub enum EventKind {
+    /// The run began.
+    #[serde(rename = "agent_run.started")]
+    RunStarted {
+        /// Provider name.
+        provider: String,
+        /// Model asked for.
+        model: String,
+    },
+    /// A model call is about to be made.
+    #[serde(rename = "agent.model.request")]
+    ModelRequest {
+        /// 1-based iteration.
+        iteration: u32,
+        /// Model asked for.
+        model: String,
+        /// Messages sent.
+        messages: usize,
+        /// Tools offered.
+        tools: usize,
+        /// Streamed or whole.
+        stream: bool,
+    },
+    /// A model call answered.
+    #[serde(rename = "agent.model.response")]
+    ModelResponse {
+        /// 1-based iteration.
+        iteration: u32,
+        /// Model that answered.
+        model: String,
+        /// Why it stopped.
+        stop_reason: StopReason,
+        /// Tool calls asked for.
+        tool_calls: usize,
+        /// Tokens used.
+        usage: Usage,
+        /// How long the call took.
+        latency_ms: u64,
+    },
+    /// A model call failed.
+    #[serde(rename = "agent.model.error")]
+    ModelError {
+        /// 1-based iteration.
+        iteration: u32,
+        /// Error class.
+        kind: ProviderErrorKind,
+        /// HTTP status, if any.
+        status: Option<u16>,
+        /// What went wrong.
+        message: String,
+    },
+    /// A piece of a streamed answer.
+    #[serde(rename = "agent.stream.delta")]
+    StreamDelta {
+        /// The delta.
+        #[serde(flatten)]
+        delta: StreamDelta,
+    },
+    /// A tool call began.
+    #[serde(rename = "agent.tool.started")]
+    ToolStarted {
+        /// Call id.
+        call_id: String,
+        /// Tool name.
+        name: String,
+        /// Raw JSON arguments.
+        arguments: String,
+    },
+    /// A tool call ended.
+    #[serde(rename = "agent.tool.completed")]
+    ToolCompleted {
+        /// Call id.
+        call_id: String,
+        /// Tool name.
+        name: String,
+        /// False when the result is an error.
+        ok: bool,
+        /// The result as the model sees it.
+        output: String,
+        /// The result was cut to `tool_result_max_chars`.
+        truncated: bool,
+        /// How long the call took.
+        duration_ms: u64,
+    },
+    /// The run finished with a final answer.
+    #[serde(rename = "agent_run.completed")]
+    RunCompleted {
+        /// Model calls made.
+        iterations: u32,
+        /// Tokens used.
+        usage: Usage,
+    },
+    /// The run stopped at a user's request.
+    #[serde(rename = "agent_run.cancelled")]
+    RunCancelled {
+        /// Model calls made.
+        iterations: u32,
+    },
+    /// The run ended in any other terminal state.
+    #[serde(rename = "agent_run.failed")]
+    RunFailed {
+        /// The terminal state.
+        state: AgentState,
+        /// Why, for `error`.
+        reason: Option<ErrorReason>,
+        /// What happened, for a human.
+        message: String,
+        /// Model calls made.
+        iterations: u32,
+    },
+}
+
+impl EventKind {
+    /// The event's stable dotted name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventKind::RunStarted { .. } => "agent_run.started",
+            EventKind::ModelRequest { .. } => "agent.model.request",
+            EventKind::ModelResponse { .. } => "agent.model.response",
+            EventKind::ModelError { .. } => "agent.model.error",
+            EventKind::StreamDelta { .. } => "agent.stream.delta",
+            EventKind::ToolStarted { .. } => "agent.tool.started",
+            EventKind::ToolCompleted { .. } => "agent.tool.completed",
+            EventKind::RunCompleted { .. } => "agent_run.completed",
+            EventKind::RunCancelled { .. } => "agent_run.cancelled",
+            EventKind::RunFailed { .. } => "agent_run.failed",
+        }
+    }
+}
+
+/// Receives events. Implementations must be cheap and must not block the loop.
+pub trait EventSink: Send + Sync {
+    /// Called for every event, in order.
+    fn emit(&self, event: &Event);
+}
+
+/// A sink that keeps every event in memory, for tests and for embedders who want the list.
+#[derive(Default)]
+pub struct EventLog {
+    events: Mutex<Vec<Event>>,
+}
+
+impl EventLog {
+    /// An empty log.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A copy of every event so far.
+    pub fn events(&self) -> Vec<Event> {
+        self.events.lock().map(|e| e.clone()).unwrap_or_default()
+    }
+
+    /// The names of every event so far, in order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.events
+            .lock()
+            .map(|e| e.iter().map(|e| e.kind.name()).collect())
+            .unwrap_or_default()
+    }
+}
+
+impl EventSink for EventLog {
+    fn emit(&self, event: &Event) {
+        if let Ok(mut events) = self.events.lock() {
+            events.push(event.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serializes_flat_with_its_name() {
+        let event = Event {
+            ts: DateTime::from_timestamp(0, 0).unwrap(),
+            run_id: "r".into(),
+            session_id: "s".into(),
+            kind: EventKind::StreamDelta {
+                delta: StreamDelta::Text { text: "hi".into() },
+            },
+        };
+        let json = serde_json::to_value(&event).unwrap();
+        assert_eq!(json["event"], "agent.stream.delta");
+        assert_eq!(json["kind"], "text");
+        assert_eq!(json["text"], "hi");
+        assert_eq!(json["run_id"], "r");
+        let back: Event = serde_json::from_value(json).unwrap();
+        assert_eq!(back, event);
+        assert_eq!(event.kind.name(), "agent.stream.delta");
+    }
+}

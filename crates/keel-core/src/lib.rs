@@ -1,0 +1,32 @@
+//! keel-core owns the agent loop and everything it decides: the message format, the `Provider`,
+//! `Tool` and `Store` traits, the tool registry, events, run states, and the run state machine
+//! with its async driver.
+//!
+//! It must not depend on any other keel crate, and does no HTTP, no SQL and no filesystem work:
+//! adapters, stores and tools implement the traits defined here, and only the `keel` binary and
+//! `keel-server` put the pieces together.
+
+pub mod clock;
+pub mod event;
+pub mod memory_store;
+pub mod message;
+pub mod provider;
+pub mod provider_error;
+pub mod registry;
+pub mod state;
+pub mod store;
+pub mod tool;
+
+pub use clock::{Clock, SystemClock};
+pub use event::{Event, EventKind, EventLog, EventSink};
+pub use memory_store::MemoryStore;
+pub use message::{InternalReason, Message, MessageMeta, Reasoning, Role, ToolCall};
+pub use provider::{
+    ChatRequest, ChatResponse, DeltaSink, NoDeltas, Provider, StopReason, StreamDelta, ToolChoice,
+    Usage,
+};
+pub use provider_error::{ProviderError, ProviderErrorKind};
+pub use registry::{PreparedCall, RegistryError, ToolRegistry};
+pub use state::{AgentState, ErrorReason};
+pub use store::{RunRecord, SessionInfo, Store, StoreError, StoredMessage};
+pub use tool::{Permission, Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput, ToolSpec};

@@ -1,0 +1,150 @@
+//! An in-memory [`Store`], for tests, benchmarks and embedders who need no durability.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use chrono::Utc;
+
+use crate::message::{Message, Role};
+use crate::store::{RunRecord, SessionInfo, Store, StoreError, StoredMessage, session_title};
+
+#[derive(Default)]
+struct Data {
+    sessions: HashMap<String, (SessionInfo, Vec<StoredMessage>)>,
+    runs: HashMap<String, RunRecord>,
+}
+
+/// Keeps sessions, messages and runs in memory; everything is lost when it is dropped.
+#[derive(Default)]
+pub struct MemoryStore {
+    data: Mutex<Data>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Data>, StoreError> {
+        self.data
+            .lock()
+            .map_err(|_| StoreError::Backend("memory store lock poisoned".into()))
+    }
+}
+
+impl Data {
+    fn ensure(&mut self, session_id: &str) -> &mut (SessionInfo, Vec<StoredMessage>) {
+        self.sessions
+            .entry(session_id.to_string())
+            .or_insert_with(|| {
+                let now = Utc::now();
+                (
+                    SessionInfo {
+                        id: session_id.to_string(),
+                        created_at: now,
+                        updated_at: now,
+                        title: None,
+                        message_count: 0,
+                    },
+                    Vec::new(),
+                )
+            })
+    }
+
+    fn append(&mut self, session_id: &str, run_id: Option<&str>, messages: &[Message]) {
+        let (info, stored) = self.ensure(session_id);
+        let now = Utc::now();
+        for message in messages {
+            if info.title.is_none() && message.role == Role::User && !message.is_internal() {
+                info.title = Some(session_title(&message.content));
+            }
+            stored.push(StoredMessage {
+                seq: stored.len() as u64 + 1,
+                run_id: run_id.map(str::to_string),
+                created_at: now,
+                message: message.clone(),
+            });
+        }
+        if !messages.is_empty() {
+            info.updated_at = now;
+        }
+        info.message_count = stored.len() as u64;
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn ensure_session(&self, session_id: &str) -> Result<(), StoreError> {
+        self.lock()?.ensure(session_id);
+        Ok(())
+    }
+
+    async fn session(&self, session_id: &str) -> Result<Option<SessionInfo>, StoreError> {
+        Ok(self
+            .lock()?
+            .sessions
+            .get(session_id)
+            .map(|(info, _)| info.clone()))
+    }
+
+    async fn list_sessions(&self, limit: usize) -> Result<Vec<SessionInfo>, StoreError> {
+        let data = self.lock()?;
+        let mut sessions: Vec<SessionInfo> = data
+            .sessions
+            .values()
+            .map(|(info, _)| info.clone())
+            .collect();
+        sessions.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(b.id.cmp(&a.id)));
+        sessions.truncate(limit);
+        Ok(sessions)
+    }
+
+    async fn messages(&self, session_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
+        Ok(self
+            .lock()?
+            .sessions
+            .get(session_id)
+            .map(|(_, messages)| messages.clone())
+            .unwrap_or_default())
+    }
+
+    async fn append_messages(
+        &self,
+        session_id: &str,
+        run_id: Option<&str>,
+        messages: &[Message],
+    ) -> Result<(), StoreError> {
+        self.lock()?.append(session_id, run_id, messages);
+        Ok(())
+    }
+
+    async fn save_run(&self, run: &RunRecord, new_messages: &[Message]) -> Result<(), StoreError> {
+        let mut data = self.lock()?;
+        data.append(&run.session_id, Some(&run.id), new_messages);
+        data.runs.insert(run.id.clone(), run.clone());
+        Ok(())
+    }
+
+    async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        Ok(self.lock()?.runs.get(run_id).cloned())
+    }
+
+    async fn list_runs(
+        &self,
+        session_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        let data = self.lock()?;
+        let mut runs: Vec<RunRecord> = data
+            .runs
+            .values()
+            .filter(|r| session_id.is_none_or(|s| r.session_id == s))
+            .cloned()
+            .collect();
+        runs.sort_by(|a, b| b.started_at.cmp(&a.started_at).then(b.id.cmp(&a.id)));
+        runs.truncate(limit);
+        Ok(runs)
+    }
+}

@@ -1,0 +1,132 @@
+//! The `Store` trait: durable sessions, messages and runs. keel-store implements it on SQL;
+//! [`crate::memory_store::MemoryStore`] keeps everything in memory for tests and benchmarks.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::message::Message;
+use crate::provider::Usage;
+use crate::state::{AgentState, ErrorReason};
+
+/// A store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database could not be opened, read or written.
+    #[error("store: {0}")]
+    Backend(String),
+    /// Stored data could not be decoded.
+    #[error("store: corrupt record: {0}")]
+    Corrupt(String),
+    /// A record that must exist does not.
+    #[error("store: {0} not found")]
+    NotFound(String),
+}
+
+/// A conversation as listed by the store.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    /// Session id.
+    pub id: String,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When a message was last added.
+    pub updated_at: DateTime<Utc>,
+    /// The first user message, shortened, as a title.
+    pub title: Option<String>,
+    /// How many messages it holds.
+    pub message_count: u64,
+}
+
+/// A message as stored, with its place in the conversation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredMessage {
+    /// 1-based position in the session.
+    pub seq: u64,
+    /// The run that wrote it, if any.
+    pub run_id: Option<String>,
+    /// When it was stored.
+    pub created_at: DateTime<Utc>,
+    /// The message.
+    pub message: Message,
+}
+
+/// A run as stored: what it is doing or how it ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Run id.
+    pub id: String,
+    /// The conversation it belongs to.
+    pub session_id: String,
+    /// Current or terminal state.
+    pub state: AgentState,
+    /// Why it ended in `error`.
+    pub reason: Option<ErrorReason>,
+    /// Provider name.
+    pub provider: String,
+    /// Model asked for.
+    pub model: String,
+    /// Model that last answered.
+    pub model_used: Option<String>,
+    /// Model calls made.
+    pub iterations: u32,
+    /// Tokens used.
+    pub usage: Usage,
+    /// The final answer, when there is one.
+    pub final_text: Option<String>,
+    /// What went wrong, when something did.
+    pub error: Option<String>,
+    /// When it started.
+    pub started_at: DateTime<Utc>,
+    /// When it last changed.
+    pub updated_at: DateTime<Utc>,
+    /// When it reached a terminal state.
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// Durable state of conversations and runs.
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// Creates the session if it does not exist yet.
+    async fn ensure_session(&self, session_id: &str) -> Result<(), StoreError>;
+
+    /// The session, if it exists.
+    async fn session(&self, session_id: &str) -> Result<Option<SessionInfo>, StoreError>;
+
+    /// Sessions, most recently updated first.
+    async fn list_sessions(&self, limit: usize) -> Result<Vec<SessionInfo>, StoreError>;
+
+    /// Every message of a session, in order.
+    async fn messages(&self, session_id: &str) -> Result<Vec<StoredMessage>, StoreError>;
+
+    /// Appends messages to a session (created if missing), in one transaction.
+    async fn append_messages(
+        &self,
+        session_id: &str,
+        run_id: Option<&str>,
+        messages: &[Message],
+    ) -> Result<(), StoreError>;
+
+    /// Writes the run record and appends the run's new messages to its session, in one
+    /// transaction: a safe boundary of the loop.
+    async fn save_run(&self, run: &RunRecord, new_messages: &[Message]) -> Result<(), StoreError>;
+
+    /// The run, if it exists.
+    async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError>;
+
+    /// Runs, newest first, optionally of one session.
+    async fn list_runs(
+        &self,
+        session_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<RunRecord>, StoreError>;
+}
+
+/// The title of a session: its first user message, cut to 60 characters.
+pub fn session_title(first_user_message: &str) -> String {
+    let line = first_user_message.lines().next().unwrap_or("").trim();
+    match line.char_indices().nth(60) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_string(),
+    }
+}

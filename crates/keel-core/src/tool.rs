@@ -1,0 +1,179 @@
+//! The `Tool` trait and what a tool declares about itself.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+/// The permission a caller needs to use a tool, lowest first.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Permission {
+    /// Anyone, including unknown users.
+    Guest,
+    /// A known user.
+    #[default]
+    User,
+    /// An administrator.
+    Admin,
+    /// The owner of the deployment.
+    Owner,
+}
+
+/// What a tool declares about itself: how the model sees it and how the loop treats it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// Unique name the model calls it by.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON Schema of its arguments (an object schema).
+    pub parameters: serde_json::Value,
+    /// Safe to call again with the same arguments (reads, lookups). Only idempotent tools are
+    /// retried or re-run on resume.
+    #[serde(default)]
+    pub idempotent: bool,
+    /// Needs the human (asks a question, shows a prompt): runs alone, never beside other tools.
+    #[serde(default)]
+    pub interactive: bool,
+    /// The permission a caller needs.
+    #[serde(default)]
+    pub required_permission: Permission,
+    /// The module it belongs to, for persona filtering.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+}
+
+impl ToolSpec {
+    /// A spec with the given name, description and parameter schema; not idempotent, not
+    /// interactive, `user` permission.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters: serde_json::Value,
+    ) -> Self {
+        ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            parameters,
+            idempotent: false,
+            interactive: false,
+            required_permission: Permission::User,
+            module: None,
+        }
+    }
+
+    /// Marks the tool idempotent.
+    pub fn idempotent(mut self) -> Self {
+        self.idempotent = true;
+        self
+    }
+
+    /// Marks the tool interactive.
+    pub fn interactive(mut self) -> Self {
+        self.interactive = true;
+        self
+    }
+}
+
+/// What a tool knows about the call it serves.
+#[derive(Clone, Debug)]
+pub struct ToolContext {
+    /// The conversation.
+    pub session_id: String,
+    /// The run.
+    pub run_id: String,
+    /// The tool call id.
+    pub call_id: String,
+    /// The user, when known.
+    pub user_id: Option<String>,
+    /// True when the conversation was started by an untrusted source (a trigger, an email).
+    pub untrusted_source: bool,
+    /// Fires when the run is cancelled; long tools should stop early.
+    pub cancel: CancellationToken,
+}
+
+/// What a tool returns on success.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// Text for the model.
+    pub content: String,
+}
+
+impl ToolOutput {
+    /// A text result.
+    pub fn text(content: impl Into<String>) -> Self {
+        ToolOutput {
+            content: content.into(),
+        }
+    }
+}
+
+/// How a tool failed; decides whether the loop may retry it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolErrorKind {
+    /// Likely to pass if tried again: timeout, connection refused, 429, 5xx.
+    Transient,
+    /// The arguments were wrong.
+    InvalidArguments,
+    /// Not allowed (outside the workspace, missing permission).
+    Denied,
+    /// Any other failure.
+    Failed,
+}
+
+/// A failed tool call. Its message goes to the model as the tool result.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ToolError {
+    /// How it failed.
+    pub kind: ToolErrorKind,
+    /// What happened, for the model.
+    pub message: String,
+}
+
+impl ToolError {
+    /// A transient failure.
+    pub fn transient(message: impl Into<String>) -> Self {
+        Self::new(ToolErrorKind::Transient, message)
+    }
+
+    /// Bad arguments.
+    pub fn invalid_arguments(message: impl Into<String>) -> Self {
+        Self::new(ToolErrorKind::InvalidArguments, message)
+    }
+
+    /// Refused.
+    pub fn denied(message: impl Into<String>) -> Self {
+        Self::new(ToolErrorKind::Denied, message)
+    }
+
+    /// Any other failure.
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self::new(ToolErrorKind::Failed, message)
+    }
+
+    /// A failure of `kind`.
+    pub fn new(kind: ToolErrorKind, message: impl Into<String>) -> Self {
+        ToolError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// A tool the model can call.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// What the tool declares about itself.
+    fn spec(&self) -> &ToolSpec;
+
+    /// Runs the tool. `args` already passed the spec's JSON Schema.
+    async fn call(
+        &self,
+        args: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError>;
+}
