@@ -1,0 +1,46 @@
+//! File tools: read, write and list files inside a [`Workspace`].
+
+mod list_dir;
+mod read_file;
+mod write_file;
+
+use std::sync::Arc;
+
+use keel_core::{Tool, ToolError};
+use serde::de::DeserializeOwned;
+
+use crate::workspace::Workspace;
+
+pub use list_dir::{ListDir, MAX_LIST_ENTRIES};
+pub use read_file::{MAX_READ_BYTES, ReadFile};
+pub use write_file::WriteFile;
+
+/// The module name file tools declare in their specs, for persona filtering.
+pub const FILES_MODULE: &str = "files";
+
+/// The three file tools (`read_file`, `write_file`, `list_dir`), all confined to `workspace`.
+pub fn file_tools(workspace: Arc<Workspace>) -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(ReadFile::new(workspace.clone())),
+        Arc::new(WriteFile::new(workspace.clone())),
+        Arc::new(ListDir::new(workspace)),
+    ]
+}
+
+/// Parses a tool's arguments; the registry has checked the schema already, so a failure here
+/// means a caller bypassed it.
+fn parse_args<T: DeserializeOwned>(tool: &str, args: serde_json::Value) -> Result<T, ToolError> {
+    serde_json::from_value(args)
+        .map_err(|e| ToolError::invalid_arguments(format!("invalid arguments for `{tool}`: {e}")))
+}
+
+/// Runs filesystem work on tokio's blocking pool so the async runtime is never blocked.
+async fn run_blocking<T, F>(work: F) -> Result<T, ToolError>
+where
+    F: FnOnce() -> Result<T, ToolError> + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ToolError::failed(format!("the file operation did not finish: {e}")))?
+}

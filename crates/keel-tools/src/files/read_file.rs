@@ -1,0 +1,161 @@
+//! `read_file`: the text of a file, whole or a range of lines.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use keel_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::{FILES_MODULE, parse_args, run_blocking};
+use crate::schema::parameters_for;
+use crate::workspace::{Access, Workspace};
+
+/// The largest file `read_file` reads: 10 MiB.
+pub const MAX_READ_BYTES: u64 = 10 * 1024 * 1024;
+
+const DESCRIPTION: &str = "Read a UTF-8 text file in the workspace. `path` is relative to the \
+workspace root. Returns the file's text; for a long file pass `offset` (the 1-based line to start \
+at) and `limit` (how many lines) to read part of it, and the result says which lines are shown. \
+Binary files and files over 10 MiB are refused. Use list_dir to see what a directory holds.";
+
+/// The arguments of `read_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ReadFileArgs {
+    /// Path of the file, relative to the workspace root.
+    path: String,
+    /// Line number to start at, 1-based. Default: 1.
+    #[schemars(range(min = 1))]
+    offset: Option<usize>,
+    /// Maximum number of lines to return. Default: all lines to the end of the file.
+    #[schemars(range(min = 1))]
+    limit: Option<usize>,
+}
+
+/// The `read_file` tool: idempotent, confined to a workspace.
+pub struct ReadFile {
+    workspace: Arc<Workspace>,
+    spec: ToolSpec,
+}
+
+impl ReadFile {
+    /// A `read_file` tool reading inside `workspace`.
+    pub fn new(workspace: Arc<Workspace>) -> Self {
+        let mut spec =
+            ToolSpec::new("read_file", DESCRIPTION, parameters_for::<ReadFileArgs>()).idempotent();
+        spec.module = Some(FILES_MODULE.to_string());
+        ReadFile { workspace, spec }
+    }
+}
+
+#[async_trait]
+impl Tool for ReadFile {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(
+        &self,
+        args: serde_json::Value,
+        _: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let args: ReadFileArgs = parse_args("read_file", args)?;
+        let workspace = self.workspace.clone();
+        run_blocking(move || read(&workspace, &args)).await
+    }
+}
+
+fn read(workspace: &Workspace, args: &ReadFileArgs) -> Result<ToolOutput, ToolError> {
+    let real = workspace.resolve(&args.path, Access::Read)?;
+    let shown = workspace.display(&args.path, &real);
+    let bytes = read_bytes(&real, &shown)?;
+    if bytes.contains(&0) {
+        return Err(binary(&shown));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| binary(&shown))?;
+    if text.is_empty() {
+        return Ok(ToolOutput::text(format!("{shown} is empty (0 bytes)")));
+    }
+    if args.offset.is_none() && args.limit.is_none() {
+        return Ok(ToolOutput::text(text));
+    }
+    let start = args.offset.unwrap_or(1).max(1);
+    line_range(&text, &shown, start, args.limit).map(ToolOutput::text)
+}
+
+/// The whole file, after checking it is a regular file within the size limit.
+fn read_bytes(real: &Path, shown: &str) -> Result<Vec<u8>, ToolError> {
+    let io_error = |e: io::Error| match e.kind() {
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => {
+            ToolError::failed(format!("no such file: {shown}"))
+        }
+        _ => ToolError::failed(format!("cannot read {shown}: {e}")),
+    };
+    let meta = std::fs::metadata(real).map_err(io_error)?;
+    if meta.is_dir() {
+        return Err(ToolError::failed(format!(
+            "{shown} is a directory, not a file: use list_dir to see its entries"
+        )));
+    }
+    if meta.len() > MAX_READ_BYTES {
+        return Err(too_large(shown, meta.len()));
+    }
+    let mut bytes = Vec::new();
+    // Read one byte past the limit so a file that grew since the check is still caught.
+    File::open(real)
+        .and_then(|file| file.take(MAX_READ_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(io_error)?;
+    if bytes.len() as u64 > MAX_READ_BYTES {
+        return Err(too_large(shown, bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+/// Lines `start..start+limit` of `text` (1-based), with a header naming them and a note on how
+/// to continue when lines remain.
+fn line_range(
+    text: &str,
+    shown: &str,
+    start: usize,
+    limit: Option<usize>,
+) -> Result<String, ToolError> {
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let total = lines.len();
+    if start > total {
+        return Err(ToolError::invalid_arguments(format!(
+            "offset {start} is past the end of {shown}, which has {total} lines"
+        )));
+    }
+    let end = limit.map_or(total, |n| start.saturating_add(n.max(1) - 1).min(total));
+    let mut out = format!("[{shown}: lines {start}-{end} of {total}]\n");
+    out.extend(lines[start - 1..end].iter().copied());
+    if end < total {
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&format!(
+            "[{} more lines; continue with offset={}]",
+            total - end,
+            end + 1
+        ));
+    }
+    Ok(out)
+}
+
+fn binary(shown: &str) -> ToolError {
+    ToolError::failed(format!(
+        "{shown} is a binary file (not UTF-8 text); read_file only reads text files"
+    ))
+}
+
+fn too_large(shown: &str, size: u64) -> ToolError {
+    ToolError::failed(format!(
+        "{shown} is {size} bytes ({:.1} MiB); read_file only reads files up to {} MiB",
+        size as f64 / (1024.0 * 1024.0),
+        MAX_READ_BYTES / (1024 * 1024)
+    ))
+}
