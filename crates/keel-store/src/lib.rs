@@ -1,1 +1,30 @@
-//! placeholder
+//! keel-store owns keel's durable state: sessions, their messages and runs, behind the
+//! [`keel_core::Store`] trait. SQLite ([`SqliteStore`]) is the embedded default; PostgreSQL (many
+//! workers) will come later behind the same trait, so the SQL here stays portable where that costs
+//! nothing: `$1` placeholders, `ON CONFLICT … DO UPDATE`, `BIGINT` counters, text ids. What is
+//! SQLite's own is kept to the connection setup and the write path: `BEGIN IMMEDIATE`, and one
+//! multi-statement query per save (PostgreSQL would pipeline the same statements instead).
+//!
+//! The schema lives in `migrations/` and is applied on open; see `migrations/0001_init.sql` for
+//! the tables and the storage conventions (RFC 3339 UTC timestamps with nine fractional digits,
+//! JSON text for tool calls, reasoning and message metadata).
+//!
+//! It depends on no keel crate but keel-core: the loop, adapters and tools never see SQL, and this
+//! crate never sees them.
+
+#![warn(missing_docs)]
+
+mod batch;
+mod codec;
+mod schema;
+mod sqlite_store;
+
+pub use sqlite_store::SqliteStore;
+
+use std::path::PathBuf;
+
+/// Where keel keeps its database when the user names none: `keel/keel.db` under the platform's
+/// data directory (`~/.local/share` on Linux). `None` when the platform has no such directory.
+pub fn default_path() -> Option<PathBuf> {
+    dirs::data_dir().map(|dir| dir.join("keel").join("keel.db"))
+}

@@ -1,0 +1,340 @@
+//! Conversions between keel-core values and column values: timestamps, counters, roles, run
+//! states, and the JSON columns of a message. Every decoding failure is a
+//! [`StoreError::Corrupt`] that says what was being read and where.
+
+use std::fmt;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use keel_core::{
+    AgentState, ErrorReason, Message, MessageMeta, Reasoning, Role, RunRecord, SessionInfo,
+    StoreError, StoredMessage, ToolCall, Usage,
+};
+use serde::de::DeserializeOwned;
+use sqlx::sqlite::{Sqlite, SqliteRow};
+use sqlx::{Decode, Row, Type};
+
+/// The record a value was read from, for error messages; formatted only on failure.
+#[derive(Clone, Copy)]
+enum Place<'a> {
+    Table(&'static str),
+    Session(&'a str),
+    Message(&'a str, i64),
+    Run(&'a str),
+}
+
+impl fmt::Display for Place<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Place::Table(table) => write!(f, "a row of `{table}`"),
+            Place::Session(id) => write!(f, "session `{id}`"),
+            Place::Message(session, seq) => write!(f, "message {seq} of session `{session}`"),
+            Place::Run(id) => write!(f, "run `{id}`"),
+        }
+    }
+}
+
+fn corrupt(place: Place<'_>, what: impl fmt::Display) -> StoreError {
+    StoreError::Corrupt(format!("{place}: {what}"))
+}
+
+/// A timestamp as stored: RFC 3339 in UTC with exactly nine fractional digits, so that it is
+/// lossless and text order is time order.
+pub(crate) fn timestamp(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Nanos, true)
+}
+
+fn parse_timestamp(
+    text: &str,
+    column: &str,
+    place: Place<'_>,
+) -> Result<DateTime<Utc>, StoreError> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|at| at.with_timezone(&Utc))
+        .map_err(|e| corrupt(place, format_args!("{column}: bad timestamp `{text}`: {e}")))
+}
+
+fn column<'r, T>(row: &'r SqliteRow, name: &str, place: Place<'_>) -> Result<T, StoreError>
+where
+    T: Decode<'r, Sqlite> + Type<Sqlite>,
+{
+    row.try_get(name)
+        .map_err(|e| corrupt(place, format_args!("column {name}: {e}")))
+}
+
+fn time_column(row: &SqliteRow, name: &str, place: Place<'_>) -> Result<DateTime<Utc>, StoreError> {
+    let text: &str = column(row, name, place)?;
+    parse_timestamp(text, name, place)
+}
+
+fn optional_time_column(
+    row: &SqliteRow,
+    name: &str,
+    place: Place<'_>,
+) -> Result<Option<DateTime<Utc>>, StoreError> {
+    let text: Option<&str> = column(row, name, place)?;
+    text.map(|text| parse_timestamp(text, name, place))
+        .transpose()
+}
+
+fn count_column<T: TryFrom<i64>>(
+    row: &SqliteRow,
+    name: &str,
+    place: Place<'_>,
+) -> Result<T, StoreError> {
+    let value: i64 = column(row, name, place)?;
+    T::try_from(value).map_err(|_| corrupt(place, format_args!("{name}: out of range: {value}")))
+}
+
+fn json_column<T: DeserializeOwned>(
+    row: &SqliteRow,
+    name: &str,
+    place: Place<'_>,
+) -> Result<Option<T>, StoreError> {
+    let text: Option<&str> = column(row, name, place)?;
+    text.map(|text| {
+        serde_json::from_str(text)
+            .map_err(|e| corrupt(place, format_args!("{name}: bad JSON: {e}")))
+    })
+    .transpose()
+}
+
+/// A run's counters as stored: SQLite integers are signed 64-bit.
+#[derive(Debug)]
+pub(crate) struct RunCounts {
+    /// Model calls made.
+    pub iterations: i64,
+    /// Prompt tokens.
+    pub input_tokens: i64,
+    /// Completion tokens.
+    pub output_tokens: i64,
+    /// Prompt tokens read from the provider's cache.
+    pub cache_read_tokens: i64,
+    /// Prompt tokens written to the provider's cache.
+    pub cache_write_tokens: i64,
+}
+
+impl RunCounts {
+    /// The counters of `run`, or an error naming the one too large to store.
+    pub(crate) fn of(run: &RunRecord) -> Result<Self, StoreError> {
+        let count = |value: u64, what: &str| {
+            i64::try_from(value).map_err(|_| {
+                StoreError::Backend(format!(
+                    "cannot save run `{}`: {what} {value} is too large to store",
+                    run.id
+                ))
+            })
+        };
+        Ok(RunCounts {
+            iterations: i64::from(run.iterations),
+            input_tokens: count(run.usage.input_tokens, "input_tokens")?,
+            output_tokens: count(run.usage.output_tokens, "output_tokens")?,
+            cache_read_tokens: count(run.usage.cache_read_tokens, "cache_read_tokens")?,
+            cache_write_tokens: count(run.usage.cache_write_tokens, "cache_write_tokens")?,
+        })
+    }
+}
+
+/// The columns of a message that are not stored as they are.
+pub(crate) struct MessageColumns {
+    /// Lowercase role name.
+    pub role: &'static str,
+    /// JSON array of the tool calls; `None` when there are none.
+    pub tool_calls: Option<String>,
+    /// JSON of the reasoning, when there is some.
+    pub reasoning: Option<String>,
+    /// JSON of the metadata; `None` when it is the default.
+    pub meta: Option<String>,
+}
+
+impl MessageColumns {
+    /// Encodes `message`.
+    pub(crate) fn encode(message: &Message) -> Result<Self, StoreError> {
+        let json = |value: Result<String, serde_json::Error>, what: &str| {
+            value.map_err(|e| StoreError::Backend(format!("cannot encode message {what}: {e}")))
+        };
+        let tool_calls = if message.tool_calls.is_empty() {
+            None
+        } else {
+            Some(json(
+                serde_json::to_string(&message.tool_calls),
+                "tool calls",
+            )?)
+        };
+        let reasoning = match &message.reasoning {
+            Some(reasoning) => Some(json(serde_json::to_string(reasoning), "reasoning")?),
+            None => None,
+        };
+        let meta = if message.meta == MessageMeta::default() {
+            None
+        } else {
+            Some(json(serde_json::to_string(&message.meta), "metadata")?)
+        };
+        Ok(MessageColumns {
+            role: message.role.as_str(),
+            tool_calls,
+            reasoning,
+            meta,
+        })
+    }
+}
+
+fn parse_role(text: &str, place: Place<'_>) -> Result<Role, StoreError> {
+    match text {
+        "system" => Ok(Role::System),
+        "user" => Ok(Role::User),
+        "assistant" => Ok(Role::Assistant),
+        "tool" => Ok(Role::Tool),
+        other => Err(corrupt(place, format_args!("unknown role `{other}`"))),
+    }
+}
+
+/// Decodes a row of `SELECT id, created_at, updated_at, title, message_count FROM sessions`.
+pub(crate) fn decode_session(row: &SqliteRow) -> Result<SessionInfo, StoreError> {
+    let id: String = column(row, "id", Place::Table("sessions"))?;
+    let place = Place::Session(&id);
+    Ok(SessionInfo {
+        created_at: time_column(row, "created_at", place)?,
+        updated_at: time_column(row, "updated_at", place)?,
+        title: column(row, "title", place)?,
+        message_count: count_column(row, "message_count", place)?,
+        id,
+    })
+}
+
+/// Decodes a row of `SELECT seq, run_id, role, content, tool_calls, tool_call_id, reasoning,
+/// meta, created_at FROM messages` of session `session_id`.
+pub(crate) fn decode_message(
+    row: &SqliteRow,
+    session_id: &str,
+) -> Result<StoredMessage, StoreError> {
+    let seq: i64 = column(row, "seq", Place::Session(session_id))?;
+    let place = Place::Message(session_id, seq);
+    let seq = u64::try_from(seq).map_err(|_| corrupt(place, "negative seq"))?;
+    let role: &str = column(row, "role", place)?;
+    let message = Message {
+        role: parse_role(role, place)?,
+        content: column(row, "content", place)?,
+        tool_calls: json_column::<Vec<ToolCall>>(row, "tool_calls", place)?.unwrap_or_default(),
+        tool_call_id: column(row, "tool_call_id", place)?,
+        reasoning: json_column::<Reasoning>(row, "reasoning", place)?,
+        meta: json_column::<MessageMeta>(row, "meta", place)?.unwrap_or_default(),
+    };
+    Ok(StoredMessage {
+        seq,
+        run_id: column(row, "run_id", place)?,
+        created_at: time_column(row, "created_at", place)?,
+        message,
+    })
+}
+
+/// Decodes a row selecting every column of `runs`.
+pub(crate) fn decode_run(row: &SqliteRow) -> Result<RunRecord, StoreError> {
+    let id: String = column(row, "id", Place::Table("runs"))?;
+    let place = Place::Run(&id);
+    let state: &str = column(row, "state", place)?;
+    let state: AgentState = state.parse().map_err(|e| corrupt(place, e))?;
+    let reason: Option<&str> = column(row, "reason", place)?;
+    let reason = reason
+        .map(|text| {
+            serde_json::from_value::<ErrorReason>(serde_json::Value::String(text.to_string()))
+                .map_err(|_| corrupt(place, format_args!("unknown error reason `{text}`")))
+        })
+        .transpose()?;
+    Ok(RunRecord {
+        session_id: column(row, "session_id", place)?,
+        state,
+        reason,
+        provider: column(row, "provider", place)?,
+        model: column(row, "model", place)?,
+        model_used: column(row, "model_used", place)?,
+        iterations: count_column(row, "iterations", place)?,
+        usage: Usage {
+            input_tokens: count_column(row, "input_tokens", place)?,
+            output_tokens: count_column(row, "output_tokens", place)?,
+            cache_read_tokens: count_column(row, "cache_read_tokens", place)?,
+            cache_write_tokens: count_column(row, "cache_write_tokens", place)?,
+        },
+        final_text: column(row, "final_text", place)?,
+        error: column(row, "error", place)?,
+        started_at: time_column(row, "started_at", place)?,
+        updated_at: time_column(row, "updated_at", place)?,
+        finished_at: optional_time_column(row, "finished_at", place)?,
+        id,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn timestamps_are_fixed_width_lossless_and_sort_as_text() {
+        let early = Utc.timestamp_opt(1_700_000_000, 5).unwrap();
+        let late = Utc.timestamp_opt(1_700_000_000, 123_456_789).unwrap();
+        let (a, b) = (timestamp(early), timestamp(late));
+        assert_eq!(a, "2023-11-14T22:13:20.000000005Z");
+        assert_eq!(a.len(), b.len());
+        assert!(a < b);
+        let place = Place::Table("t");
+        assert_eq!(parse_timestamp(&a, "at", place).unwrap(), early);
+        assert_eq!(parse_timestamp(&b, "at", place).unwrap(), late);
+    }
+
+    #[test]
+    fn bad_values_are_corrupt_and_say_where() {
+        let err = parse_timestamp("yesterday", "created_at", Place::Run("r1")).unwrap_err();
+        assert!(matches!(err, StoreError::Corrupt(_)));
+        let text = err.to_string();
+        assert!(
+            text.contains("run `r1`") && text.contains("created_at"),
+            "{text}"
+        );
+
+        let err = parse_role("robot", Place::Message("s1", 3)).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("message 3 of session `s1`") && text.contains("robot"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn default_parts_of_a_message_are_stored_as_null() {
+        let columns = MessageColumns::encode(&Message::user("hi")).unwrap();
+        assert_eq!(columns.role, "user");
+        assert!(columns.tool_calls.is_none() && columns.reasoning.is_none());
+        assert!(columns.meta.is_none());
+    }
+
+    #[test]
+    fn counters_beyond_i64_are_refused() {
+        let mut run = RunRecord {
+            id: "r".into(),
+            session_id: "s".into(),
+            state: AgentState::Running,
+            reason: None,
+            provider: "p".into(),
+            model: "m".into(),
+            model_used: None,
+            iterations: u32::MAX,
+            usage: Usage {
+                input_tokens: 7,
+                ..Usage::default()
+            },
+            final_text: None,
+            error: None,
+            started_at: Utc::now(),
+            updated_at: Utc::now(),
+            finished_at: None,
+        };
+        let counts = RunCounts::of(&run).unwrap();
+        assert_eq!(
+            (counts.iterations, counts.input_tokens),
+            (u32::MAX as i64, 7)
+        );
+        run.usage.cache_write_tokens = u64::MAX;
+        let err = RunCounts::of(&run).unwrap_err();
+        assert!(err.to_string().contains("cache_write_tokens"), "{err}");
+    }
+}

@@ -1,0 +1,46 @@
+//! The schema migrations, compiled in (no sqlx macros): each file in `migrations/` is one
+//! version. Applied migrations are recorded in `_sqlx_migrations` with a checksum, so a file must
+//! never change once released; a schema change is a new file with the next version.
+
+use sqlx::SqlSafeStr;
+use sqlx::migrate::{MigrateError, Migration, MigrationType, Migrator};
+use sqlx::sqlite::SqlitePool;
+
+/// The migrator holding every schema version, in order.
+fn migrator() -> Migrator {
+    Migrator::with_migrations(vec![Migration::new(
+        1,
+        "init".into(),
+        MigrationType::Simple,
+        include_str!("../migrations/0001_init.sql").into_sql_str(),
+        false,
+    )])
+}
+
+/// Applies the migrations this build knows and has not applied yet; returns what went wrong, in
+/// words, otherwise.
+pub(crate) async fn migrate(pool: &SqlitePool) -> Result<(), String> {
+    migrator().run(pool).await.map_err(|e| match e {
+        MigrateError::VersionMissing(version) => format!(
+            "the database has schema version {version}, which this build of keel does not know: \
+             it was written by a newer keel"
+        ),
+        other => format!("cannot update the schema: {other}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_unique_and_ascending() {
+        let migrator = migrator();
+        let versions: Vec<i64> = migrator.iter().map(|m| m.version).collect();
+        let mut sorted = versions.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(versions, sorted);
+        assert_eq!(versions.first(), Some(&1));
+    }
+}

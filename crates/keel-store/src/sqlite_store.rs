@@ -1,0 +1,307 @@
+//! [`SqliteStore`]: the [`Store`] on an SQLite file in WAL mode.
+//!
+//! Writes go through a pool of one connection, so writers of this process queue in order instead
+//! of sleeping in SQLite's busy handler. Each write is one `BEGIN IMMEDIATE` transaction holding
+//! one multi-statement query (see [`crate::batch`]): three trips to the connection's worker
+//! thread however many messages it carries. The 5-second busy timeout covers writers in other
+//! processes. Reads use a separate pool of
+//! read-only connections, which WAL lets run alongside the writer. Statements are prepared once
+//! per connection and reused through sqlx's statement cache.
+
+use std::path::Path;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::Utc;
+use keel_core::{Message, RunRecord, SessionInfo, Store, StoreError, StoredMessage};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+use crate::batch::{self, RunWrite};
+use crate::codec::{self, RunCounts, timestamp};
+use crate::schema;
+
+/// How long a write waits for another process's write transaction before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Read-only connections; readers never block each other or the writer under WAL.
+const READERS: u32 = 4;
+
+/// Every column of `runs` that a [`RunRecord`] holds.
+macro_rules! run_columns {
+    () => {
+        "id, session_id, state, reason, provider, model, model_used, iterations, input_tokens, \
+         output_tokens, cache_read_tokens, cache_write_tokens, final_text, error, started_at, \
+         updated_at, finished_at"
+    };
+}
+
+const SELECT_SESSION: &str =
+    "SELECT id, created_at, updated_at, title, message_count FROM sessions WHERE id = $1";
+
+const LIST_SESSIONS: &str = "SELECT id, created_at, updated_at, title, message_count FROM sessions \
+     ORDER BY updated_at DESC, id DESC LIMIT $1";
+
+const SELECT_MESSAGES: &str = "SELECT seq, run_id, role, content, tool_calls, tool_call_id, \
+     reasoning, meta, created_at FROM messages WHERE session_id = $1 ORDER BY seq";
+
+const SELECT_RUN: &str = concat!("SELECT ", run_columns!(), " FROM runs WHERE id = $1");
+
+const LIST_RUNS: &str = concat!(
+    "SELECT ",
+    run_columns!(),
+    " FROM runs ORDER BY started_at DESC, id DESC LIMIT $1"
+);
+
+const LIST_SESSION_RUNS: &str = concat!(
+    "SELECT ",
+    run_columns!(),
+    " FROM runs WHERE session_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2"
+);
+
+/// Adds what was being done to a database error.
+trait OrBackend<T> {
+    fn or_backend(self, doing: impl FnOnce() -> String) -> Result<T, StoreError>;
+}
+
+impl<T> OrBackend<T> for Result<T, sqlx::Error> {
+    fn or_backend(self, doing: impl FnOnce() -> String) -> Result<T, StoreError> {
+        self.map_err(|e| StoreError::Backend(format!("{}: {e}", doing())))
+    }
+}
+
+/// A [`Store`] on SQLite: one file, WAL journal, `synchronous=NORMAL` (a commit survives a crash
+/// of the process; a power loss may undo the last commits but never corrupts the file). Clones
+/// share the same connections.
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    writer: SqlitePool,
+    reader: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens the store at `path`, creating the file and its parent directories if missing, and
+    /// brings the schema up to date.
+    pub async fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        let fail = |what: String| {
+            StoreError::Backend(format!("cannot open store at {}: {what}", path.display()))
+        };
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|e| fail(format!("cannot create directory {}: {e}", parent.display())))?;
+        }
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .busy_timeout(BUSY_TIMEOUT)
+            .foreign_keys(true)
+            .synchronous(SqliteSynchronous::Normal);
+        let writer = pool_options(1)
+            .connect_with(
+                options
+                    .clone()
+                    .create_if_missing(true)
+                    .journal_mode(SqliteJournalMode::Wal),
+            )
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        schema::migrate(&writer).await.map_err(fail)?;
+        let reader = pool_options(READERS)
+            .connect_with(options.read_only(true))
+            .await
+            .map_err(|e| fail(format!("cannot open a reader: {e}")))?;
+        Ok(SqliteStore { writer, reader })
+    }
+
+    /// An empty store in memory, for tests: one connection that lives as long as the store, so
+    /// every call sees the same database.
+    pub async fn open_in_memory() -> Result<SqliteStore, StoreError> {
+        let fail =
+            |what: String| StoreError::Backend(format!("cannot open in-memory store: {what}"));
+        let pool = pool_options(1)
+            .min_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .in_memory(true)
+                    .foreign_keys(true),
+            )
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        schema::migrate(&pool).await.map_err(fail)?;
+        Ok(SqliteStore {
+            writer: pool.clone(),
+            reader: pool,
+        })
+    }
+
+    /// Closes every connection, waiting for those in use to be returned. Dropping the store
+    /// without closing it loses nothing that was committed.
+    pub async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+    }
+}
+
+/// Pool settings shared by every pool: local connections do not go stale, so they are not
+/// pinged before use.
+fn pool_options(max_connections: u32) -> SqlitePoolOptions {
+    SqlitePoolOptions::new()
+        .max_connections(max_connections)
+        .test_before_acquire(false)
+}
+
+/// A `LIMIT` value: any `usize` beyond SQLite's range means "no limit".
+fn sql_limit(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn ensure_session(&self, session_id: &str) -> Result<(), StoreError> {
+        sqlx::query(batch::ENSURE_SESSION)
+            .bind(session_id)
+            .bind(timestamp(Utc::now()))
+            .execute(&self.writer)
+            .await
+            .or_backend(|| format!("cannot create session `{session_id}`"))?;
+        Ok(())
+    }
+
+    async fn session(&self, session_id: &str) -> Result<Option<SessionInfo>, StoreError> {
+        let row = sqlx::query(SELECT_SESSION)
+            .bind(session_id)
+            .fetch_optional(&self.reader)
+            .await
+            .or_backend(|| format!("cannot read session `{session_id}`"))?;
+        row.as_ref().map(codec::decode_session).transpose()
+    }
+
+    async fn list_sessions(&self, limit: usize) -> Result<Vec<SessionInfo>, StoreError> {
+        let rows = sqlx::query(LIST_SESSIONS)
+            .bind(sql_limit(limit))
+            .fetch_all(&self.reader)
+            .await
+            .or_backend(|| "cannot list sessions".into())?;
+        rows.iter().map(codec::decode_session).collect()
+    }
+
+    async fn messages(&self, session_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
+        let rows = sqlx::query(SELECT_MESSAGES)
+            .bind(session_id)
+            .fetch_all(&self.reader)
+            .await
+            .or_backend(|| format!("cannot read messages of session `{session_id}`"))?;
+        rows.iter()
+            .map(|row| codec::decode_message(row, session_id))
+            .collect()
+    }
+
+    async fn append_messages(
+        &self,
+        session_id: &str,
+        run_id: Option<&str>,
+        messages: &[Message],
+    ) -> Result<(), StoreError> {
+        let doing = || format!("cannot append messages to session `{session_id}`");
+        let mut tx = self
+            .writer
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .or_backend(doing)?;
+        batch::write(&mut tx, session_id, run_id, messages, None, &doing).await?;
+        tx.commit().await.or_backend(doing)
+    }
+
+    async fn save_run(&self, run: &RunRecord, new_messages: &[Message]) -> Result<(), StoreError> {
+        let doing = || format!("cannot save run `{}`", run.id);
+        let write = RunWrite {
+            run,
+            counts: RunCounts::of(run)?,
+        };
+        let mut tx = self
+            .writer
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .or_backend(doing)?;
+        batch::write(
+            &mut tx,
+            &run.session_id,
+            Some(&run.id),
+            new_messages,
+            Some(&write),
+            &doing,
+        )
+        .await?;
+        tx.commit().await.or_backend(doing)
+    }
+
+    async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        let row = sqlx::query(SELECT_RUN)
+            .bind(run_id)
+            .fetch_optional(&self.reader)
+            .await
+            .or_backend(|| format!("cannot read run `{run_id}`"))?;
+        row.as_ref().map(codec::decode_run).transpose()
+    }
+
+    async fn list_runs(
+        &self,
+        session_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        let query = match session_id {
+            Some(session_id) => sqlx::query(LIST_SESSION_RUNS)
+                .bind(session_id)
+                .bind(sql_limit(limit)),
+            None => sqlx::query(LIST_RUNS).bind(sql_limit(limit)),
+        };
+        let rows = query
+            .fetch_all(&self.reader)
+            .await
+            .or_backend(|| "cannot list runs".into())?;
+        rows.iter().map(codec::decode_run).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn pragma(pool: &SqlitePool, sql: &'static str) -> i64 {
+        sqlx::query_scalar(sql).fetch_one(pool).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn connections_are_set_up_once_as_documented() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("keel.db"))
+            .await
+            .unwrap();
+        for pool in [&store.writer, &store.reader] {
+            // 1 = NORMAL
+            assert_eq!(pragma(pool, "PRAGMA synchronous").await, 1);
+            assert_eq!(pragma(pool, "PRAGMA busy_timeout").await, 5000);
+            assert_eq!(pragma(pool, "PRAGMA foreign_keys").await, 1);
+        }
+        let write =
+            sqlx::query("INSERT INTO sessions (id, created_at, updated_at) VALUES ('x', '', '')")
+                .execute(&store.reader)
+                .await;
+        assert!(write.is_err(), "reader connections are read-only");
+    }
+
+    #[tokio::test]
+    async fn foreign_keys_hold_messages_to_their_session() {
+        let store = SqliteStore::open_in_memory().await.unwrap();
+        let orphan = sqlx::query(
+            "INSERT INTO messages (session_id, seq, role, content, created_at) \
+             VALUES ('nobody', 1, 'user', 'hi', '')",
+        )
+        .execute(&store.writer)
+        .await;
+        assert!(orphan.is_err());
+    }
+}
