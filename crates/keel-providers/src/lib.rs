@@ -1,1 +1,27 @@
-//! placeholder
+//! keel-providers owns keel's wire adapters: the code that turns a [`keel_core::ChatRequest`]
+//! into one provider's HTTP request and reads the answer (whole JSON or a server-sent event
+//! stream) back into a [`keel_core::ChatResponse`], sorting every failure into a
+//! [`keel_core::ProviderError`] the recovery policy can act on.
+//!
+//! Today it speaks the OpenAI chat-completions API ([`openai_chat`]), which also covers the
+//! many compatible servers (Ollama, vLLM, llama.cpp's server, proxies). OpenAI Responses and
+//! Anthropic Messages will follow as sibling modules built the same way:
+//!
+//! - `<adapter>/request.rs`: `ChatRequest` → wire JSON,
+//! - `<adapter>/response.rs`: a whole JSON answer → `ChatResponse`,
+//! - `<adapter>/stream.rs`: an accumulator fed one SSE event at a time,
+//! - `http.rs`: client construction, sending, transport errors and the SSE read loop, shared,
+//! - [`classify`]: HTTP status + headers + body → `ProviderError`, shared.
+//!
+//! It must not depend on any keel crate but `keel-core`: the loop, the store and the tools know
+//! nothing about wire formats, and this crate knows nothing about them.
+
+#![warn(missing_docs)]
+
+pub mod classify;
+mod http;
+pub mod openai_chat;
+
+pub use classify::{classify_http_error, retry_hint};
+pub use http::ConfigError;
+pub use openai_chat::{OpenAiChat, OpenAiConfig};

@@ -1,0 +1,267 @@
+//! HTTP plumbing shared by the adapters: building the client (TLS included), sending a request,
+//! reading a body, describing transport failures, and the server-sent-event read loop that
+//! feeds an adapter's stream accumulator.
+
+use std::error::Error as StdError;
+use std::io;
+use std::pin::pin;
+use std::sync::Once;
+use std::time::Duration;
+
+use bytes::Bytes;
+use eventsource_stream::{Event, EventStreamError, Eventsource};
+use futures::{Stream, StreamExt};
+use keel_core::{ChatResponse, DeltaSink, ProviderError, ProviderErrorKind, StreamDelta};
+use reqwest::{RequestBuilder, Response, Url};
+
+use crate::classify::classify_http_error;
+
+/// Why an adapter could not be built from its configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The base URL does not parse or is not http(s).
+    #[error("invalid base URL {url:?}: {reason}")]
+    InvalidBaseUrl {
+        /// The URL as configured.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// reqwest refused to build a client.
+    #[error("cannot build the HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+}
+
+/// Installs rustls's `ring` crypto provider as the process default, once. reqwest is built
+/// without a provider of its own, so this must run before the first client is built.
+fn install_crypto_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // An error only means another provider was installed first, which serves as well.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// A client with the given connect timeout and per-read timeout (a stalled connection fails
+/// after `read_timeout` without data, however long a healthy stream runs).
+pub(crate) fn build_client(
+    connect_timeout: Duration,
+    read_timeout: Duration,
+) -> Result<reqwest::Client, ConfigError> {
+    install_crypto_provider();
+    reqwest::Client::builder()
+        .user_agent(concat!("keel/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(connect_timeout)
+        .read_timeout(read_timeout)
+        .build()
+        .map_err(ConfigError::Client)
+}
+
+/// The base URL without trailing slashes, checked to be an http(s) URL.
+pub(crate) fn checked_base_url(raw: &str) -> Result<(String, Url), ConfigError> {
+    let trimmed = raw.trim().trim_end_matches('/');
+    let invalid = |reason: String| ConfigError::InvalidBaseUrl {
+        url: raw.to_string(),
+        reason,
+    };
+    let url = Url::parse(trimmed).map_err(|err| invalid(err.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(invalid("only http and https are supported".to_string()));
+    }
+    Ok((trimmed.to_string(), url))
+}
+
+/// Where a transport failure happened.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Stage {
+    /// Connecting, sending, waiting for the status line.
+    Send,
+    /// Reading a whole body.
+    Body,
+    /// Reading an event stream.
+    Stream,
+}
+
+/// Sends `request`; a non-success status becomes a classified error (its body read in full).
+/// `origin` is the base URL, named in transport error messages.
+pub(crate) async fn send(request: RequestBuilder, origin: &str) -> Result<Response, ProviderError> {
+    let response = request
+        .send()
+        .await
+        .map_err(|err| transport_error(&err, origin, Stage::Send))?;
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    let headers = response.headers().clone();
+    let body = match response.bytes().await {
+        Ok(body) => body,
+        Err(err) => {
+            tracing::debug!(%status, error = %err, "could not read the error body");
+            Bytes::new()
+        }
+    };
+    Err(classify_http_error(status.as_u16(), &headers, &body))
+}
+
+/// Reads a whole response body.
+pub(crate) async fn read_body(response: Response, origin: &str) -> Result<Bytes, ProviderError> {
+    response
+        .bytes()
+        .await
+        .map_err(|err| transport_error(&err, origin, Stage::Body))
+}
+
+/// Describes a failure below HTTP: refused, reset, DNS, timeouts, broken streams.
+pub(crate) fn transport_error(
+    err: &(dyn StdError + 'static),
+    origin: &str,
+    stage: Stage,
+) -> ProviderError {
+    let (kind, message) = if is_timeout(err) {
+        let message = match stage {
+            Stage::Send if is_connect(err) => format!("cannot reach {origin}: connect timed out"),
+            Stage::Send => format!("request to {origin} timed out"),
+            Stage::Body => format!("reading the answer from {origin} timed out"),
+            Stage::Stream => format!("the stream from {origin} stalled past the read timeout"),
+        };
+        (ProviderErrorKind::Timeout, message)
+    } else {
+        let cause = describe_cause(err);
+        let message = match stage {
+            Stage::Send if is_connect(err) => format!("cannot reach {origin}: {cause}"),
+            Stage::Send => format!("request to {origin} failed: {cause}"),
+            Stage::Body => format!("the answer from {origin} broke off: {cause}"),
+            Stage::Stream => format!("the stream from {origin} broke mid-way: {cause}"),
+        };
+        (ProviderErrorKind::Network, message)
+    };
+    ProviderError::new(kind, message)
+}
+
+fn error_chain<'a>(
+    err: &'a (dyn StdError + 'static),
+) -> impl Iterator<Item = &'a (dyn StdError + 'static)> {
+    std::iter::successors(Some(err), |&err| err.source())
+}
+
+fn is_timeout(err: &(dyn StdError + 'static)) -> bool {
+    error_chain(err).any(|err| {
+        err.downcast_ref::<reqwest::Error>()
+            .is_some_and(reqwest::Error::is_timeout)
+            || err
+                .downcast_ref::<io::Error>()
+                .is_some_and(|io| io.kind() == io::ErrorKind::TimedOut)
+    })
+}
+
+fn is_connect(err: &(dyn StdError + 'static)) -> bool {
+    error_chain(err).any(|err| {
+        err.downcast_ref::<reqwest::Error>()
+            .is_some_and(reqwest::Error::is_connect)
+    })
+}
+
+/// The most telling cause of a transport failure, in a few words.
+fn describe_cause(err: &(dyn StdError + 'static)) -> String {
+    for layer in error_chain(err) {
+        if let Some(phrase) = layer.downcast_ref::<io::Error>().and_then(io_phrase) {
+            return phrase.to_string();
+        }
+    }
+    let innermost = error_chain(err)
+        .last()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    if error_chain(err).any(|layer| layer.to_string().starts_with("dns error")) {
+        format!("DNS lookup failed: {innermost}")
+    } else {
+        innermost
+    }
+}
+
+fn io_phrase(err: &io::Error) -> Option<&'static str> {
+    Some(match err.kind() {
+        io::ErrorKind::ConnectionRefused => "connection refused",
+        io::ErrorKind::ConnectionReset => "connection reset",
+        io::ErrorKind::ConnectionAborted => "connection aborted",
+        io::ErrorKind::BrokenPipe => "broken pipe",
+        io::ErrorKind::UnexpectedEof => "connection closed early",
+        io::ErrorKind::TimedOut => "timed out",
+        _ => return None,
+    })
+}
+
+/// What an accumulator wants after an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SseFlow {
+    /// Keep reading.
+    Continue,
+    /// The stream's terminal marker arrived; stop reading.
+    Done,
+}
+
+/// One adapter's reading of an event stream: fed event by event, it sends deltas to the sink
+/// and finally assembles the answer. It never sends [`StreamDelta::Finished`]; the caller does,
+/// exactly once, through [`finish_stream`].
+pub(crate) trait SseAccumulator {
+    /// Takes one event.
+    fn on_event(&mut self, event: &Event, sink: &dyn DeltaSink) -> Result<SseFlow, ProviderError>;
+
+    /// Assembles the answer once the stream is over (terminal marker or close).
+    fn finish(self, sink: &dyn DeltaSink) -> Result<ChatResponse, ProviderError>;
+}
+
+/// Reads server-sent events from a byte stream into `accumulator` until its terminal marker
+/// or the end of the stream. A transport error mid-way ends the read with that error: an
+/// answer is never returned silently truncated.
+pub(crate) async fn read_sse<S, B, E, A>(
+    bytes: S,
+    mut accumulator: A,
+    sink: &dyn DeltaSink,
+    origin: &str,
+) -> Result<ChatResponse, ProviderError>
+where
+    S: Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
+    E: StdError + 'static,
+    A: SseAccumulator,
+{
+    let mut events = pin!(bytes.eventsource());
+    while let Some(item) = events.next().await {
+        let event = item.map_err(|err| event_stream_error(err, origin))?;
+        if accumulator.on_event(&event, sink)? == SseFlow::Done {
+            break;
+        }
+    }
+    accumulator.finish(sink)
+}
+
+fn event_stream_error<E: StdError + 'static>(
+    err: EventStreamError<E>,
+    origin: &str,
+) -> ProviderError {
+    match err {
+        EventStreamError::Transport(err) => transport_error(&err, origin, Stage::Stream),
+        EventStreamError::Utf8(err) => ProviderError::new(
+            ProviderErrorKind::MalformedResponse,
+            format!("the stream from {origin} is not valid UTF-8: {err}"),
+        ),
+        EventStreamError::Parser(err) => ProviderError::new(
+            ProviderErrorKind::MalformedResponse,
+            format!("the stream from {origin} is not a valid event stream: {err}"),
+        ),
+    }
+}
+
+/// Sends the one [`StreamDelta::Finished`] of a stream (with the stop reason on success,
+/// `None` on failure) and passes the result through.
+pub(crate) fn finish_stream(
+    result: Result<ChatResponse, ProviderError>,
+    sink: &dyn DeltaSink,
+) -> Result<ChatResponse, ProviderError> {
+    sink.delta(&StreamDelta::Finished {
+        stop_reason: result.as_ref().ok().map(|response| response.stop_reason),
+    });
+    result
+}

@@ -1,0 +1,226 @@
+//! The OpenAI chat-completions adapter: `POST {base_url}/chat/completions`, whole or streamed.
+//! It serves api.openai.com and the compatible servers (Ollama, vLLM, llama.cpp's server,
+//! LiteLLM and other proxies): without an API key no `Authorization` header is sent.
+
+mod request;
+mod response;
+mod stream;
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use keel_core::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError};
+use reqwest::header::{ACCEPT, CONTENT_TYPE};
+
+pub use request::{TokenLimitField, build_request_body};
+pub use response::parse_completion;
+pub use stream::parse_stream;
+
+use crate::http::{self, ConfigError, finish_stream};
+
+/// The base URL used when `OPENAI_BASE_URL` is not set.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// Default [`OpenAiConfig::request_timeout`].
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
+/// Default [`OpenAiConfig::connect_timeout`].
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where and how to reach a chat-completions server.
+#[derive(Clone, PartialEq, Eq)]
+pub struct OpenAiConfig {
+    /// The provider's name in events and run records (`openai` by default).
+    pub name: String,
+    /// API root, e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1`; a trailing
+    /// slash is ignored.
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer …` when set.
+    pub api_key: Option<String>,
+    /// Longest wait for a whole answer; for a stream, the longest silence between two reads.
+    pub request_timeout: Duration,
+    /// Longest wait for the TCP (and TLS) connection.
+    pub connect_timeout: Duration,
+}
+
+impl OpenAiConfig {
+    /// A config for `base_url` named `openai`, without a key, with the default timeouts.
+    pub fn new(base_url: impl Into<String>) -> Self {
+        OpenAiConfig {
+            name: "openai".to_string(),
+            base_url: base_url.into(),
+            api_key: None,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        }
+    }
+
+    /// Sets the API key.
+    pub fn with_api_key(mut self, api_key: impl Into<String>) -> Self {
+        self.api_key = Some(api_key.into());
+        self
+    }
+
+    /// Reads `OPENAI_BASE_URL` (default [`DEFAULT_BASE_URL`]) and `OPENAI_API_KEY` (an empty
+    /// value counts as unset).
+    pub fn from_env() -> Self {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// [`OpenAiConfig::from_env`] with the variables read through `lookup`.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let set = |name: &str| lookup(name).filter(|value| !value.trim().is_empty());
+        OpenAiConfig {
+            api_key: set("OPENAI_API_KEY"),
+            ..Self::new(set("OPENAI_BASE_URL").unwrap_or_else(|| DEFAULT_BASE_URL.to_string()))
+        }
+    }
+}
+
+impl fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("name", &self.name)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("request_timeout", &self.request_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish()
+    }
+}
+
+/// A chat-completions endpoint as a keel [`Provider`].
+#[derive(Debug)]
+pub struct OpenAiChat {
+    config: OpenAiConfig,
+    client: reqwest::Client,
+    /// The base URL without its trailing slash, named in transport errors.
+    origin: String,
+    endpoint: String,
+    token_limit: TokenLimitField,
+}
+
+impl OpenAiChat {
+    /// Builds the adapter (and its HTTP client) for `config`.
+    pub fn new(config: OpenAiConfig) -> Result<Self, ConfigError> {
+        let (origin, url) = http::checked_base_url(&config.base_url)?;
+        let client = http::build_client(config.connect_timeout, config.request_timeout)?;
+        Ok(OpenAiChat {
+            endpoint: format!("{origin}/chat/completions"),
+            token_limit: TokenLimitField::for_host(url.host_str()),
+            origin,
+            client,
+            config,
+        })
+    }
+
+    /// The configuration it was built from.
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.config
+    }
+
+    /// One call, without the stream's final `Finished` delta.
+    async fn call(
+        &self,
+        request: &ChatRequest,
+        sink: &dyn DeltaSink,
+    ) -> Result<ChatResponse, ProviderError> {
+        let body = build_request_body(request, self.token_limit);
+        let mut http_request = self.client.post(&self.endpoint).json(&body);
+        if let Some(key) = &self.config.api_key {
+            http_request = http_request.bearer_auth(key);
+        }
+        http_request = if request.stream {
+            http_request.header(ACCEPT, "text/event-stream")
+        } else {
+            http_request.timeout(self.config.request_timeout)
+        };
+        tracing::debug!(
+            provider = %self.config.name,
+            model = %request.model,
+            stream = request.stream,
+            "chat-completions request"
+        );
+        let response = http::send(http_request, &self.origin).await?;
+        if request.stream && !is_json(&response) {
+            return stream::read_stream(response.bytes_stream(), sink, &self.origin).await;
+        }
+        // A whole answer, also from a server that ignored `stream: true`.
+        let body = http::read_body(response, &self.origin).await?;
+        let answer = parse_completion(&body)?;
+        if request.stream {
+            stream::replay_as_deltas(&answer, sink);
+        }
+        Ok(answer)
+    }
+}
+
+fn is_json(response: &reqwest::Response) -> bool {
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.trim_start().starts_with("application/json"))
+}
+
+#[async_trait]
+impl Provider for OpenAiChat {
+    fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    async fn chat(
+        &self,
+        request: &ChatRequest,
+        sink: &dyn DeltaSink,
+    ) -> Result<ChatResponse, ProviderError> {
+        let result = self.call(request, sink).await.map(|mut answer| {
+            if answer.model.is_empty() {
+                answer.model.clone_from(&request.model);
+            }
+            answer
+        });
+        if request.stream {
+            finish_stream(result, sink)
+        } else {
+            result
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_from_env_defaults_to_openai_without_a_key() {
+        let config = OpenAiConfig::from_lookup(|_| None);
+        assert_eq!(config.base_url, DEFAULT_BASE_URL);
+        assert_eq!(config.api_key, None);
+        assert_eq!(config.name, "openai");
+
+        let config = OpenAiConfig::from_lookup(|name| match name {
+            "OPENAI_BASE_URL" => Some("http://localhost:11434/v1/".into()),
+            "OPENAI_API_KEY" => Some(String::new()),
+            _ => None,
+        });
+        assert_eq!(config.base_url, "http://localhost:11434/v1/");
+        assert_eq!(config.api_key, None);
+    }
+
+    #[test]
+    fn base_url_is_checked_and_its_trailing_slash_dropped() {
+        let chat = OpenAiChat::new(OpenAiConfig::new("http://localhost:8000/v1/")).unwrap();
+        assert_eq!(chat.endpoint, "http://localhost:8000/v1/chat/completions");
+        assert_eq!(chat.token_limit, TokenLimitField::MaxTokens);
+        let openai = OpenAiChat::new(OpenAiConfig::new(DEFAULT_BASE_URL)).unwrap();
+        assert_eq!(openai.token_limit, TokenLimitField::MaxCompletionTokens);
+        assert!(OpenAiChat::new(OpenAiConfig::new("ftp://x")).is_err());
+        assert!(OpenAiChat::new(OpenAiConfig::new("not a url")).is_err());
+    }
+
+    #[test]
+    fn debug_output_hides_the_key() {
+        let config = OpenAiConfig::new(DEFAULT_BASE_URL).with_api_key("sk-secret");
+        assert!(!format!("{config:?}").contains("sk-secret"));
+    }
+}

@@ -1,0 +1,384 @@
+//! A streamed chat-completions answer: `chat.completion.chunk` events accumulated into a
+//! `ChatResponse`, with deltas sent to the sink as they arrive.
+
+use std::collections::BTreeMap;
+use std::error::Error as StdError;
+
+use eventsource_stream::Event;
+use futures::Stream;
+use keel_core::{ChatResponse, DeltaSink, ProviderError, StreamDelta};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::response::{
+    AnswerParts, WireUsage, argument_text, malformed, reasoning_text, stop_reason, tool_call,
+};
+use crate::classify::{ErrorDetails, error_kind, excerpt};
+use crate::http::{SseAccumulator, SseFlow, finish_stream, read_sse};
+
+#[derive(Deserialize)]
+struct WireChunk {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    choices: Option<Vec<WireChunkChoice>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct WireChunkChoice {
+    #[serde(default)]
+    index: usize,
+    #[serde(default)]
+    delta: Option<WireDelta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireDelta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    refusal: Option<String>,
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    #[serde(default)]
+    reasoning: Option<Value>,
+    #[serde(default)]
+    tool_calls: Option<Vec<WireToolCallDelta>>,
+}
+
+#[derive(Deserialize)]
+struct WireToolCallDelta {
+    #[serde(default)]
+    index: Option<usize>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<WireFunctionDelta>,
+}
+
+#[derive(Deserialize)]
+struct WireFunctionDelta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+/// Reads a chat-completions event stream (the raw bytes of a `text/event-stream` body, in
+/// chunks split anywhere) into the complete answer, sending deltas to `sink` as they arrive
+/// and exactly one [`StreamDelta::Finished`] at the end, also on failure.
+pub async fn parse_stream<S, B, E>(
+    bytes: S,
+    sink: &dyn DeltaSink,
+) -> Result<ChatResponse, ProviderError>
+where
+    S: Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
+    E: StdError + 'static,
+{
+    finish_stream(read_stream(bytes, sink, "the server").await, sink)
+}
+
+/// [`parse_stream`] without the final `Finished` delta; `origin` names the server in errors.
+pub(crate) async fn read_stream<S, B, E>(
+    bytes: S,
+    sink: &dyn DeltaSink,
+    origin: &str,
+) -> Result<ChatResponse, ProviderError>
+where
+    S: Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
+    E: StdError + 'static,
+{
+    read_sse(bytes, ChunkAccumulator::default(), sink, origin).await
+}
+
+/// Sends the deltas a stream of `response` would have carried (for a server that answered a
+/// streamed request with one whole JSON body).
+pub(crate) fn replay_as_deltas(response: &ChatResponse, sink: &dyn DeltaSink) {
+    let message = &response.message;
+    if let Some(reasoning) = &message.reasoning {
+        sink.delta(&StreamDelta::Reasoning {
+            text: reasoning.text.clone(),
+        });
+    }
+    if !message.content.is_empty() {
+        sink.delta(&StreamDelta::Text {
+            text: message.content.clone(),
+        });
+    }
+    for (index, call) in message.tool_calls.iter().enumerate() {
+        sink.delta(&StreamDelta::ToolCallStarted {
+            index,
+            id: call.id.clone(),
+            name: call.name.clone(),
+        });
+        sink.delta(&StreamDelta::ToolCallArguments {
+            index,
+            fragment: call.arguments.clone(),
+        });
+    }
+}
+
+/// A tool call being assembled from its fragments.
+#[derive(Debug, Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// The state of one chat-completions stream.
+#[derive(Debug, Default)]
+struct ChunkAccumulator {
+    parts: AnswerParts,
+    /// Tool calls by their wire `index`.
+    calls: BTreeMap<usize, PartialCall>,
+    finish_reason: Option<String>,
+    chunks: usize,
+    saw_done: bool,
+}
+
+impl ChunkAccumulator {
+    fn on_chunk(&mut self, chunk: WireChunk, sink: &dyn DeltaSink) {
+        self.chunks += 1;
+        if let Some(model) = chunk.model.filter(|model| !model.is_empty()) {
+            self.parts.model = model;
+        }
+        if let Some(usage) = &chunk.usage {
+            self.parts.usage = usage.to_usage();
+        }
+        // keel asks for one choice; any other index is not part of the answer.
+        let choices = chunk.choices.unwrap_or_default().into_iter();
+        for choice in choices.filter(|choice| choice.index == 0) {
+            if let Some(delta) = choice.delta {
+                self.on_delta(delta, sink);
+            }
+            if let Some(reason) = choice.finish_reason {
+                self.finish_reason = Some(reason);
+            }
+        }
+    }
+
+    fn on_delta(&mut self, delta: WireDelta, sink: &dyn DeltaSink) {
+        let reasoning = delta
+            .reasoning_content
+            .or_else(|| delta.reasoning.as_ref().and_then(reasoning_text));
+        if let Some(text) = reasoning.filter(|text| !text.is_empty()) {
+            self.parts.reasoning.push_str(&text);
+            sink.delta(&StreamDelta::Reasoning { text });
+        }
+        if let Some(text) = delta.content.filter(|text| !text.is_empty()) {
+            self.parts.text.push_str(&text);
+            sink.delta(&StreamDelta::Text { text });
+        }
+        if let Some(text) = delta.refusal.filter(|text| !text.is_empty()) {
+            self.parts.refusal.push_str(&text);
+            sink.delta(&StreamDelta::Text { text });
+        }
+        for call in delta.tool_calls.unwrap_or_default() {
+            self.on_tool_call(call, sink);
+        }
+    }
+
+    fn on_tool_call(&mut self, call: WireToolCallDelta, sink: &dyn DeltaSink) {
+        let index = call
+            .index
+            .unwrap_or_else(|| self.index_without_one(call.id.as_deref()));
+        let (name, arguments) = match call.function {
+            Some(function) => (function.name, function.arguments),
+            None => (None, None),
+        };
+        let id = call.id.unwrap_or_default();
+        let partial = self.calls.entry(index).or_insert_with(|| {
+            let started = PartialCall {
+                id: id.clone(),
+                name: name.clone().unwrap_or_default(),
+                arguments: String::new(),
+            };
+            sink.delta(&StreamDelta::ToolCallStarted {
+                index,
+                id: started.id.clone(),
+                name: started.name.clone(),
+            });
+            started
+        });
+        // Some servers repeat the id and name on every fragment: keep the first.
+        if partial.id.is_empty() {
+            partial.id = id;
+        }
+        if let Some(name) = name.filter(|_| partial.name.is_empty()) {
+            partial.name = name;
+        }
+        if let Some(arguments) = arguments {
+            let fragment = argument_text(arguments);
+            partial.arguments.push_str(&fragment);
+            sink.delta(&StreamDelta::ToolCallArguments { index, fragment });
+        }
+    }
+
+    /// The index of a tool-call fragment that came without one (some compatible servers): a
+    /// new id starts the next call, anything else continues the last.
+    fn index_without_one(&self, id: Option<&str>) -> usize {
+        match (id, self.calls.last_key_value()) {
+            (_, None) => 0,
+            (Some(id), Some((&last, call))) if !id.is_empty() && call.id != id => last + 1,
+            (_, Some((&last, _))) => last,
+        }
+    }
+}
+
+impl SseAccumulator for ChunkAccumulator {
+    fn on_event(&mut self, event: &Event, sink: &dyn DeltaSink) -> Result<SseFlow, ProviderError> {
+        let data = event.data.trim();
+        if data.is_empty() {
+            return Ok(SseFlow::Continue);
+        }
+        if data == "[DONE]" {
+            self.saw_done = true;
+            return Ok(SseFlow::Done);
+        }
+        let chunk: WireChunk = serde_json::from_str(data).map_err(|err| {
+            malformed(format!(
+                "unreadable stream chunk ({err}): {}",
+                excerpt(data)
+            ))
+        })?;
+        if let Some(error) = &chunk.error {
+            let details = ErrorDetails::from_error_value(error);
+            return Err(ProviderError::new(
+                error_kind(None, &details),
+                format!("the stream reported an error: {}", details.message),
+            ));
+        }
+        self.on_chunk(chunk, sink);
+        Ok(SseFlow::Continue)
+    }
+
+    fn finish(self, sink: &dyn DeltaSink) -> Result<ChatResponse, ProviderError> {
+        if self.chunks == 0 {
+            return Err(malformed(
+                "the stream ended before its first chunk".to_string(),
+            ));
+        }
+        let mut parts = self.parts;
+        parts.tool_calls = self
+            .calls
+            .into_iter()
+            .map(|(index, call)| tool_call(index, call.id, call.name, call.arguments))
+            .collect();
+        let stop = stop_reason(self.finish_reason.as_deref(), !parts.tool_calls.is_empty());
+        if self.finish_reason.is_none() {
+            let ending = if self.saw_done {
+                "the stream ended without a finish reason"
+            } else {
+                "the stream closed without [DONE] or a finish reason"
+            };
+            sink.delta(&StreamDelta::Warning {
+                message: format!("{ending}; assuming {}", stop.as_str()),
+            });
+        } else if !self.saw_done {
+            tracing::debug!("the stream closed after its finish reason but without [DONE]");
+        }
+        Ok(parts.into_response(stop))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use keel_core::{ProviderErrorKind, StopReason};
+
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<StreamDelta>>);
+
+    impl DeltaSink for Recorder {
+        fn delta(&self, delta: &StreamDelta) {
+            self.0.lock().unwrap().push(delta.clone());
+        }
+    }
+
+    fn run(body: &str) -> (Result<ChatResponse, ProviderError>, Vec<StreamDelta>) {
+        let sink = Recorder::default();
+        let bytes = futures::stream::iter([Ok::<_, std::io::Error>(body.to_string())]);
+        let result = futures::executor::block_on(parse_stream(bytes, &sink));
+        (result, sink.0.into_inner().unwrap())
+    }
+
+    fn finished_count(deltas: &[StreamDelta]) -> usize {
+        deltas
+            .iter()
+            .filter(|delta| matches!(delta, StreamDelta::Finished { .. }))
+            .count()
+    }
+
+    #[test]
+    fn tool_calls_without_index_are_told_apart_by_id() {
+        let body = concat!(
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"a\",\"function\":{\"name\":\"x\",\"arguments\":\"{}\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"b\",\"function\":{\"name\":\"y\",\"arguments\":\"{\\\"k\\\":1}\"}}]},\"finish_reason\":\"stop\"}]}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let (result, deltas) = run(body);
+        let response = result.unwrap();
+        let names: Vec<_> = response
+            .message
+            .tool_calls
+            .iter()
+            .map(|c| &c.name)
+            .collect();
+        assert_eq!(names, ["x", "y"]);
+        assert_eq!(response.message.tool_calls[1].arguments, r#"{"k":1}"#);
+        assert_eq!(response.stop_reason, StopReason::ToolUse);
+        assert_eq!(finished_count(&deltas), 1);
+    }
+
+    #[test]
+    fn reasoning_deltas_are_forwarded_and_kept() {
+        let body = concat!(
+            "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"hmm\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let (result, deltas) = run(body);
+        let response = result.unwrap();
+        assert_eq!(response.message.reasoning.unwrap().text, "hmm");
+        assert_eq!(response.message.content, "ok");
+        assert_eq!(deltas[0], StreamDelta::Reasoning { text: "hmm".into() });
+    }
+
+    #[test]
+    fn an_error_event_ends_the_stream_classified() {
+        let body = concat!(
+            "data: {\"choices\":[{\"delta\":{\"content\":\"par\"}}]}\n\n",
+            "data: {\"error\":{\"message\":\"model overloaded\",\"type\":\"overloaded_error\"}}\n\n",
+        );
+        let (result, deltas) = run(body);
+        let error = result.unwrap_err();
+        assert_eq!(error.kind, ProviderErrorKind::Overloaded);
+        assert!(error.message.contains("model overloaded"));
+        assert_eq!(
+            deltas.last(),
+            Some(&StreamDelta::Finished { stop_reason: None })
+        );
+        assert_eq!(finished_count(&deltas), 1);
+    }
+
+    #[test]
+    fn an_empty_stream_is_malformed() {
+        let (result, deltas) = run("");
+        assert_eq!(
+            result.unwrap_err().kind,
+            ProviderErrorKind::MalformedResponse
+        );
+        assert_eq!(deltas, [StreamDelta::Finished { stop_reason: None }]);
+    }
+}

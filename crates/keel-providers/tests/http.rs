@@ -1,0 +1,486 @@
+//! The adapter over real HTTP against a small axum server started by each test on
+//! 127.0.0.1:0. Nothing here sleeps: every reply is written at once.
+
+mod common;
+
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::Response;
+use axum::routing::post;
+use common::Recorder;
+use futures::StreamExt;
+use keel_core::{
+    ChatRequest, ChatResponse, DeltaSink, InternalReason, Message, NoDeltas, Provider,
+    ProviderError, ProviderErrorKind, StopReason, StreamDelta, ToolCall, ToolChoice, ToolSpec,
+};
+use keel_providers::{OpenAiChat, OpenAiConfig};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+/// What the mock server answers.
+#[derive(Clone)]
+struct Reply {
+    status: StatusCode,
+    content_type: &'static str,
+    headers: Vec<(&'static str, &'static str)>,
+    /// Body pieces, each written as it comes.
+    chunks: Vec<Bytes>,
+    /// Drop the connection after the last piece, once this is notified, instead of ending the
+    /// body.
+    break_after: Option<Arc<Notify>>,
+}
+
+impl Reply {
+    fn json(body: impl Into<Bytes>) -> Self {
+        Reply {
+            status: StatusCode::OK,
+            content_type: "application/json",
+            headers: Vec::new(),
+            chunks: vec![body.into()],
+            break_after: None,
+        }
+    }
+
+    fn sse(chunks: Vec<Bytes>) -> Self {
+        Reply {
+            content_type: "text/event-stream",
+            chunks,
+            ..Reply::json("")
+        }
+    }
+
+    fn status(status: u16, content_type: &'static str, body: &'static str) -> Self {
+        Reply {
+            status: StatusCode::from_u16(status).unwrap(),
+            content_type,
+            chunks: if body.is_empty() {
+                Vec::new()
+            } else {
+                vec![Bytes::from(body)]
+            },
+            ..Reply::json("")
+        }
+    }
+}
+
+/// What the mock server saw of one request.
+#[derive(Clone, Debug)]
+struct Seen {
+    authorization: Option<String>,
+    body: Value,
+}
+
+type Log = Arc<Mutex<Vec<Seen>>>;
+
+struct MockServer {
+    base_url: String,
+    seen: Log,
+}
+
+async fn serve(reply: Reply) -> MockServer {
+    let seen = Log::default();
+    let app = Router::new()
+        .route("/v1/chat/completions", post(answer))
+        .with_state((reply, seen.clone()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    MockServer {
+        base_url: format!("http://{addr}/v1"),
+        seen,
+    }
+}
+
+async fn answer(
+    State((reply, seen)): State<(Reply, Log)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    seen.lock().unwrap().push(Seen {
+        authorization: headers
+            .get(header::AUTHORIZATION)
+            .map(|value| value.to_str().unwrap().to_string()),
+        body: serde_json::from_slice(&body).unwrap(),
+    });
+    let pieces = futures::stream::iter(reply.chunks.into_iter().map(Ok));
+    let breaking = futures::stream::iter(reply.break_after).then(|notify| async move {
+        notify.notified().await;
+        Err(io::Error::other("server dropped the connection"))
+    });
+    let mut response = Response::builder()
+        .status(reply.status)
+        .header(header::CONTENT_TYPE, reply.content_type);
+    for (name, value) in reply.headers {
+        response = response.header(name, value);
+    }
+    response
+        .body(Body::from_stream(pieces.chain(breaking)))
+        .unwrap()
+}
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/../../../shared/fixtures/providers/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(path).unwrap()
+}
+
+fn adapter(base_url: &str, api_key: Option<&str>) -> OpenAiChat {
+    let mut config = OpenAiConfig::new(base_url);
+    config.api_key = api_key.map(str::to_string);
+    config.request_timeout = Duration::from_secs(30);
+    OpenAiChat::new(config).unwrap()
+}
+
+fn simple_request(stream: bool) -> ChatRequest {
+    ChatRequest {
+        model: "test-model".into(),
+        messages: vec![Message::user("hi")],
+        tools: Vec::new(),
+        tool_choice: ToolChoice::Auto,
+        max_tokens: None,
+        stream,
+    }
+}
+
+async fn stream_call(reply: Reply) -> (Result<ChatResponse, ProviderError>, Recorder) {
+    let server = serve(reply).await;
+    let sink = Recorder::default();
+    let result = adapter(&server.base_url, None)
+        .chat(&simple_request(true), &sink)
+        .await;
+    (result, sink)
+}
+
+fn data(json: Value) -> Bytes {
+    Bytes::from(format!("data: {json}\n\n"))
+}
+
+fn text_chunk(text: &str) -> Bytes {
+    data(json!({"model": "m", "choices": [{"index": 0, "delta": {"content": text}}]}))
+}
+
+#[tokio::test]
+async fn whole_answer_with_the_key_as_bearer_token() {
+    let server = serve(Reply::json(fixture("oai_chat_text.json"))).await;
+    // A trailing slash on the base URL is ignored.
+    let chat = adapter(&format!("{}/", server.base_url), Some("sk-test"));
+    let response = chat.chat(&simple_request(false), &NoDeltas).await.unwrap();
+    assert_eq!(response.message.content, "\\(4200 + 42 = 4242\\).");
+    assert_eq!(response.stop_reason, StopReason::EndTurn);
+    assert_eq!(response.model, "gpt-4o-2024-08-06");
+    assert_eq!(response.usage.input_tokens, 16);
+    assert_eq!(chat.name(), "openai");
+    let seen = server.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].authorization.as_deref(), Some("Bearer sk-test"));
+    assert!(seen[0].body.get("stream").is_none());
+}
+
+#[tokio::test]
+async fn no_key_means_no_authorization_header() {
+    let server = serve(Reply::json(fixture("oai_chat_text.json"))).await;
+    adapter(&server.base_url, None)
+        .chat(&simple_request(false), &NoDeltas)
+        .await
+        .unwrap();
+    assert_eq!(server.seen.lock().unwrap()[0].authorization, None);
+}
+
+#[tokio::test]
+async fn the_request_body_carries_tools_choice_and_tool_results() {
+    let server = serve(Reply::json(fixture("oai_chat_tool_call.json"))).await;
+    let call = ToolCall {
+        id: "call_1".into(),
+        name: "get_weather".into(),
+        arguments: r#"{"city":"Oslo"}"#.into(),
+    };
+    let mut pinned = Message::user("What is the weather in Oslo?");
+    pinned.meta.pinned = true;
+    pinned.meta.importance = Some(0.9);
+    let request = ChatRequest {
+        model: "gpt-test".into(),
+        messages: vec![
+            Message::system("Be brief."),
+            pinned,
+            Message::assistant_with_calls("", vec![call]),
+            Message::tool_result("call_1", "12 °C, rain"),
+            Message::internal_user("Continue.", InternalReason::LoopNudge),
+        ],
+        tools: vec![ToolSpec::new(
+            "get_weather",
+            "Current weather for a city",
+            json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+        )
+        .idempotent()],
+        tool_choice: ToolChoice::Tool("get_weather".into()),
+        max_tokens: Some(100),
+        stream: false,
+    };
+    let response = adapter(&server.base_url, None)
+        .chat(&request, &NoDeltas)
+        .await
+        .unwrap();
+    assert_eq!(response.stop_reason, StopReason::ToolUse);
+    let body = server.seen.lock().unwrap()[0].body.clone();
+    assert_eq!(
+        body,
+        json!({
+            "model": "gpt-test",
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "What is the weather in Oslo?"},
+                {"role": "assistant", "content": null, "tool_calls": [{
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"},
+                }]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "12 °C, rain"},
+                {"role": "user", "content": "Continue."},
+            ],
+            "tools": [{"type": "function", "function": {
+                "name": "get_weather",
+                "description": "Current weather for a city",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            }}],
+            "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+            "max_tokens": 100,
+        })
+    );
+}
+
+#[tokio::test]
+async fn streamed_answer_arrives_as_deltas_and_whole() {
+    let sse = fixture("oai_chat_stream_parallel_tool_calls.sse");
+    let pieces = sse.chunks(50).map(Bytes::copy_from_slice).collect();
+    let server = serve(Reply::sse(pieces)).await;
+    let sink = Recorder::default();
+    let response = adapter(&server.base_url, None)
+        .chat(&simple_request(true), &sink)
+        .await
+        .unwrap();
+    assert_eq!(response.stop_reason, StopReason::ToolUse);
+    let arguments: Vec<_> = response
+        .message
+        .tool_calls
+        .iter()
+        .map(|call| call.arguments.as_str())
+        .collect();
+    assert_eq!(
+        arguments,
+        [r#"{"password": "mellon"}"#, r#"{"password": "radiance"}"#]
+    );
+    assert_eq!(response.usage.output_tokens, 53);
+    assert_eq!(sink.finished(), [Some(StopReason::ToolUse)]);
+    let started = sink
+        .deltas()
+        .iter()
+        .filter(|delta| matches!(delta, StreamDelta::ToolCallStarted { .. }))
+        .count();
+    assert_eq!(started, 2);
+    let body = server.seen.lock().unwrap()[0].body.clone();
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["stream_options"], json!({"include_usage": true}));
+}
+
+#[tokio::test]
+async fn a_stream_that_breaks_mid_way_is_a_network_error_with_one_finished() {
+    // The connection drops once the client has the first text, so the break is mid-stream.
+    struct BreakOnText(Recorder, Arc<Notify>);
+    impl DeltaSink for BreakOnText {
+        fn delta(&self, delta: &StreamDelta) {
+            if let StreamDelta::Text { .. } = delta {
+                self.1.notify_one();
+            }
+            self.0.delta(delta);
+        }
+    }
+    let notify = Arc::new(Notify::new());
+    let mut reply = Reply::sse(vec![text_chunk("Hel"), text_chunk("lo")]);
+    reply.break_after = Some(notify.clone());
+    let server = serve(reply).await;
+    let sink = BreakOnText(Recorder::default(), notify);
+    let result = adapter(&server.base_url, None)
+        .chat(&simple_request(true), &sink)
+        .await;
+    let sink = sink.0;
+    let error = result.unwrap_err();
+    assert_eq!(error.kind, ProviderErrorKind::Network, "{error}");
+    assert!(error.message.contains("broke mid-way"), "{error}");
+    assert!(error.message.contains(&server.base_url), "{error}");
+    assert!(
+        sink.text().starts_with("Hel"),
+        "text arrived before the break"
+    );
+    assert_eq!(sink.finished(), [None]);
+    assert_eq!(
+        sink.deltas().last(),
+        Some(&StreamDelta::Finished { stop_reason: None })
+    );
+}
+
+#[tokio::test]
+async fn a_stream_without_done_warns_and_infers_the_stop_reason() {
+    let (result, sink) = stream_call(Reply::sse(vec![text_chunk("Hel"), text_chunk("lo")])).await;
+    let response = result.unwrap();
+    assert_eq!(response.message.content, "Hello");
+    assert_eq!(response.stop_reason, StopReason::EndTurn);
+    assert_eq!(sink.warnings().len(), 1, "{:?}", sink.deltas());
+    assert_eq!(sink.finished(), [Some(StopReason::EndTurn)]);
+    let deltas = sink.deltas();
+    assert!(matches!(
+        deltas[deltas.len() - 2],
+        StreamDelta::Warning { .. }
+    ));
+
+    let call = data(json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+        {"index": 0, "id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    ]}}]}));
+    let (result, sink) = stream_call(Reply::sse(vec![call])).await;
+    assert_eq!(result.unwrap().stop_reason, StopReason::ToolUse);
+    assert_eq!(sink.warnings().len(), 1);
+    assert_eq!(sink.finished(), [Some(StopReason::ToolUse)]);
+}
+
+#[tokio::test]
+async fn a_chunk_that_is_not_json_is_malformed_with_one_finished() {
+    let reply = Reply::sse(vec![text_chunk("Hi"), Bytes::from("data: {not json\n\n")]);
+    let (result, sink) = stream_call(reply).await;
+    let error = result.unwrap_err();
+    assert_eq!(error.kind, ProviderErrorKind::MalformedResponse);
+    assert!(error.message.contains("{not json"), "{error}");
+    assert_eq!(sink.finished(), [None]);
+}
+
+#[tokio::test]
+async fn a_server_that_ignores_stream_still_yields_deltas() {
+    let (result, sink) = stream_call(Reply::json(fixture("oai_chat_tool_call.json"))).await;
+    let response = result.unwrap();
+    assert_eq!(response.stop_reason, StopReason::ToolUse);
+    assert_eq!(sink.finished(), [Some(StopReason::ToolUse)]);
+    assert!(sink.deltas().contains(&StreamDelta::ToolCallStarted {
+        index: 0,
+        id: "call_TTY8UFNo7rNCaOBUNtlRSvMG".into(),
+        name: "lookup_population".into(),
+    }));
+}
+
+#[tokio::test]
+async fn an_html_502_page_is_reduced_to_its_title() {
+    let page = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n\
+                <center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n\
+                </body>\r\n</html>\r\n";
+    let server = serve(Reply::status(502, "text/html", page)).await;
+    let error = adapter(&server.base_url, None)
+        .chat(&simple_request(false), &NoDeltas)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, ProviderErrorKind::Server);
+    assert_eq!(error.status, Some(502));
+    assert_eq!(error.message, "502 Bad Gateway");
+}
+
+#[tokio::test]
+async fn an_empty_503_says_so() {
+    let server = serve(Reply::status(503, "text/plain", "")).await;
+    let error = adapter(&server.base_url, None)
+        .chat(&simple_request(false), &NoDeltas)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, ProviderErrorKind::Server);
+    assert_eq!(error.status, Some(503));
+    assert_eq!(error.message, "HTTP 503 with an empty body");
+}
+
+#[tokio::test]
+async fn a_failed_streamed_call_still_finishes_once() {
+    let mut reply = Reply::status(
+        429,
+        "application/json",
+        r#"{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}"#,
+    );
+    reply.headers = vec![("retry-after", "3")];
+    let (result, sink) = stream_call(reply).await;
+    let error = result.unwrap_err();
+    assert_eq!(error.kind, ProviderErrorKind::RateLimit);
+    assert_eq!(error.retry_after, Some(Duration::from_secs(3)));
+    assert_eq!(error.message, "slow down");
+    assert_eq!(sink.deltas(), [StreamDelta::Finished { stop_reason: None }]);
+}
+
+#[tokio::test]
+async fn connection_refused_names_the_base_url() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let base_url = format!("http://{addr}/v1");
+    let sink = Recorder::default();
+    let error = adapter(&base_url, None)
+        .chat(&simple_request(true), &sink)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, ProviderErrorKind::Network);
+    assert_eq!(error.status, None);
+    assert_eq!(
+        error.message,
+        format!("cannot reach {base_url}: connection refused")
+    );
+    assert_eq!(sink.finished(), [None]);
+}
+
+/// A server that never answers (`None`), or sends one piece of a stream and then stalls.
+async fn serve_silence(first_piece: Option<Bytes>) -> String {
+    let app = Router::new().route(
+        "/v1/chat/completions",
+        post(move || {
+            let first_piece = first_piece.clone();
+            async move {
+                let Some(piece) = first_piece else {
+                    return std::future::pending::<Response>().await;
+                };
+                let stalled = futures::stream::iter([Ok::<_, io::Error>(piece)])
+                    .chain(futures::stream::pending());
+                Response::builder()
+                    .header(header::CONTENT_TYPE, "text/event-stream")
+                    .body(Body::from_stream(stalled))
+                    .unwrap()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}/v1")
+}
+
+// Tokio's clock is paused: the timeouts fire as soon as everything waits, not after 30 s.
+
+#[tokio::test(start_paused = true)]
+async fn a_server_that_never_answers_times_out() {
+    let base_url = serve_silence(None).await;
+    let error = adapter(&base_url, None)
+        .chat(&simple_request(false), &NoDeltas)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, ProviderErrorKind::Timeout, "{error}");
+    assert!(error.message.contains(&base_url), "{error}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stalled_stream_times_out_with_one_finished() {
+    let base_url = serve_silence(Some(text_chunk("Hel"))).await;
+    let sink = Recorder::default();
+    let error = adapter(&base_url, None)
+        .chat(&simple_request(true), &sink)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, ProviderErrorKind::Timeout, "{error}");
+    assert_eq!(sink.finished(), [None]);
+}
