@@ -1,0 +1,211 @@
+//! The in-process scripted provider: the same script semantics as the HTTP server, without
+//! HTTP, for unit tests and benchmarks of the loop.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use keel_core::{
+    ChatRequest, ChatResponse, DeltaSink, Message, Provider, ProviderError, ProviderErrorKind,
+    Reasoning, StopReason, StreamDelta, ToolCall,
+};
+use serde_json::Value;
+
+use crate::answer::{
+    Answer, Piece, default_error_message, error_kind, exhausted_message, retry_after,
+};
+use crate::cursor::{Cursor, Turn};
+use crate::script::{CutMode, ErrorReply, FinishReason, Script, Step};
+
+/// A [`Provider`] that answers from a script.
+///
+/// Streaming calls (`request.stream`) send text and reasoning word by word, each tool call as
+/// `ToolCallStarted` and several `ToolCallArguments` fragments, and always exactly one
+/// `Finished` — also when the call fails: an error step or an exhausted script sends
+/// `Finished { stop_reason: None }` before the error. A cut step delivers its first
+/// `cut_after_chunks` deltas, then `Finished { stop_reason: None }` and a `network` error (in
+/// `eof` mode a `Warning` comes first, as for a stream that closed without its terminal
+/// marker); a cut non-streaming call fails with the `network` error alone.
+#[derive(Debug)]
+pub struct ScriptedProvider {
+    name: String,
+    cursor: Cursor,
+    requests: Mutex<Vec<ChatRequest>>,
+}
+
+impl ScriptedProvider {
+    /// A provider named `mock` answering from `script`.
+    pub fn new(script: Script) -> ScriptedProvider {
+        ScriptedProvider {
+            name: "mock".to_string(),
+            cursor: Cursor::new(script),
+            requests: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// A provider answering with these steps.
+    pub fn from_steps(steps: Vec<Step>) -> ScriptedProvider {
+        Self::new(Script::new(steps))
+    }
+
+    /// Renames the provider (to tell several apart, e.g. in a fallback chain).
+    pub fn with_name(mut self, name: impl Into<String>) -> ScriptedProvider {
+        self.name = name.into();
+        self
+    }
+
+    /// The requests received so far, in order.
+    pub fn requests(&self) -> Vec<ChatRequest> {
+        self.recorded().clone()
+    }
+
+    fn recorded(&self) -> std::sync::MutexGuard<'_, Vec<ChatRequest>> {
+        // Pushing to a Vec cannot leave it half-updated, so a poisoned lock is safe to use.
+        self.requests.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[async_trait]
+impl Provider for ScriptedProvider {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn chat(
+        &self,
+        request: &ChatRequest,
+        sink: &dyn DeltaSink,
+    ) -> Result<ChatResponse, ProviderError> {
+        self.recorded().push(request.clone());
+        let stream = request.stream;
+        let fail = |error: ProviderError| {
+            if stream {
+                sink.delta(&StreamDelta::Finished { stop_reason: None });
+            }
+            Err(error)
+        };
+        let (number, step) = match self.cursor.next() {
+            Turn::Answer { number, step } => (number, step),
+            Turn::Exhausted { served } => {
+                let error =
+                    ProviderError::new(ProviderErrorKind::Server, exhausted_message(served))
+                        .with_status(500);
+                return fail(error);
+            }
+        };
+        if step.delay_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(step.delay_ms)).await;
+        }
+        if let Some(reply) = &step.error {
+            return fail(provider_error(reply, &request.model));
+        }
+        // The size of the request as JSON, for the usage estimate; keel's own types always
+        // serialize, and 0 only makes the estimate its minimum.
+        let size = serde_json::to_vec(request).map_or(0, |json| json.len());
+        let answer = Answer::from_step(&step, number, size, &request.model);
+        let cut = step.cut_after_chunks;
+        if !stream {
+            return match cut {
+                Some(_) => Err(cut_error("keel-mock: connection broken mid-answer")),
+                None => Ok(response(answer)),
+            };
+        }
+
+        let pieces = answer.pieces();
+        let delay = Duration::from_millis(step.chunk_delay_ms);
+        let sent = cut.map_or(pieces.len(), |n| n.min(pieces.len()));
+        for (i, piece) in pieces.iter().take(sent).enumerate() {
+            if i > 0 && !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            sink.delta(&delta(piece));
+        }
+        if cut.is_some() {
+            if step.cut_mode == Some(CutMode::Eof) {
+                sink.delta(&StreamDelta::Warning {
+                    message: format!(
+                        "stream closed without its terminal marker after {sent} chunks"
+                    ),
+                });
+            }
+            return fail(cut_error(&format!(
+                "keel-mock: stream cut after {sent} chunks"
+            )));
+        }
+        let stop_reason = stop_reason(answer.finish);
+        sink.delta(&StreamDelta::Finished {
+            stop_reason: Some(stop_reason),
+        });
+        Ok(response(answer))
+    }
+}
+
+fn cut_error(message: &str) -> ProviderError {
+    ProviderError::new(ProviderErrorKind::Network, message)
+}
+
+fn delta(piece: &Piece) -> StreamDelta {
+    match piece {
+        Piece::Reasoning(text) => StreamDelta::Reasoning { text: text.clone() },
+        Piece::Text(text) => StreamDelta::Text { text: text.clone() },
+        Piece::CallStarted { index, id, name } => StreamDelta::ToolCallStarted {
+            index: *index,
+            id: id.clone(),
+            name: name.clone(),
+        },
+        Piece::CallArguments { index, fragment } => StreamDelta::ToolCallArguments {
+            index: *index,
+            fragment: fragment.clone(),
+        },
+    }
+}
+
+fn stop_reason(finish: FinishReason) -> StopReason {
+    match finish {
+        FinishReason::Stop => StopReason::EndTurn,
+        FinishReason::ToolCalls => StopReason::ToolUse,
+        FinishReason::Length => StopReason::MaxTokens,
+    }
+}
+
+fn response(answer: Answer) -> ChatResponse {
+    let calls = answer
+        .calls
+        .into_iter()
+        .map(|call| ToolCall {
+            id: call.id,
+            name: call.name,
+            arguments: call.arguments,
+        })
+        .collect();
+    let mut message = Message::assistant_with_calls(answer.text.unwrap_or_default(), calls);
+    message.reasoning = answer
+        .reasoning
+        .map(|text| Reasoning { text, replay: None });
+    ChatResponse {
+        message,
+        stop_reason: stop_reason(answer.finish),
+        usage: answer.usage,
+        model: answer.model,
+    }
+}
+
+/// The error an adapter would report for this error step.
+fn provider_error(reply: &ErrorReply, model: &str) -> ProviderError {
+    let kind = error_kind(reply);
+    let message = match &reply.body {
+        Some(Value::String(text)) => text.clone(),
+        Some(body) => body
+            .pointer("/error/message")
+            .and_then(Value::as_str)
+            .map_or_else(|| body.to_string(), str::to_string),
+        None => default_error_message(kind, model),
+    };
+    let mut error = ProviderError::new(kind, message).with_status(reply.status);
+    error.retry_after = retry_after(reply);
+    error
+}
+
+#[cfg(test)]
+#[path = "scripted_tests.rs"]
+mod tests;

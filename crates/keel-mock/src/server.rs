@@ -1,0 +1,332 @@
+//! The HTTP mock server: axum routes that take the next script step and answer it in the wire
+//! format of the route's API, injecting the step's faults (delays, errors, cut streams).
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures::StreamExt;
+use keel_core::ProviderErrorKind;
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::answer::{Answer, default_error_message, error_kind, exhausted_message};
+use crate::chat_completions::ChatCompletions;
+use crate::cursor::{Cursor, Turn};
+use crate::script::{CutMode, ErrorReply, Script};
+use crate::wire::{Events, WireApi};
+
+/// The largest request body the server reads.
+const BODY_LIMIT: usize = 64 * 1024 * 1024;
+
+/// A failure to start or run the mock server.
+#[derive(Debug, thiserror::Error)]
+pub enum MockError {
+    /// The address could not be bound.
+    #[error("keel-mock cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why binding failed.
+        source: io::Error,
+    },
+    /// The server stopped with an I/O error.
+    #[error("keel-mock server failed: {0}")]
+    Serve(#[source] io::Error),
+}
+
+/// State shared by all requests: the script's cursor and the recorded request bodies.
+#[derive(Debug)]
+struct Shared {
+    cursor: Cursor,
+    requests: Mutex<Vec<Value>>,
+}
+
+impl Shared {
+    fn record(&self, body: &[u8]) {
+        let value = serde_json::from_slice(body)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
+        self.recorded().push(value);
+    }
+
+    fn recorded(&self) -> std::sync::MutexGuard<'_, Vec<Value>> {
+        // Pushing to a Vec cannot leave it half-updated, so a poisoned lock is safe to use.
+        self.requests.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A running mock server, serving a script on the caller's tokio runtime. Dropping it stops the
+/// server.
+#[derive(Debug)]
+pub struct MockServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl MockServer {
+    /// Binds `bind` (port 0 picks a free port) and serves `script` in a spawned task.
+    pub async fn start(bind: SocketAddr, script: Script) -> Result<MockServer, MockError> {
+        let (listener, addr) = listen(bind).await?;
+        let shared = Arc::new(Shared {
+            cursor: Cursor::new(script),
+            requests: Mutex::new(Vec::new()),
+        });
+        let app = router(shared.clone());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            // axum's serve only returns once shutdown completes; accept errors are retried
+            // inside it, so there is nothing to report here.
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        Ok(MockServer {
+            addr,
+            shared,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+
+    /// Starts a server on a free port of 127.0.0.1.
+    pub async fn start_local(script: Script) -> Result<MockServer, MockError> {
+        Self::start(SocketAddr::from(([127, 0, 0, 1], 0)), script).await
+    }
+
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The API base URL, `http://ADDR/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// The request bodies received so far, in order (a body that is not JSON is recorded as a
+    /// JSON string of its text).
+    pub fn requests(&self) -> Vec<Value> {
+        self.shared.recorded().clone()
+    }
+
+    /// Stops accepting requests and waits for the responses in flight to finish.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Serves `script` on `bind` until the process ends; `ready` gets the bound address first (the
+/// `keel mock-provider` command prints it).
+pub async fn serve_forever(
+    bind: SocketAddr,
+    script: Script,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<(), MockError> {
+    let (listener, addr) = listen(bind).await?;
+    let shared = Arc::new(Shared {
+        cursor: Cursor::new(script),
+        requests: Mutex::new(Vec::new()),
+    });
+    ready(addr);
+    axum::serve(listener, router(shared))
+        .await
+        .map_err(MockError::Serve)
+}
+
+async fn listen(bind: SocketAddr) -> Result<(TcpListener, SocketAddr), MockError> {
+    let bind_error = |source| MockError::Bind { addr: bind, source };
+    let listener = TcpListener::bind(bind).await.map_err(bind_error)?;
+    let addr = listener.local_addr().map_err(bind_error)?;
+    Ok((listener, addr))
+}
+
+fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(answer::<ChatCompletions>))
+        .route("/v1/_mock/requests", get(recorded_requests))
+        .fallback(unknown_route)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(shared)
+}
+
+async fn recorded_requests(State(shared): State<Arc<Shared>>) -> Response {
+    let requests = Value::Array(shared.recorded().clone());
+    json_response(StatusCode::OK, requests.to_string())
+}
+
+async fn unknown_route(method: Method, uri: Uri) -> Response {
+    let body = ChatCompletions::invalid_request_body(&crate::wire::Invalid::new(
+        format!("Invalid URL ({method} {})", uri.path()),
+        None,
+    ));
+    json_response(StatusCode::NOT_FOUND, body)
+}
+
+/// Answers one request of API `A` with the script's next step. Every body is recorded; an
+/// invalid request is answered 400 without consuming a step.
+async fn answer<A: WireApi>(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    shared.record(&body);
+    let request = match A::read_request(&body) {
+        Ok(request) => request,
+        Err(invalid) => {
+            return json_response(StatusCode::BAD_REQUEST, A::invalid_request_body(&invalid));
+        }
+    };
+    let (number, step) = match shared.cursor.next() {
+        Turn::Answer { number, step } => (number, step),
+        Turn::Exhausted { served } => {
+            let body = A::error_body(ProviderErrorKind::Server, &exhausted_message(served));
+            return json_response(StatusCode::INTERNAL_SERVER_ERROR, body);
+        }
+    };
+    if step.delay_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(step.delay_ms)).await;
+    }
+    if let Some(error) = &step.error {
+        return error_response::<A>(error, &request.model);
+    }
+    let answer = Answer::from_step(&step, number, request.size, &request.model);
+    let cut = step
+        .cut_after_chunks
+        .map(|n| (n, step.cut_mode.unwrap_or_default()));
+    if request.stream {
+        let events = A::stream_events(&answer, &request);
+        stream_response(events, Duration::from_millis(step.chunk_delay_ms), cut)
+    } else if let Some((_, mode)) = cut {
+        // A cut whole answer: the first half of the body, then the break.
+        let mut body = A::whole_body(&answer);
+        let half = (0..=body.len() / 2)
+            .rev()
+            .find(|&i| body.is_char_boundary(i))
+            .unwrap_or(0);
+        body.truncate(half);
+        let events = Events {
+            frames: vec![body],
+            content: 1,
+        };
+        let mut response = stream_response(events, Duration::ZERO, Some((1, mode)));
+        set_header(&mut response, header::CONTENT_TYPE, "application/json");
+        response
+    } else {
+        json_response(StatusCode::OK, A::whole_body(&answer))
+    }
+}
+
+fn error_response<A: WireApi>(error: &ErrorReply, model: &str) -> Response {
+    // Statuses are checked to be 400–599 when a script loads; a step built in code with a
+    // status that is no status at all still answers, as a 500.
+    let status = StatusCode::from_u16(error.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let (body, content_type) = match &error.body {
+        Some(Value::String(text)) => (text.clone(), "text/plain; charset=utf-8"),
+        Some(value) => (value.to_string(), "application/json"),
+        None => {
+            let kind = error_kind(error);
+            let body = A::error_body(kind, &default_error_message(kind, model));
+            (body, "application/json")
+        }
+    };
+    let mut response = (status, body).into_response();
+    set_header(&mut response, header::CONTENT_TYPE, content_type);
+    for (name, value) in &error.headers {
+        // Header names and values are checked when a script loads; an invalid one from a step
+        // built in code is left out.
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
+}
+
+/// Streams `events` as `text/event-stream`, pausing `delay` between frames. With a cut, only
+/// the first `n` content frames go out; then the connection breaks (`Abort`: the body yields an
+/// error, so the server aborts it) or the body ends cleanly (`Eof`).
+fn stream_response(events: Events, delay: Duration, cut: Option<(usize, CutMode)>) -> Response {
+    let Events {
+        mut frames,
+        content,
+    } = events;
+    let abort = match cut {
+        Some((n, mode)) => {
+            frames.truncate(n.min(content));
+            mode == CutMode::Abort
+        }
+        None => false,
+    };
+    let items = frames
+        .into_iter()
+        .enumerate()
+        .map(Some)
+        .chain(abort.then_some(None));
+    let body = futures::stream::iter(items).then(move |item| async move {
+        match item {
+            Some((index, frame)) => {
+                if index > 0 && !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                Ok(Bytes::from(frame))
+            }
+            None => {
+                // The break comes when the next frame would have. Returning `Pending` once
+                // first makes hyper flush what was sent: on a body error it closes the
+                // connection at once, dropping anything still buffered (even the headers).
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                tokio::task::yield_now().await;
+                Err(io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    "keel-mock: stream cut by the script",
+                ))
+            }
+        }
+    });
+    let mut response = Response::new(Body::from_stream(body));
+    let headers: &mut HeaderMap = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream; charset=utf-8"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+fn json_response(status: StatusCode, body: String) -> Response {
+    let mut response = (status, body).into_response();
+    set_header(&mut response, header::CONTENT_TYPE, "application/json");
+    response
+}
+
+fn set_header(response: &mut Response, name: HeaderName, value: &'static str) {
+    response
+        .headers_mut()
+        .insert(name, HeaderValue::from_static(value));
+}
