@@ -220,3 +220,54 @@ mod tests {
         assert_eq!(event.kind.name(), "agent.stream.delta");
     }
 }
+
+/// Stamps events of one run and hands them to every sink. Also a [`DeltaSink`], so stream
+/// deltas become `agent.stream.delta` events.
+#[derive(Clone)]
+pub struct Emitter {
+    sinks: std::sync::Arc<[std::sync::Arc<dyn EventSink>]>,
+    clock: std::sync::Arc<dyn crate::clock::Clock>,
+    run_id: String,
+    session_id: String,
+}
+
+impl Emitter {
+    /// An emitter for one run.
+    pub fn new(
+        sinks: std::sync::Arc<[std::sync::Arc<dyn EventSink>]>,
+        clock: std::sync::Arc<dyn crate::clock::Clock>,
+        run_id: impl Into<String>,
+        session_id: impl Into<String>,
+    ) -> Self {
+        Emitter {
+            sinks,
+            clock,
+            run_id: run_id.into(),
+            session_id: session_id.into(),
+        }
+    }
+
+    /// Stamps `kind` and sends it to every sink.
+    pub fn emit(&self, kind: EventKind) {
+        if self.sinks.is_empty() {
+            return;
+        }
+        let event = Event {
+            ts: self.clock.now(),
+            run_id: self.run_id.clone(),
+            session_id: self.session_id.clone(),
+            kind,
+        };
+        for sink in self.sinks.iter() {
+            sink.emit(&event);
+        }
+    }
+}
+
+impl crate::provider::DeltaSink for Emitter {
+    fn delta(&self, delta: &StreamDelta) {
+        self.emit(EventKind::StreamDelta {
+            delta: delta.clone(),
+        });
+    }
+}

@@ -6,19 +6,24 @@
 //! adapters, stores and tools implement the traits defined here, and only the `keel` binary and
 //! `keel-server` put the pieces together.
 
+pub mod agent;
 pub mod clock;
+pub mod driver;
 pub mod event;
 pub mod memory_store;
 pub mod message;
 pub mod provider;
 pub mod provider_error;
 pub mod registry;
+pub mod run;
 pub mod state;
 pub mod store;
 pub mod tool;
+pub mod tool_exec;
 
+pub use agent::{Agent, AgentBuilder, AgentError, RunReport, RunRequest};
 pub use clock::{Clock, SystemClock};
-pub use event::{Event, EventKind, EventLog, EventSink};
+pub use event::{Emitter, Event, EventKind, EventLog, EventSink};
 pub use memory_store::MemoryStore;
 pub use message::{InternalReason, Message, MessageMeta, Reasoning, Role, ToolCall};
 pub use provider::{
@@ -27,6 +32,7 @@ pub use provider::{
 };
 pub use provider_error::{ProviderError, ProviderErrorKind};
 pub use registry::{PreparedCall, RegistryError, ToolRegistry};
+pub use run::{Run, RunSettings, Step, ToolCallReport, ToolResult};
 pub use state::{AgentState, ErrorReason};
 pub use store::{RunRecord, SessionInfo, Store, StoreError, StoredMessage};
 pub use tool::{Permission, Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput, ToolSpec};

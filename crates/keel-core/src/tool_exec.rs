@@ -1,0 +1,136 @@
+//! Running a batch of tool calls: checks, concurrency, panics, truncation.
+//!
+//! Calls in a batch run concurrently, except that an interactive tool runs alone. Whatever
+//! happens — unknown tool, bad arguments, a tool error, a panic — the model gets a clear result
+//! and the run goes on. Results come back in call order.
+
+use std::sync::Arc;
+
+use futures::future::join_all;
+use tokio::time::Instant;
+
+use crate::event::{Emitter, EventKind};
+use crate::message::ToolCall;
+use crate::registry::ToolRegistry;
+use crate::run::ToolResult;
+use crate::tool::ToolContext;
+
+/// Runs tool batches for one run.
+pub struct ToolExecutor<'a> {
+    /// The tools.
+    pub registry: &'a Arc<ToolRegistry>,
+    /// The context every call gets (its `call_id` is filled in per call).
+    pub context: &'a ToolContext,
+    /// Results longer than this many characters are cut with a marker.
+    pub max_chars: usize,
+    /// Where tool events go.
+    pub emitter: &'a Emitter,
+}
+
+impl ToolExecutor<'_> {
+    /// Runs `calls` and returns one result per call, in call order.
+    pub async fn run_batch(&self, calls: &[ToolCall]) -> Vec<ToolResult> {
+        let mut results = Vec::with_capacity(calls.len());
+        let mut rest = calls;
+        while let Some(first) = rest.first() {
+            if self.registry.is_interactive(&first.name) {
+                results.push(self.run_one(first).await);
+                rest = &rest[1..];
+                continue;
+            }
+            let group_len = rest
+                .iter()
+                .position(|c| self.registry.is_interactive(&c.name))
+                .unwrap_or(rest.len());
+            let (group, tail) = rest.split_at(group_len);
+            results.extend(join_all(group.iter().map(|c| self.run_one(c))).await);
+            rest = tail;
+        }
+        results
+    }
+
+    async fn run_one(&self, call: &ToolCall) -> ToolResult {
+        self.emitter.emit(EventKind::ToolStarted {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        });
+        let started = Instant::now();
+        let (ok, raw) = match self.registry.prepare(call) {
+            Err(message) => (false, message),
+            Ok(prepared) => {
+                let mut context = self.context.clone();
+                context.call_id = call.id.clone();
+                let tool = prepared.tool;
+                let args = prepared.args;
+                // Spawned so that a panicking tool is caught as a JoinError instead of
+                // unwinding through the loop.
+                let task = tokio::spawn(async move { tool.call(args, &context).await });
+                match task.await {
+                    Ok(Ok(output)) => (true, output.content),
+                    Ok(Err(error)) => (false, format!("Error: {}", error.message)),
+                    Err(join_error) => (false, describe_join_error(&call.name, join_error)),
+                }
+            }
+        };
+        let (content, truncated) = truncate_output(&raw, self.max_chars);
+        self.emitter.emit(EventKind::ToolCompleted {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            ok,
+            output: content.clone(),
+            truncated,
+            duration_ms: started.elapsed().as_millis() as u64,
+        });
+        ToolResult {
+            call_id: call.id.clone(),
+            ok,
+            content,
+        }
+    }
+}
+
+fn describe_join_error(name: &str, error: tokio::task::JoinError) -> String {
+    if error.is_panic() {
+        let payload = error.into_panic();
+        let detail = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_string());
+        format!("Error: tool `{name}` crashed (panic: {detail}). Try another approach.")
+    } else {
+        format!("Error: tool `{name}` was stopped before it finished.")
+    }
+}
+
+/// Cuts `text` to `max_chars` characters with a visible marker; returns whether it was cut.
+pub fn truncate_output(text: &str, max_chars: usize) -> (String, bool) {
+    let Some((cut, _)) = text.char_indices().nth(max_chars) else {
+        return (text.to_string(), false);
+    };
+    let total = text.chars().count();
+    let mut out = String::with_capacity(cut + 96);
+    out.push_str(&text[..cut]);
+    out.push_str(&format!(
+        "\n\n[output truncated: showing the first {max_chars} of {total} characters]"
+    ));
+    (out, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_output_is_kept_whole() {
+        assert_eq!(truncate_output("abc", 3), ("abc".to_string(), false));
+    }
+
+    #[test]
+    fn long_output_is_cut_on_a_character_boundary_with_a_marker() {
+        let (out, cut) = truncate_output("ééééé", 2);
+        assert!(cut);
+        assert!(out.starts_with("éé\n\n[output truncated: showing the first 2 of 5 characters]"));
+    }
+}
