@@ -1,1 +1,50 @@
-fn main() {}
+//! The `keel` command-line program: run, chat, sessions, demo and mock-provider.
+//!
+//! Exit codes: 0 the run completed; 3 it ended in another state; 2 a usage or configuration
+//! error; 1 anything else (e.g. the store could not be opened).
+
+mod cli;
+mod commands;
+mod config;
+mod output;
+mod setup;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::config::ConfigError;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("keel: error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let config = cli.config.as_deref();
+    let result = match cli.command {
+        Command::Run(args) => runtime.block_on(commands::run::run(config, args)),
+        Command::Chat(args) => commands::chat::chat(&runtime, config, args),
+        Command::Sessions(args) => runtime.block_on(commands::sessions::sessions(args)),
+        Command::Demo => runtime.block_on(commands::demo::demo()),
+        Command::MockProvider(args) => runtime.block_on(commands::mock_provider::serve(args)),
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("keel: error: {error:#}");
+            if error.downcast_ref::<ConfigError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! The command line: every subcommand and flag of `keel`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// keel — a resilient agent-loop runtime.
+#[derive(Debug, Parser)]
+#[command(name = "keel", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Configuration file (default: $KEEL_HOME/keel.toml).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one turn: send PROMPT, let the model use tools, print the answer.
+    Run(RunArgs),
+    /// An interactive session with line editing and history (/new, /exit).
+    Chat(ChatArgs),
+    /// List stored sessions, or print one's transcript.
+    Sessions(SessionsArgs),
+    /// A built-in scripted scenario on the in-process mock model; needs no key and no network.
+    Demo,
+    /// Serve a scripted model over HTTP (OpenAI chat-completions wire format) for tests.
+    MockProvider(MockProviderArgs),
+}
+
+/// How to reach a model and run the loop; shared by `run` and `chat`.
+#[derive(Debug, Clone, Args)]
+pub struct AgentArgs {
+    /// Model provider: `openai` (any OpenAI-compatible server) or `mock` (a `keel mock-provider`).
+    #[arg(long, value_name = "NAME")]
+    pub provider: Option<String>,
+
+    /// Model name.
+    #[arg(long, value_name = "M")]
+    pub model: Option<String>,
+
+    /// Base URL of the provider's API (e.g. http://localhost:11434/v1 for Ollama).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+
+    /// Cap on model calls per turn.
+    #[arg(long, value_name = "N")]
+    pub max_iterations: Option<u32>,
+
+    /// Directory the file tools are confined to (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+
+    /// Ask the provider for whole answers instead of streams.
+    #[arg(long)]
+    pub no_stream: bool,
+
+    /// Append every event as a JSON line to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<PathBuf>,
+}
+
+/// `keel run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Continue this stored session (default: a new one).
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+
+    /// Print one JSON object describing the run at the end, instead of text.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Model and loop options.
+    #[command(flatten)]
+    pub agent: AgentArgs,
+
+    /// The message to send.
+    #[arg(value_name = "PROMPT", required = true, num_args = 1..)]
+    pub prompt: Vec<String>,
+}
+
+/// `keel chat`.
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// Continue this stored session (default: a new one).
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+
+    /// Model and loop options.
+    #[command(flatten)]
+    pub agent: AgentArgs,
+}
+
+/// `keel sessions`.
+#[derive(Debug, Args)]
+pub struct SessionsArgs {
+    /// `show ID` prints a transcript.
+    #[command(subcommand)]
+    pub action: Option<SessionsAction>,
+
+    /// How many sessions to list.
+    #[arg(long, default_value_t = 50)]
+    pub limit: usize,
+}
+
+/// `keel sessions` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SessionsAction {
+    /// Print a session's transcript.
+    Show {
+        /// Session id.
+        id: String,
+    },
+}
+
+/// `keel mock-provider`.
+#[derive(Debug, Args)]
+pub struct MockProviderArgs {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub bind: std::net::SocketAddr,
+
+    /// JSON script of the responses to give, in order.
+    #[arg(long, value_name = "FILE")]
+    pub script: PathBuf,
+}

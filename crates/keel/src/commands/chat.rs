@@ -1,0 +1,96 @@
+//! `keel chat`: an interactive session with line editing and history.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use keel_core::{EventSink, RunRequest};
+use rustyline::DefaultEditor;
+use rustyline::error::ReadlineError;
+use tokio::runtime::Runtime;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::ChatArgs;
+use crate::commands::run::{existing_or_new_session, show_result, watch_ctrl_c};
+use crate::config::{ConfigError, keel_home};
+use crate::output::{JsonLinesSink, TerminalOutput};
+use crate::setup;
+
+/// Runs `keel chat` until `/exit` or end of input.
+pub fn chat(
+    runtime: &Runtime,
+    config_file: Option<&Path>,
+    args: ChatArgs,
+) -> anyhow::Result<ExitCode> {
+    let home = keel_home()?;
+    let store = runtime.block_on(setup::open_store(&home))?;
+    let mut session = runtime.block_on(existing_or_new_session(
+        store.as_ref(),
+        args.session.as_deref(),
+    ))?;
+    let settings = setup::load_settings(config_file, &home, &args.agent)?;
+    let output = Arc::new(TerminalOutput::new(true));
+    let mut sinks: Vec<Arc<dyn EventSink>> = vec![output.clone()];
+    if let Some(path) = &args.agent.events {
+        let sink = JsonLinesSink::open(path)
+            .map_err(|e| ConfigError(format!("cannot open events file {}: {e}", path.display())))?;
+        sinks.push(Arc::new(sink));
+    }
+    let agent = {
+        let _guard = runtime.enter();
+        setup::agent(&settings, store, sinks)?
+    };
+
+    let mut editor = DefaultEditor::new()?;
+    let history = home.join("chat_history.txt");
+    let _ = editor.load_history(&history);
+    println!(
+        "keel chat — {} on {}, session {session}. /new starts a new conversation, /exit leaves.",
+        settings.model,
+        settings.provider.name()
+    );
+    loop {
+        let line = match editor.readline("› ") {
+            Ok(line) => line,
+            Err(ReadlineError::Interrupted) => {
+                println!("(Ctrl-D or /exit to leave)");
+                continue;
+            }
+            Err(ReadlineError::Eof) => break,
+            Err(e) => return Err(e.into()),
+        };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let _ = editor.add_history_entry(line);
+        match line {
+            "/exit" | "/quit" => break,
+            "/new" => {
+                session = uuid::Uuid::now_v7().to_string();
+                println!("new session {session}");
+                continue;
+            }
+            _ if line.starts_with('/') => {
+                println!("unknown command {line}: /new starts a new conversation, /exit leaves");
+                continue;
+            }
+            _ => {}
+        }
+        let cancel = CancellationToken::new();
+        let request = RunRequest::new(line)
+            .session(session.clone())
+            .cancel_token(cancel.clone());
+        let report = runtime.block_on(async {
+            let watcher = watch_ctrl_c(cancel);
+            let report = agent.run(request).await;
+            watcher.abort();
+            report
+        })?;
+        let streamed = output.finish();
+        show_result(&report, streamed);
+    }
+    let _ = std::fs::create_dir_all(&home);
+    let _ = editor.save_history(&history);
+    Ok(ExitCode::SUCCESS)
+}

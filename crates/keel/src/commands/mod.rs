@@ -1,0 +1,7 @@
+//! One module per subcommand.
+
+pub mod chat;
+pub mod demo;
+pub mod mock_provider;
+pub mod run;
+pub mod sessions;

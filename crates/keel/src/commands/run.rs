@@ -1,0 +1,136 @@
+//! `keel run`: one turn, streamed to the terminal or reported as JSON.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use keel_core::{AgentState, EventSink, Message, RunReport, RunRequest, Store};
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{AgentArgs, RunArgs};
+use crate::config::{ConfigError, keel_home};
+use crate::output::{JsonLinesSink, TerminalOutput};
+use crate::setup;
+
+/// Runs `keel run`.
+pub async fn run(config_file: Option<&Path>, args: RunArgs) -> anyhow::Result<ExitCode> {
+    let prompt = args.prompt.join(" ");
+    let home = keel_home()?;
+    let store = setup::open_store(&home).await?;
+    let session_id = existing_or_new_session(store.as_ref(), args.session.as_deref()).await?;
+
+    let output = Arc::new(TerminalOutput::new(!args.json));
+    let agent = match build(
+        config_file,
+        &home,
+        &args.agent,
+        store.clone(),
+        output.clone(),
+    ) {
+        Ok(agent) => agent,
+        Err(error) => {
+            // Nothing is lost: the message is kept so the user can continue this session once
+            // the configuration is fixed.
+            store
+                .append_messages(&session_id, None, &[Message::user(prompt)])
+                .await?;
+            let saved = format!(
+                "your message is saved in session {session_id} (continue with --session {session_id})"
+            );
+            return Err(match error.downcast::<ConfigError>() {
+                Ok(config) => ConfigError(format!("{config}; {saved}")).into(),
+                Err(other) => anyhow::anyhow!("{other:#}; {saved}"),
+            });
+        }
+    };
+
+    let cancel = CancellationToken::new();
+    let watcher = watch_ctrl_c(cancel.clone());
+    let request = RunRequest::new(prompt)
+        .session(session_id)
+        .cancel_token(cancel);
+    let report = agent.run(request).await;
+    watcher.abort();
+    let report = report?;
+    let streamed = output.finish();
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        show_result(&report, streamed);
+    }
+    Ok(exit_code(report.state))
+}
+
+/// The exit code for a run's terminal state: 0 when completed, else 3.
+pub fn exit_code(state: AgentState) -> ExitCode {
+    if state == AgentState::Completed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(3)
+    }
+}
+
+/// Prints the answer when it was not streamed, and one line on stderr when the run ended
+/// without completing.
+pub fn show_result(report: &RunReport, streamed: bool) {
+    if !streamed && let Some(text) = &report.final_text {
+        println!("{text}");
+    }
+    match report.state {
+        AgentState::Completed => {}
+        AgentState::Cancelled => eprintln!("keel: run cancelled (session {})", report.session_id),
+        state => eprintln!(
+            "keel: run ended as {state}: {} (session {})",
+            report.error.as_deref().unwrap_or("no detail"),
+            report.session_id
+        ),
+    }
+}
+
+/// `--session ID` must name a stored session; without it a new id is made.
+pub async fn existing_or_new_session(
+    store: &dyn Store,
+    requested: Option<&str>,
+) -> anyhow::Result<String> {
+    match requested {
+        Some(id) => match store.session(id).await? {
+            Some(_) => Ok(id.to_string()),
+            None => Err(ConfigError(format!(
+                "no session `{id}`: `keel sessions` lists the stored ones"
+            ))
+            .into()),
+        },
+        None => Ok(uuid::Uuid::now_v7().to_string()),
+    }
+}
+
+fn build(
+    config_file: Option<&Path>,
+    home: &Path,
+    flags: &AgentArgs,
+    store: Arc<dyn Store>,
+    output: Arc<TerminalOutput>,
+) -> anyhow::Result<keel_core::Agent> {
+    let settings = setup::load_settings(config_file, home, flags)?;
+    let mut sinks: Vec<Arc<dyn EventSink>> = vec![output];
+    if let Some(path) = &flags.events {
+        let sink = JsonLinesSink::open(path)
+            .map_err(|e| ConfigError(format!("cannot open events file {}: {e}", path.display())))?;
+        sinks.push(Arc::new(sink));
+    }
+    setup::agent(&settings, store, sinks)
+}
+
+/// First Ctrl-C cancels the run at its next safe point; a second exits at once. Abort the
+/// returned task when the run is over.
+pub fn watch_ctrl_c(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\nkeel: cancelling… (Ctrl-C again to quit at once)");
+            cancel.cancel();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    })
+}

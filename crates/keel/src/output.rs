@@ -1,0 +1,190 @@
+//! What `keel run` and `keel chat` show: assistant text streams to stdout as it arrives; tool
+//! activity goes to stderr, as a spinner on a terminal and as plain lines otherwise.
+
+use std::io::{IsTerminal, Write};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use keel_core::{Event, EventKind, EventSink, StreamDelta};
+
+/// Prints a run for a human.
+pub struct TerminalOutput {
+    print_text: bool,
+    spinner_allowed: bool,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    spinner: Option<ProgressBar>,
+    stdout_mid_line: bool,
+    streamed_text: bool,
+}
+
+impl TerminalOutput {
+    /// `print_text`: write assistant text to stdout (off for `--json`).
+    pub fn new(print_text: bool) -> Self {
+        TerminalOutput {
+            print_text,
+            spinner_allowed: std::io::stderr().is_terminal(),
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// Ends the run's output: stops the spinner, finishes the current stdout line, and resets
+    /// for the next run. Returns true when answer text was streamed during the run.
+    pub fn finish(&self) -> bool {
+        let Ok(mut state) = self.state.lock() else {
+            return false;
+        };
+        if let Some(spinner) = state.spinner.take() {
+            spinner.finish_and_clear();
+        }
+        if state.stdout_mid_line {
+            println!();
+        }
+        let streamed = state.streamed_text;
+        *state = State::default();
+        streamed
+    }
+
+    fn write_text(&self, state: &mut State, text: &str) {
+        if !self.print_text || text.is_empty() {
+            return;
+        }
+        let write = || {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+        };
+        match &state.spinner {
+            Some(spinner) => spinner.suspend(write),
+            None => write(),
+        }
+        state.stdout_mid_line = !text.ends_with('\n');
+        state.streamed_text = true;
+    }
+
+    fn activity(&self, state: &mut State, line: String) {
+        if state.stdout_mid_line {
+            println!();
+            state.stdout_mid_line = false;
+        }
+        match &state.spinner {
+            Some(spinner) => spinner.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    fn spin(&self, state: &mut State, message: String) {
+        if !self.spinner_allowed {
+            return;
+        }
+        let spinner = state.spinner.get_or_insert_with(|| {
+            let bar = ProgressBar::new_spinner();
+            if let Ok(style) = ProgressStyle::with_template("{spinner} {msg}") {
+                bar.set_style(style);
+            }
+            bar.enable_steady_tick(Duration::from_millis(100));
+            bar
+        });
+        spinner.set_message(message);
+    }
+
+    fn stop_spinner(state: &mut State) {
+        if let Some(spinner) = state.spinner.take() {
+            spinner.finish_and_clear();
+        }
+    }
+}
+
+impl EventSink for TerminalOutput {
+    fn emit(&self, event: &Event) {
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        match &event.kind {
+            EventKind::ModelRequest { .. } => self.spin(&mut state, "thinking…".into()),
+            EventKind::StreamDelta {
+                delta: StreamDelta::Text { text },
+            } => {
+                Self::stop_spinner(&mut state);
+                self.write_text(&mut state, text);
+            }
+            EventKind::StreamDelta {
+                delta: StreamDelta::Warning { message },
+            } => self.activity(&mut state, format!("warning: {message}")),
+            EventKind::ToolStarted {
+                name, arguments, ..
+            } => {
+                let line = format!("→ {name} {}", one_line(arguments, 120));
+                if self.spinner_allowed {
+                    self.spin(&mut state, line);
+                } else {
+                    self.activity(&mut state, line);
+                }
+            }
+            EventKind::ToolCompleted {
+                name,
+                ok,
+                output,
+                duration_ms,
+                ..
+            } => {
+                let line = if *ok {
+                    format!("✓ {name} ({duration_ms} ms)")
+                } else {
+                    format!("✗ {name} ({duration_ms} ms): {}", one_line(output, 160))
+                };
+                self.activity(&mut state, line);
+            }
+            EventKind::ModelError { .. }
+            | EventKind::RunCompleted { .. }
+            | EventKind::RunFailed { .. }
+            | EventKind::RunCancelled { .. } => Self::stop_spinner(&mut state),
+            _ => {}
+        }
+    }
+}
+
+/// `text` on one line, cut to `max` characters.
+pub fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
+        .collect();
+    match flat.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &flat[..cut]),
+        None => flat,
+    }
+}
+
+/// Appends every event to a file as one JSON line `{ts, event, run_id, ...}`.
+pub struct JsonLinesSink {
+    file: Mutex<std::io::LineWriter<std::fs::File>>,
+}
+
+impl JsonLinesSink {
+    /// Opens `path` for appending (created if missing).
+    pub fn open(path: &std::path::Path) -> std::io::Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        Ok(JsonLinesSink {
+            file: Mutex::new(std::io::LineWriter::new(file)),
+        })
+    }
+}
+
+impl EventSink for JsonLinesSink {
+    fn emit(&self, event: &Event) {
+        let Ok(line) = serde_json::to_string(event) else {
+            return;
+        };
+        if let Ok(mut file) = self.file.lock() {
+            let _ = writeln!(file, "{line}");
+        }
+    }
+}

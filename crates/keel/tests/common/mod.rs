@@ -1,0 +1,112 @@
+//! Helpers for end-to-end tests: run the `keel` binary, start `keel mock-provider`.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+/// The `keel` binary under test.
+pub fn keel_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_keel")
+}
+
+/// A `keel` command with its own KEEL_HOME and none of the caller's provider settings.
+pub fn keel(home: &Path) -> Command {
+    let mut command = Command::new(keel_bin());
+    command
+        .env("KEEL_HOME", home)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("KEEL_PROVIDER")
+        .env_remove("KEEL_MODEL")
+        .stdin(Stdio::null());
+    command
+}
+
+/// A running `keel mock-provider`, killed when dropped.
+pub struct Mock {
+    child: Child,
+    /// The address it printed, e.g. `http://127.0.0.1:41234`.
+    pub url: String,
+    _script_dir: tempfile::TempDir,
+}
+
+impl Mock {
+    /// Starts a mock that answers with `script` (JSON text).
+    pub fn start(script: &str) -> Mock {
+        let script_dir = tempfile::tempdir().unwrap();
+        let path = script_dir.path().join("script.json");
+        std::fs::write(&path, script).unwrap();
+        let mut child = Command::new(keel_bin())
+            .args(["mock-provider", "--bind", "127.0.0.1:0", "--script"])
+            .arg(&path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(
+            line.starts_with("http://"),
+            "first stdout line is the address: {line:?}"
+        );
+        Mock {
+            child,
+            url: line.trim().to_string(),
+            _script_dir: script_dir,
+        }
+    }
+
+    /// The request bodies the mock received, in order.
+    pub fn requests(&self) -> Vec<serde_json::Value> {
+        get_requests(&self.url)
+    }
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `GET /v1/_mock/requests` with a minimal HTTP/1.1 client over std.
+fn get_requests(base: &str) -> Vec<serde_json::Value> {
+    use std::io::{Read, Write};
+    let host = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    write!(
+        stream,
+        "GET /v1/_mock/requests HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let body = response.split("\r\n\r\n").nth(1).unwrap_or("");
+    serde_json::from_str(body).unwrap()
+}
+
+/// Runs a command and returns its output.
+pub fn run(command: &mut Command) -> Output {
+    command.output().unwrap()
+}
+
+/// Stdout as text.
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Stderr as text.
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A temporary directory path that lives as long as the returned guard.
+pub fn temp() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    (dir, path)
+}

@@ -1,0 +1,270 @@
+//! End to end: the `keel` binary against `keel mock-provider` over real HTTP, with real files
+//! and the real SQLite store.
+
+mod common;
+
+use common::{Mock, keel, run, stderr, stdout, temp};
+use serde_json::{Value, json};
+
+/// A task of four tool calls: list, read two files (in parallel), write a summary.
+fn file_task_script() -> String {
+    json!({"steps": [
+        {"text": "Looking around.", "tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]},
+        {"tool_calls": [
+            {"name": "read_file", "arguments": {"path": "a.txt"}},
+            {"name": "read_file", "arguments": {"path": "b.txt"}}
+        ]},
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "out/summary.txt", "content": "alpha+beta"}}]},
+        {"text": "Wrote out/summary.txt."}
+    ]})
+    .to_string()
+}
+
+fn run_file_task(stream: bool) {
+    let mock = Mock::start(&file_task_script());
+    let (_home_guard, home) = temp();
+    let (_ws_guard, workspace) = temp();
+    std::fs::write(workspace.join("a.txt"), "alpha").unwrap();
+    std::fs::write(workspace.join("b.txt"), "beta").unwrap();
+
+    let mut command = keel(&home);
+    command
+        .args([
+            "run",
+            "--json",
+            "--provider",
+            "mock",
+            "--base-url",
+            &mock.url,
+            "--workspace",
+        ])
+        .arg(&workspace);
+    if !stream {
+        command.arg("--no-stream");
+    }
+    let output = run(command.arg("summarize a.txt and b.txt"));
+    assert_eq!(output.status.code(), Some(0), "stderr: {}", stderr(&output));
+
+    let report: Value = serde_json::from_str(stdout(&output).trim()).unwrap();
+    assert_eq!(report["state"], "completed");
+    assert_eq!(report["final_text"], "Wrote out/summary.txt.");
+    assert_eq!(report["iterations"], 4);
+    assert_eq!(report["model"], "mock-model");
+    let calls = report["tool_calls"].as_array().unwrap();
+    let names: Vec<&str> = calls.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["list_dir", "read_file", "read_file", "write_file"]);
+    assert!(calls.iter().all(|c| c["ok"] == true), "{calls:?}");
+    assert_eq!(calls[1]["output"], "alpha");
+    assert_eq!(calls[2]["output"], "beta");
+    assert_eq!(calls[3]["arguments"]["path"], "out/summary.txt");
+    assert!(report["usage"]["input_tokens"].as_u64().unwrap() > 0);
+    assert!(report["usage"]["output_tokens"].as_u64().unwrap() > 0);
+    for key in ["run_id", "session_id"] {
+        assert!(report[key].as_str().is_some_and(|s| !s.is_empty()), "{key}");
+    }
+
+    // The file is really written, inside the workspace.
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("out/summary.txt")).unwrap(),
+        "alpha+beta"
+    );
+
+    // The mock saw each result before the next turn, streamed or not as asked.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 4);
+    assert!(
+        requests
+            .iter()
+            .all(|r| r["stream"].as_bool().unwrap_or(false) == stream)
+    );
+    let last_messages = requests[3]["messages"].as_array().unwrap();
+    assert!(
+        last_messages
+            .iter()
+            .any(|m| m["role"] == "tool" && m["content"] == "beta")
+    );
+
+    // The transcript is stored.
+    let session = report["session_id"].as_str().unwrap();
+    let shown = run(keel(&home).args(["sessions", "show", session]));
+    assert_eq!(shown.status.code(), Some(0));
+    let transcript = stdout(&shown);
+    for needle in [
+        "summarize a.txt and b.txt",
+        "→ list_dir",
+        "→ read_file {\"path\":\"a.txt\"}",
+        "→ write_file",
+        "wrote 10 bytes to out/summary.txt",
+        "Wrote out/summary.txt.",
+    ] {
+        assert!(
+            transcript.contains(needle),
+            "missing {needle:?} in:\n{transcript}"
+        );
+    }
+    assert!(transcript.contains("9 messages"), "{transcript}");
+}
+
+#[test]
+fn a_file_task_runs_end_to_end_streaming() {
+    run_file_task(true);
+}
+
+#[test]
+fn a_file_task_runs_end_to_end_without_streaming() {
+    run_file_task(false);
+}
+
+#[test]
+fn streamed_text_reaches_stdout_and_tool_activity_goes_to_stderr() {
+    let mock = Mock::start(&file_task_script());
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    std::fs::write(workspace.join("a.txt"), "alpha").unwrap();
+    std::fs::write(workspace.join("b.txt"), "beta").unwrap();
+    let output = run(keel(&home)
+        .args([
+            "run",
+            "--provider",
+            "mock",
+            "--base-url",
+            &mock.url,
+            "--workspace",
+        ])
+        .arg(&workspace)
+        .arg("go"));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let out = stdout(&output);
+    assert!(
+        out.contains("Looking around.") && out.contains("Wrote out/summary.txt."),
+        "{out}"
+    );
+    assert!(
+        !out.contains("read_file"),
+        "tool activity stays off stdout: {out}"
+    );
+    let err = stderr(&output);
+    assert!(
+        err.contains("→ read_file") && err.contains("✓ write_file"),
+        "{err}"
+    );
+}
+
+#[test]
+fn two_runs_on_one_session_share_history() {
+    let mock = Mock::start(
+        r#"{"steps": [{"text": "Nice to meet you, Ada."}, {"text": "Your name is Ada."}]}"#,
+    );
+    let (_h, home) = temp();
+    let base = ["--provider", "mock", "--base-url", mock.url.as_str()];
+    let first = run(keel(&home)
+        .args(["run", "--json"])
+        .args(base)
+        .arg("my name is Ada"));
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    let session = serde_json::from_str::<Value>(&stdout(&first)).unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let second = run(keel(&home)
+        .args(["run", "--json", "--session", &session])
+        .args(base)
+        .arg("what is my name?"));
+    assert_eq!(second.status.code(), Some(0), "{}", stderr(&second));
+    let report: Value = serde_json::from_str(&stdout(&second)).unwrap();
+    assert_eq!(report["session_id"], session.as_str());
+
+    let sent: Vec<String> = mock.requests()[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| m["content"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            "my name is Ada",
+            "Nice to meet you, Ada.",
+            "what is my name?"
+        ]
+    );
+
+    let shown = stdout(&run(keel(&home).args(["sessions", "show", &session])));
+    for needle in [
+        "my name is Ada",
+        "Nice to meet you, Ada.",
+        "what is my name?",
+        "Your name is Ada.",
+    ] {
+        assert!(shown.contains(needle), "{shown}");
+    }
+    let listed = stdout(&run(keel(&home).arg("sessions")));
+    assert!(
+        listed.contains(&session) && listed.contains("my name is Ada"),
+        "{listed}"
+    );
+}
+
+#[test]
+fn events_file_gets_one_json_line_per_event() {
+    let mock = Mock::start(
+        r#"{"steps": [{"tool_calls": [{"name": "list_dir", "arguments": {}}]}, {"text": "ok"}]}"#,
+    );
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    let events = home.join("events.jsonl");
+    let output = run(keel(&home)
+        .args([
+            "run",
+            "--provider",
+            "mock",
+            "--base-url",
+            &mock.url,
+            "--events",
+        ])
+        .arg(&events)
+        .arg("--workspace")
+        .arg(&workspace)
+        .arg("list"));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let lines: Vec<Value> = std::fs::read_to_string(&events)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .all(|e| e["ts"].is_string() && e["run_id"].is_string() && e["event"].is_string())
+    );
+    let names: Vec<&str> = lines.iter().map(|e| e["event"].as_str().unwrap()).collect();
+    for name in [
+        "agent_run.started",
+        "agent.model.request",
+        "agent.stream.delta",
+        "agent.tool.started",
+        "agent.tool.completed",
+        "agent_run.completed",
+    ] {
+        assert!(names.contains(&name), "{name} missing from {names:?}");
+    }
+    let completed = lines
+        .iter()
+        .find(|e| e["event"] == "agent.tool.completed")
+        .unwrap();
+    assert_eq!(completed["name"], "list_dir");
+    assert_eq!(completed["ok"], true);
+}
+
+#[test]
+fn the_demo_runs_without_a_key_or_network() {
+    let (_h, home) = temp();
+    let output = run(keel(&home).arg("demo"));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let out = stdout(&output);
+    assert!(out.contains("ended as `completed`"), "{out}");
+    assert!(out.contains("call    ▸ write_file"), "{out}");
+    assert!(out.contains("`..` is not allowed"), "{out}");
+}
