@@ -46,7 +46,12 @@ impl Tool for Population {
     }
 
     async fn call(&self, args: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        match args["city"].as_str().unwrap_or_default().to_lowercase().as_str() {
+        match args["city"]
+            .as_str()
+            .unwrap_or_default()
+            .to_lowercase()
+            .as_str()
+        {
             "paris" => Ok(ToolOutput::text("2,102,650 (2023)")),
             "lyon" => Ok(ToolOutput::text("522,250 (2023)")),
             other => Err(ToolError::failed(format!("no data for `{other}`"))),
@@ -80,7 +85,9 @@ fn provider() -> (Arc<dyn Provider>, String) {
     let scripted = ScriptedProvider::from_steps(vec![
         Step::tool_call("population", json!({"city": "Paris"}))
             .with_tool_call("population", json!({"city": "Lyon"})),
-        Step::text("Paris has about 2.1 million people, Lyon about 0.5 million: Paris is ~4× larger."),
+        Step::text(
+            "Paris has about 2.1 million people, Lyon about 0.5 million: Paris is ~4× larger.",
+        ),
         Step::text("Lyon is in the Auvergne-Rhône-Alpes region."),
     ]);
     (Arc::new(scripted), "scripted".into())
@@ -104,7 +111,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let report = agent
         .run(RunRequest::new("How much larger is Paris than Lyon?"))
         .await?;
-    println!("A: {}", report.final_text.as_deref().unwrap_or("(no answer)"));
+    println!(
+        "A: {}",
+        report.final_text.as_deref().unwrap_or("(no answer)")
+    );
     println!(
         "   state {}, {} iterations, {} tool calls, {} tokens\n",
         report.state,

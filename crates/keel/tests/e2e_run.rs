@@ -268,3 +268,44 @@ fn the_demo_runs_without_a_key_or_network() {
     assert!(out.contains("call    ▸ write_file"), "{out}");
     assert!(out.contains("`..` is not allowed"), "{out}");
 }
+
+#[test]
+fn chat_keeps_a_conversation_and_new_starts_another() {
+    use std::io::Write;
+    let mock = Mock::start(
+        r#"{"steps": [{"text": "Hi Ada."}, {"text": "You are Ada."}, {"text": "Fresh start."}]}"#,
+    );
+    let (_h, home) = temp();
+    let mut child = keel(&home)
+        .args(["chat", "--provider", "mock", "--base-url", &mock.url])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"I am Ada\nwho am I?\n/new\nhello\n/exit\n")
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let out = stdout(&output);
+    for needle in ["Hi Ada.", "You are Ada.", "new session", "Fresh start."] {
+        assert!(out.contains(needle), "{needle:?} missing from {out}");
+    }
+    let requests = mock.requests();
+    let turns = |i: usize| {
+        requests[i]["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] != "system")
+            .count()
+    };
+    assert_eq!(turns(1), 3, "the second line continues the conversation");
+    assert_eq!(turns(2), 1, "/new starts from nothing");
+    let listed = stdout(&run(keel(&home).arg("sessions")));
+    assert_eq!(listed.lines().count(), 2, "{listed}");
+}

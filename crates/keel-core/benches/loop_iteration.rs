@@ -1,0 +1,105 @@
+//! Wall time of the loop per iteration (one model call + one tool batch), against the
+//! in-process scripted provider and against `keel-mock`'s HTTP server, with the in-memory and the
+//! SQLite store. Each measured run does exactly `ITERATIONS` iterations; criterion's throughput
+//! line gives iterations per second.
+//!
+//! `cargo bench -p keel-core --bench loop_iteration`
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use keel_core::{
+    Agent, MemoryStore, Provider, RunRequest, Store, Tool, ToolContext, ToolError, ToolOutput,
+    ToolSpec,
+};
+use keel_mock::{MockServer, Script, ScriptedProvider, Step};
+use keel_providers::{OpenAiChat, OpenAiConfig};
+use keel_store::SqliteStore;
+use serde_json::json;
+
+const ITERATIONS: u32 = 10;
+
+struct Noop(ToolSpec);
+
+#[async_trait]
+impl Tool for Noop {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn call(&self, _: serde_json::Value, _: &ToolContext) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text("ok"))
+    }
+}
+
+fn forever() -> Vec<Step> {
+    vec![Step::tool_call("noop", json!({"n": 1})).repeat_forever()]
+}
+
+fn agent(provider: Arc<dyn Provider>, store: Arc<dyn Store>, stream: bool) -> Agent {
+    Agent::builder()
+        .provider(provider)
+        .model("bench")
+        .store(store)
+        .tool(Arc::new(Noop(ToolSpec::new(
+            "noop",
+            "does nothing",
+            json!({"type": "object"}),
+        ))))
+        .max_iterations(ITERATIONS)
+        .stream(stream)
+        .build()
+        .expect("agent")
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sqlite: Arc<dyn Store> = Arc::new(
+        rt.block_on(SqliteStore::open(&dir.path().join("bench.db")))
+            .expect("sqlite"),
+    );
+    let server = rt
+        .block_on(MockServer::start(
+            "127.0.0.1:0".parse().expect("addr"),
+            Script::new(forever()),
+        ))
+        .expect("mock server");
+    let http: Arc<dyn Provider> =
+        Arc::new(OpenAiChat::new(OpenAiConfig::new(server.base_url())).expect("adapter"));
+    let in_process: Arc<dyn Provider> = Arc::new(ScriptedProvider::from_steps(forever()));
+
+    let cases: Vec<(&str, Agent)> = vec![
+        (
+            "in_process/memory",
+            agent(in_process.clone(), Arc::new(MemoryStore::new()), false),
+        ),
+        (
+            "in_process/sqlite",
+            agent(in_process, sqlite.clone(), false),
+        ),
+        (
+            "http/memory/whole",
+            agent(http.clone(), Arc::new(MemoryStore::new()), false),
+        ),
+        (
+            "http/memory/stream",
+            agent(http.clone(), Arc::new(MemoryStore::new()), true),
+        ),
+        ("http/sqlite/stream", agent(http, sqlite, true)),
+    ];
+    let mut group = c.benchmark_group("loop_iteration");
+    group.throughput(Throughput::Elements(u64::from(ITERATIONS)));
+    for (name, agent) in &cases {
+        group.bench_function(*name, |b| {
+            b.iter(|| rt.block_on(agent.run(RunRequest::new("go"))).expect("run"))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
