@@ -1,4 +1,4 @@
-//! The adapter held against the real recordings in `shared/fixtures/providers/`: one test per
+//! The adapter held against the real recordings in `fixtures/providers/` (a copy of `../shared/fixtures/providers/`): one test per
 //! `openai-chat` case, run on the recorded bytes.
 
 mod common;
@@ -31,7 +31,7 @@ const OPENAI_CHAT_CASES: [&str; 11] = [
 ];
 
 fn fixtures_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/providers")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/providers")
 }
 
 struct Case {

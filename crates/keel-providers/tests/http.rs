@@ -126,7 +126,7 @@ async fn answer(
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!(
-        "{}/../../../shared/fixtures/providers/{name}",
+        "{}/../../fixtures/providers/{name}",
         env!("CARGO_MANIFEST_DIR")
     );
     std::fs::read(path).unwrap()
