@@ -10,6 +10,7 @@ pub mod agent;
 pub mod clock;
 pub mod driver;
 pub mod event;
+pub mod fixup;
 pub mod memory_store;
 pub mod message;
 pub mod provider;

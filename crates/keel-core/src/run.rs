@@ -267,7 +267,7 @@ impl Run {
         messages.extend(self.messages.iter().cloned());
         ChatRequest {
             model: self.settings.model.clone(),
-            messages,
+            messages: crate::fixup::fixup(messages),
             tools: self.tools.clone(),
             tool_choice: ToolChoice::Auto,
             max_tokens: self.settings.max_tokens,

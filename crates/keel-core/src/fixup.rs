@@ -1,0 +1,139 @@
+//! Message fixup before every model call (seed 000): merge consecutive same-role messages, drop
+//! tool results that answer no call and strip tool calls that got no result, then merge again.
+//!
+//! Histories go wrong in ordinary ways — a worker died between a tool call and its result, a
+//! user sent two messages in a row, a transcript was edited — and every provider rejects such a
+//! history. Fixup changes only what is sent, never what is stored, and never loses user text.
+//! Each adapter then applies its own API's alternation rules on top.
+
+use std::collections::HashSet;
+
+use crate::message::{Message, Role};
+
+/// Returns a history every API accepts the shape of:
+/// - no two consecutive messages share a role, except `tool` results;
+/// - every run of `tool` results directly follows an assistant message, and answers each of
+///   its calls exactly once, with no result that answers none of them;
+/// - no assistant message is empty (no text and no calls).
+///
+/// A history that already has this shape is returned as it is, without copying.
+pub fn fixup(messages: Vec<Message>) -> Vec<Message> {
+    if is_well_formed(&messages) {
+        return messages;
+    }
+    merge_consecutive(pair_calls_with_results(merge_consecutive(messages)))
+}
+
+/// True when `messages` needs no fixup.
+pub fn is_well_formed(messages: &[Message]) -> bool {
+    let mut previous: Option<&Message> = None;
+    let mut open_calls: Vec<&str> = Vec::new();
+    for message in messages {
+        match message.role {
+            Role::Tool => {
+                let Some(id) = message.tool_call_id.as_deref() else {
+                    return false;
+                };
+                match open_calls.iter().position(|c| *c == id) {
+                    Some(index) => {
+                        open_calls.swap_remove(index);
+                    }
+                    None => return false,
+                }
+            }
+            role => {
+                if !open_calls.is_empty() || previous.is_some_and(|p| p.role == role) {
+                    return false;
+                }
+                if role == Role::Assistant {
+                    if message.content.is_empty() && message.tool_calls.is_empty() {
+                        return false;
+                    }
+                    let mut seen = HashSet::new();
+                    if !message
+                        .tool_calls
+                        .iter()
+                        .all(|c| seen.insert(c.id.as_str()))
+                    {
+                        return false;
+                    }
+                    open_calls = message.tool_calls.iter().map(|c| c.id.as_str()).collect();
+                }
+            }
+        }
+        previous = Some(message);
+    }
+    open_calls.is_empty()
+}
+
+/// Pass 1 and 3: consecutive messages of one role (other than `tool`) become one.
+fn merge_consecutive(messages: Vec<Message>) -> Vec<Message> {
+    let mut out: Vec<Message> = Vec::with_capacity(messages.len());
+    for message in messages {
+        match out.last_mut() {
+            Some(last) if last.role == message.role && message.role != Role::Tool => {
+                merge_into(last, message);
+            }
+            _ => out.push(message),
+        }
+    }
+    out
+}
+
+fn merge_into(target: &mut Message, next: Message) {
+    if !next.content.is_empty() {
+        if !target.content.is_empty() {
+            target.content.push_str("\n\n");
+        }
+        target.content.push_str(&next.content);
+    }
+    target.tool_calls.extend(next.tool_calls);
+    if target.reasoning.is_none() {
+        target.reasoning = next.reasoning;
+    }
+}
+
+/// Pass 2: keeps each assistant's calls that were answered by the tool results right after it,
+/// and those results (the first answer to each call), dropping everything unpaired.
+fn pair_calls_with_results(messages: Vec<Message>) -> Vec<Message> {
+    let mut out = Vec::with_capacity(messages.len());
+    let mut iter = messages.into_iter().peekable();
+    while let Some(message) = iter.next() {
+        match message.role {
+            // A result not claimed by the assistant before it answers nothing.
+            Role::Tool => continue,
+            Role::Assistant => {
+                let mut results = Vec::new();
+                while let Some(next) = iter.next_if(|m| m.role == Role::Tool) {
+                    results.push(next);
+                }
+                let mut assistant = message;
+                let mut seen_calls = HashSet::new();
+                assistant
+                    .tool_calls
+                    .retain(|call| seen_calls.insert(call.id.clone()));
+                let mut answered = HashSet::new();
+                results.retain(|result| {
+                    result
+                        .tool_call_id
+                        .as_ref()
+                        .is_some_and(|id| seen_calls.contains(id) && answered.insert(id.clone()))
+                });
+                assistant
+                    .tool_calls
+                    .retain(|call| answered.contains(&call.id));
+                if assistant.content.is_empty() && assistant.tool_calls.is_empty() {
+                    continue;
+                }
+                out.push(assistant);
+                out.extend(results);
+            }
+            _ => out.push(message),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "fixup_tests.rs"]
+mod tests;
