@@ -48,12 +48,14 @@ pub(crate) enum Piece {
 
 impl Answer {
     /// Resolves `step`, the answer numbered `number`, for a request of `request_bytes` bytes of
-    /// JSON asking for `request_model`.
+    /// JSON asking for `request_model`. Tool calls without a scripted id get
+    /// `<call_prefix>_<number>_<index>`.
     pub(crate) fn from_step(
         step: &Step,
         number: usize,
         request_bytes: usize,
         request_model: &str,
+        call_prefix: &str,
     ) -> Answer {
         let calls: Vec<AnswerCall> = step
             .tool_calls
@@ -63,7 +65,7 @@ impl Answer {
                 id: call
                     .id
                     .clone()
-                    .unwrap_or_else(|| format!("call_{number}_{i}")),
+                    .unwrap_or_else(|| format!("{call_prefix}_{number}_{i}")),
                 name: call.name.clone(),
                 arguments: call.arguments.to_wire(),
             })
@@ -124,7 +126,7 @@ impl Answer {
                 name: call.name.clone(),
             });
             pieces.extend(
-                split_chars(&call.arguments, ARGUMENT_FRAGMENT_CHARS)
+                argument_fragments(&call.arguments)
                     .into_iter()
                     .map(|fragment| Piece::CallArguments { index, fragment }),
             );
@@ -133,8 +135,13 @@ impl Answer {
     }
 }
 
+/// Tool-call argument text as streamed: fragments of a few characters each.
+pub(crate) fn argument_fragments(arguments: &str) -> Vec<String> {
+    split_chars(arguments, ARGUMENT_FRAGMENT_CHARS)
+}
+
 /// The deterministic token estimate: a quarter of the length, at least 1.
-fn estimate_tokens(len: usize) -> u64 {
+pub(crate) fn estimate_tokens(len: usize) -> u64 {
     (len as u64 / 4).max(1)
 }
 
@@ -180,6 +187,22 @@ pub(crate) fn error_kind(reply: &ErrorReply) -> ProviderErrorKind {
         500..=599 => ProviderErrorKind::Server,
         _ => ProviderErrorKind::Unknown,
     })
+}
+
+/// The HTTP status an error of `kind` comes with when nothing more specific is known (each
+/// wire API may answer some kinds differently).
+pub(crate) fn status_for_kind(kind: ProviderErrorKind) -> u16 {
+    match kind {
+        ProviderErrorKind::Auth => 401,
+        ProviderErrorKind::Billing => 402,
+        ProviderErrorKind::RateLimit => 429,
+        ProviderErrorKind::Overloaded => 529,
+        ProviderErrorKind::Timeout => 408,
+        ProviderErrorKind::ModelNotFound => 404,
+        ProviderErrorKind::ContextOverflow | ProviderErrorKind::InvalidRequest => 400,
+        ProviderErrorKind::Network | ProviderErrorKind::MalformedResponse => 502,
+        ProviderErrorKind::Server | ProviderErrorKind::Unknown => 500,
+    }
 }
 
 /// The `retry-after` header of an error step, read as seconds.
@@ -257,7 +280,7 @@ mod tests {
     #[test]
     fn defaults_ids_finish_usage_and_model() {
         let step = Step::tool_call("f", json!({"a": 1})).with_tool_call("g", json!("oops"));
-        let answer = Answer::from_step(&step, 3, 400, "gpt-x");
+        let answer = Answer::from_step(&step, 3, 400, "gpt-x", "call");
         assert_eq!(answer.calls[0].id, "call_3_0");
         assert_eq!(answer.calls[1].id, "call_3_1");
         assert_eq!(answer.calls[1].arguments, "oops");
@@ -267,7 +290,7 @@ mod tests {
         assert_eq!(answer.usage.output_tokens, 3);
         assert_eq!(answer.model, "gpt-x");
 
-        let text = Answer::from_step(&Step::text("hi"), 0, 2, "m");
+        let text = Answer::from_step(&Step::text("hi"), 0, 2, "m", "call");
         assert_eq!(text.finish, FinishReason::Stop);
         assert_eq!((text.usage.input_tokens, text.usage.output_tokens), (1, 1));
     }
@@ -282,7 +305,7 @@ mod tests {
             output_tokens: Some(9),
             cache_read_tokens: Some(4),
         });
-        let answer = Answer::from_step(&step, 0, 40, "m");
+        let answer = Answer::from_step(&step, 0, 40, "m", "toolu");
         assert_eq!(answer.usage.input_tokens, 10);
         assert_eq!(answer.usage.output_tokens, 9);
         assert_eq!(answer.usage.cache_read_tokens, 4);
@@ -295,7 +318,7 @@ mod tests {
         let step = Step::text("a b")
             .with_reasoning("r")
             .with_tool_call("f", json!({"long_argument": "value"}));
-        let pieces = Answer::from_step(&step, 0, 0, "m").pieces();
+        let pieces = Answer::from_step(&step, 0, 0, "m", "call").pieces();
         assert_eq!(pieces[0], Piece::Reasoning("r".into()));
         assert_eq!(pieces[1], Piece::Text("a".into()));
         assert_eq!(pieces[2], Piece::Text(" b".into()));

@@ -1,23 +1,67 @@
-//! keel-mock is keel's test kit: a scripted, fault-injecting model server speaking the OpenAI
-//! chat-completions wire format over real HTTP ([`MockServer`], [`serve_forever`]), and an
-//! in-process [`ScriptedProvider`] with the same script semantics for unit tests and benchmarks.
+//! keel-mock is keel's test kit: a scripted, fault-injecting model server speaking three wire
+//! APIs over real HTTP ([`MockServer`], [`serve_forever`]), an in-process [`ScriptedProvider`]
+//! with the same script semantics for unit tests and benchmarks, and the mock's reading of each
+//! API's request rules as pure functions ([`validate`]).
 //!
 //! It owns the [`Script`] format (one [`Step`] per request: text, tool calls, reasoning, errors,
-//! delays, cut streams), the step cursor, and its own encoding of each wire API. It depends on
-//! `keel-core` for the `Provider` vocabulary only, and must not depend on any adapter crate
-//! (`keel-providers`): a test of an adapter against this mock is a test of two independent
-//! readings of the same public protocol.
+//! delays, cut streams, mid-stream error events), the step cursor, and its own encoding of each
+//! wire API. It depends on `keel-core` for the `Provider` vocabulary only, and must not depend
+//! on any adapter crate (`keel-providers`): a test of an adapter against this mock is a test of
+//! two independent readings of the same public protocol.
 //!
-//! A script, as a file (see [`Step`] for every field):
+//! # Endpoints
+//!
+//! | route | API | whole answer | stream (`"stream": true`) |
+//! | --- | --- | --- | --- |
+//! | `POST /v1/chat/completions` | OpenAI chat completions | `chat.completion` | `data:` chunks, `[DONE]` |
+//! | `POST /v1/messages` | Anthropic Messages (needs `anthropic-version`) | `message` | `message_start` … `message_stop` |
+//! | `POST /v1/responses` | OpenAI Responses | `response` | `response.created` … `response.completed` |
+//! | `GET /v1/_mock/requests` | the request bodies received, in arrival order | | |
+//!
+//! Every API route takes the next step of one shared script: a chat request, then an Anthropic
+//! one, then a Responses one consume steps 1, 2 and 3. A request the real API would reject is
+//! answered 400 in that API's error format and takes no step. A step's reply is written in the
+//! route's format: `reasoning` is `reasoning_content`, an Anthropic `thinking` block (with a
+//! made-up signature) or a Responses `reasoning` item; `finish_reason: "length"` is
+//! `finish_reason: length`, `stop_reason: max_tokens` or an `incomplete` response
+//! (`max_output_tokens`). Error steps get each API's own error body fitting the status and kind
+//! (e.g. Anthropic 529 `overloaded_error`, Responses 400 `model_not_found`).
+//!
+//! # Script format
+//!
+//! A script file, with every kind of step (see [`Step`] for every field):
 //!
 //! ```json
 //! {"steps": [
 //!   {"error": {"status": 429, "headers": {"retry-after": "1"}}},
+//!   {"error": {"status": 400, "kind": "context_overflow"}},
 //!   {"tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]},
-//!   {"text": "The file says hello.", "cut_after_chunks": 2},
-//!   {"text": "The file says hello.", "forever": true}
+//!   {"text": "The file says hello.", "reasoning": "Read it first.", "usage": {"input_tokens": 90}},
+//!   {"text": "The file says hello.", "cut_after_chunks": 2, "cut_mode": "eof"},
+//!   {"text": "The file says hello.",
+//!    "stream_error": {"after_chunks": 3, "kind": "overloaded"}},
+//!   {"text": "The file says hello.",
+//!    "stream_error": {"after_chunks": 3, "kind": "rate_limit", "message": "slow down",
+//!                     "responses_event": "error"}},
+//!   {"text": "The file says hello.", "delay_ms": 500, "chunk_delay_ms": 20, "forever": true}
 //! ]}
 //! ```
+//!
+//! `stream_error` ([`StreamError`]) breaks a streamed answer off after `after_chunks` events
+//! (capped before the events that carry the stop reason) with the API's own error event, then
+//! ends the stream cleanly:
+//!
+//! - Anthropic: `event: error` / `{"type": "error", "error": {"type": "overloaded_error",
+//!   "message": "Overloaded"}}`;
+//! - Responses: `response.failed` whose `response` has `status: "failed"` and
+//!   `error: {code, message}`, or with `"responses_event": "error"` a bare `error` event
+//!   `{type, sequence_number, code, message, param}`;
+//! - chat completions: a `data: {"error": {message, type, param, code}}` chunk, no `[DONE]`.
+//!
+//! `kind` defaults to `server`, `message` to the API's own wording. A whole (non-streamed)
+//! answer of such a step is the API's HTTP error for the kind (an overloaded Anthropic answer is
+//! a 529). The in-process provider sends the first `after_chunks` deltas, then
+//! `Finished { stop_reason: None }` and a `ProviderError` of the kind.
 //!
 //! The same in Rust, against the in-process provider:
 //!
@@ -50,15 +94,19 @@
 mod answer;
 mod chat_completions;
 mod cursor;
+mod messages;
+mod openai_common;
+mod responses;
 pub mod script;
 pub mod scripted;
 pub mod server;
 mod step_builders;
+pub mod validate;
 mod wire;
 
 pub use script::{
-    CutMode, ErrorReply, FinishReason, Script, ScriptError, ScriptToolCall, ScriptUsage, Step,
-    ToolArguments,
+    CutMode, ErrorReply, FinishReason, ResponsesErrorEvent, Script, ScriptError, ScriptToolCall,
+    ScriptUsage, Step, StreamError, ToolArguments,
 };
 pub use scripted::ScriptedProvider;
 pub use server::{MockError, MockServer, serve_forever};

@@ -38,7 +38,8 @@ pub struct Step {
     /// Tool calls, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ScriptToolCall>,
-    /// Reasoning text (sent as `reasoning_content`).
+    /// Reasoning text: chat completions' `reasoning_content`, an Anthropic `thinking` block
+    /// (with a made-up signature), a Responses `reasoning` item with one summary text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<String>,
     /// Overrides the finish reason; default `tool_calls` with tool calls, else `stop`.
@@ -60,8 +61,10 @@ pub struct Step {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub chunk_delay_ms: u64,
     /// Deliver only this many chunks, then break the stream (see [`CutMode`]). Over HTTP a
-    /// chunk is one SSE data event, the opening `role` chunk included, and the count is capped
-    /// so a cut stream never carries its finish reason, usage or end marker; a whole
+    /// chunk is one SSE event, the opening one included (chat's `role` chunk, Anthropic's
+    /// `message_start`, Responses' `response.created`), and the count is capped so a cut stream
+    /// never carries its stop reason, usage or end marker (chat's finish chunk and `[DONE]`,
+    /// Anthropic's `message_delta` and `message_stop`, Responses' `response.completed`); a whole
     /// (non-streamed) answer is cut after half its body. The in-process provider counts
     /// deltas, and fails a whole answer with a `network` error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,6 +72,10 @@ pub struct Step {
     /// How a cut stream ends; default [`CutMode::Abort`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cut_mode: Option<CutMode>,
+    /// Break the stream off with the API's own error event after some chunks (see
+    /// [`StreamError`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_error: Option<StreamError>,
     /// Answer this many requests with this step (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub times: Option<u32>,
@@ -90,7 +97,8 @@ pub struct ScriptToolCall {
     /// Arguments: a JSON object, or a raw string sent verbatim. Default `{}`.
     #[serde(default)]
     pub arguments: ToolArguments,
-    /// Call id; default `call_<response>_<index>`.
+    /// Call id; default `call_<response>_<index>` (`toolu_<response>_<index>` on Anthropic
+    /// Messages).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
 }
@@ -155,7 +163,9 @@ impl ToolArguments {
     }
 }
 
-/// Why the scripted model stopped, in chat-completions terms.
+/// Why the scripted model stopped, in chat-completions terms. Anthropic Messages reads them as
+/// `end_turn`, `tool_use`, `max_tokens`; OpenAI Responses reads `length` as an `incomplete`
+/// response (`max_output_tokens`) and the others as `completed`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FinishReason {
@@ -191,6 +201,52 @@ pub enum CutMode {
     Abort,
     /// The body ends cleanly, but without its terminal marker or finish reason.
     Eof,
+}
+
+/// A failure in the middle of a streamed answer: `after_chunks` normal chunks (counted and
+/// capped like [`Step::cut_after_chunks`]), then the API's own error event, then the end of the
+/// stream. Anthropic Messages sends `event: error` with `{"type": "error", "error": {...}}`;
+/// OpenAI Responses a `response.failed` event whose `response.error` has `code` and `message`
+/// (or, with `responses_event: "error"`, a bare `error` event); chat completions a
+/// `data: {"error": {...}}` chunk. A whole (non-streamed) answer fails instead with the API's
+/// HTTP error for `kind`. The in-process provider delivers the first `after_chunks` deltas, then
+/// `Finished { stop_reason: None }` and an error of `kind`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamError {
+    /// Normal chunks before the error event.
+    pub after_chunks: usize,
+    /// The error class; default `server`.
+    #[serde(default = "server_kind")]
+    pub kind: ProviderErrorKind,
+    /// The error message; default: the API's own message for `kind`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Which event carries the error on OpenAI Responses; default `response.failed`.
+    #[serde(default, skip_serializing_if = "ResponsesErrorEvent::is_default")]
+    pub responses_event: ResponsesErrorEvent,
+}
+
+fn server_kind() -> ProviderErrorKind {
+    ProviderErrorKind::Server
+}
+
+/// The event an OpenAI Responses stream reports a mid-stream failure with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ResponsesErrorEvent {
+    /// `response.failed`, carrying the failed response with its `error`.
+    #[default]
+    #[serde(rename = "response.failed")]
+    ResponseFailed,
+    /// A bare `error` event with `code`, `message` and `param`.
+    #[serde(rename = "error")]
+    Error,
+}
+
+impl ResponsesErrorEvent {
+    fn is_default(&self) -> bool {
+        *self == ResponsesErrorEvent::default()
+    }
 }
 
 /// An HTTP error to answer with instead of a reply.
@@ -281,6 +337,9 @@ impl Step {
         if self.cut_mode.is_some() && self.cut_after_chunks.is_none() {
             return Err("`cut_mode` needs `cut_after_chunks`".into());
         }
+        if self.stream_error.is_some() && self.cut_after_chunks.is_some() {
+            return Err("`stream_error` and `cut_after_chunks` cannot be combined".into());
+        }
         let mut ids = HashSet::new();
         for (i, call) in self.tool_calls.iter().enumerate() {
             if call.name.is_empty() {
@@ -302,6 +361,7 @@ impl Step {
                 ("model", self.model.is_some()),
                 ("chunk_delay_ms", self.chunk_delay_ms > 0),
                 ("cut_after_chunks", self.cut_after_chunks.is_some()),
+                ("stream_error", self.stream_error.is_some()),
             ];
             if let Some((name, _)) = others.iter().find(|(_, set)| *set) {
                 return Err(format!("an `error` step cannot also have `{name}`"));
@@ -331,138 +391,5 @@ impl ErrorReply {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn parses_every_field() {
-        let script = Script::from_json(
-            r#"{"steps": [
-                {"text": "hi", "reasoning": "think", "finish_reason": "length",
-                 "usage": {"input_tokens": 3, "output_tokens": 4}, "model": "m-1",
-                 "delay_ms": 5, "chunk_delay_ms": 6, "cut_after_chunks": 2, "cut_mode": "eof",
-                 "times": 2},
-                {"tool_calls": [{"name": "f", "arguments": {"a": 1}, "id": "x"},
-                                {"name": "g", "arguments": "{bad"}]},
-                {"error": {"status": 429, "headers": {"retry-after": "1"}, "body": "slow down",
-                           "kind": "rate_limit"}, "forever": true}
-            ]}"#,
-        )
-        .unwrap();
-        let [first, second, third] = &script.steps[..] else {
-            panic!("three steps")
-        };
-        assert_eq!(first.text.as_deref(), Some("hi"));
-        assert_eq!(first.finish_reason, Some(FinishReason::Length));
-        assert_eq!(first.cut_mode, Some(CutMode::Eof));
-        assert_eq!(first.times, Some(2));
-        assert_eq!(second.tool_calls[0].arguments.to_wire(), r#"{"a":1}"#);
-        assert_eq!(second.tool_calls[1].arguments.to_wire(), "{bad");
-        let error = third.error.as_ref().unwrap();
-        assert_eq!(error.kind, Some(ProviderErrorKind::RateLimit));
-        assert_eq!(error.body, Some(json!("slow down")));
-        assert!(third.forever);
-    }
-
-    #[test]
-    fn round_trips_through_json() {
-        let script = Script::new(vec![
-            Step::text("a").with_reasoning("r").repeat(3),
-            Step::tool_call("f", json!({"k": "v"})).with_tool_call("g", json!("raw")),
-            Step::error(503).with_header("retry-after", "2"),
-        ]);
-        let json = serde_json::to_string(&script).unwrap();
-        assert_eq!(Script::from_json(&json).unwrap(), script);
-    }
-
-    fn problem(json: &str) -> String {
-        Script::from_json(json).unwrap_err().to_string()
-    }
-
-    #[test]
-    fn rejects_unknown_fields_and_bad_types() {
-        assert!(problem(r#"{"steps": [{"txt": "hi"}]}"#).contains("unknown field `txt`"));
-        assert!(problem(r#"{"steps": [{"finish_reason": "done"}]}"#).contains("unknown variant"));
-        assert!(
-            problem(r#"{"steps": [{"tool_calls": [{"name": "f", "arguments": [1]}]}]}"#)
-                .contains("JSON object or a raw string")
-        );
-        assert!(problem("{").contains("(inline JSON)"));
-    }
-
-    #[test]
-    fn rejects_contradictions_naming_the_step() {
-        let cases = [
-            (
-                r#"{"steps": [{}, {"times": 0}]}"#,
-                "steps[1]: `times` must be at least 1",
-            ),
-            (
-                r#"{"steps": [{"times": 2, "forever": true}]}"#,
-                "cannot be combined",
-            ),
-            (
-                r#"{"steps": [{"forever": true}, {"text": "x"}]}"#,
-                "steps[1] can never be reached",
-            ),
-            (
-                r#"{"steps": [{"error": {"status": 500}, "text": "x"}]}"#,
-                "steps[0]: an `error` step cannot also have `text`",
-            ),
-            (
-                r#"{"steps": [{"error": {"status": 200}}]}"#,
-                "not an HTTP error",
-            ),
-            (
-                r#"{"steps": [{"error": {"status": 500, "headers": {"bad name": "x"}}}]}"#,
-                "not a valid HTTP header",
-            ),
-            (
-                r#"{"steps": [{"cut_mode": "eof"}]}"#,
-                "needs `cut_after_chunks`",
-            ),
-            (
-                r#"{"steps": [{"tool_calls": [{"name": "f", "id": "a"}, {"name": "g", "id": "a"}]}]}"#,
-                "used twice",
-            ),
-        ];
-        for (json, expected) in cases {
-            let message = problem(json);
-            assert!(message.contains(expected), "{json}: {message}");
-        }
-    }
-
-    #[test]
-    fn file_errors_name_the_file() {
-        let dir = std::env::temp_dir().join(format!("keel-mock-{}", uuid::Uuid::now_v7()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("script.json");
-        let missing = Script::from_file(&path).unwrap_err();
-        assert!(missing.origin.ends_with("script.json"), "{missing}");
-        assert!(missing.problem.contains("cannot read"), "{missing}");
-
-        std::fs::write(&path, r#"{"steps": [{"times": 0}]}"#).unwrap();
-        let bad = Script::from_file(&path).unwrap_err();
-        assert!(bad.to_string().contains("script.json"), "{bad}");
-        assert!(bad.problem.contains("steps[0]"), "{bad}");
-
-        std::fs::write(&path, r#"{"steps": [{"text": "ok"}]}"#).unwrap();
-        assert_eq!(Script::from_file(&path).unwrap().steps.len(), 1);
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn builders_only_touch_error_fields_of_error_steps() {
-        let step = Step::text("x")
-            .with_header("a", "b")
-            .with_error_body(json!({}));
-        assert_eq!(step, Step::text("x"));
-        let error = Step::error(429)
-            .with_header("retry-after", "3")
-            .with_error_kind(ProviderErrorKind::Billing);
-        let reply = error.error.unwrap();
-        assert_eq!(reply.headers["retry-after"], "3");
-        assert_eq!(reply.kind, Some(ProviderErrorKind::Billing));
-    }
-}
+#[path = "script_tests.rs"]
+mod tests;

@@ -13,9 +13,10 @@ use serde_json::Value;
 
 use crate::answer::{
     Answer, Piece, default_error_message, error_kind, exhausted_message, retry_after,
+    status_for_kind,
 };
 use crate::cursor::{Cursor, Turn};
-use crate::script::{CutMode, ErrorReply, FinishReason, Script, Step};
+use crate::script::{CutMode, ErrorReply, FinishReason, Script, Step, StreamError};
 
 /// A [`Provider`] that answers from a script.
 ///
@@ -25,7 +26,10 @@ use crate::script::{CutMode, ErrorReply, FinishReason, Script, Step};
 /// `Finished { stop_reason: None }` before the error. A cut step delivers its first
 /// `cut_after_chunks` deltas, then `Finished { stop_reason: None }` and a `network` error (in
 /// `eof` mode a `Warning` comes first, as for a stream that closed without its terminal
-/// marker); a cut non-streaming call fails with the `network` error alone.
+/// marker); a cut non-streaming call fails with the `network` error alone. A `stream_error`
+/// step delivers its first `after_chunks` deltas, then `Finished { stop_reason: None }` and an
+/// error of the scripted kind (no HTTP status: the stream had begun); a non-streaming call
+/// fails with that error alone, with the status the kind usually comes with.
 #[derive(Debug)]
 pub struct ScriptedProvider {
     name: String,
@@ -102,18 +106,22 @@ impl Provider for ScriptedProvider {
         // The size of the request as JSON, for the usage estimate; keel's own types always
         // serialize, and 0 only makes the estimate its minimum.
         let size = serde_json::to_vec(request).map_or(0, |json| json.len());
-        let answer = Answer::from_step(&step, number, size, &request.model);
+        let answer = Answer::from_step(&step, number, size, &request.model, "call");
         let cut = step.cut_after_chunks;
+        let failure = step.stream_error.as_ref();
         if !stream {
-            return match cut {
-                Some(_) => Err(cut_error("keel-mock: connection broken mid-answer")),
-                None => Ok(response(answer)),
+            return match (cut, failure) {
+                (Some(_), _) => Err(cut_error("keel-mock: connection broken mid-answer")),
+                (None, Some(failure)) => Err(stream_failure(failure, &request.model)
+                    .with_status(status_for_kind(failure.kind))),
+                (None, None) => Ok(response(answer)),
             };
         }
 
         let pieces = answer.pieces();
         let delay = Duration::from_millis(step.chunk_delay_ms);
-        let sent = cut.map_or(pieces.len(), |n| n.min(pieces.len()));
+        let stop_after = cut.or(failure.map(|f| f.after_chunks));
+        let sent = stop_after.map_or(pieces.len(), |n| n.min(pieces.len()));
         for (i, piece) in pieces.iter().take(sent).enumerate() {
             if i > 0 && !delay.is_zero() {
                 tokio::time::sleep(delay).await;
@@ -132,12 +140,24 @@ impl Provider for ScriptedProvider {
                 "keel-mock: stream cut after {sent} chunks"
             )));
         }
+        if let Some(failure) = failure {
+            return fail(stream_failure(failure, &request.model));
+        }
         let stop_reason = stop_reason(answer.finish);
         sink.delta(&StreamDelta::Finished {
             stop_reason: Some(stop_reason),
         });
         Ok(response(answer))
     }
+}
+
+/// The error a scripted mid-stream failure reports.
+fn stream_failure(failure: &StreamError, model: &str) -> ProviderError {
+    let message = failure
+        .message
+        .clone()
+        .unwrap_or_else(|| default_error_message(failure.kind, model));
+    ProviderError::new(failure.kind, message)
 }
 
 fn cut_error(message: &str) -> ProviderError {

@@ -8,7 +8,7 @@ use keel_core::{
 use serde_json::json;
 
 use super::ScriptedProvider;
-use crate::script::{FinishReason, Script, Step};
+use crate::script::{FinishReason, Script, Step, StreamError};
 
 #[derive(Default)]
 struct Collect(Mutex<Vec<StreamDelta>>);
@@ -240,6 +240,38 @@ async fn cut_stream_finishes_without_reason_then_fails() {
 
     let whole = provider.chat(&request(false), &NoDeltas).await.unwrap_err();
     assert_eq!(whole.kind, ProviderErrorKind::Network);
+}
+
+#[tokio::test]
+async fn stream_errors_deliver_some_deltas_then_fail_once_finished() {
+    let provider = ScriptedProvider::from_steps(vec![
+        Step::text("a b c d").fail_stream_after(2, ProviderErrorKind::Overloaded),
+        Step::text("a b").with_stream_error(
+            StreamError::new(10, ProviderErrorKind::RateLimit).with_message("slow down"),
+        ),
+        Step::text("a b").fail_stream_after(1, ProviderErrorKind::Overloaded),
+    ]);
+    let sink = Collect::default();
+    let error = provider.chat(&request(true), &sink).await.unwrap_err();
+    assert_eq!(error.kind, ProviderErrorKind::Overloaded);
+    assert_eq!(error.status, None, "the stream had begun");
+    assert_eq!(sink.text(), "a b");
+    assert_eq!(sink.finished(), [None]);
+    assert!(matches!(
+        sink.deltas().last(),
+        Some(StreamDelta::Finished { stop_reason: None })
+    ));
+
+    let sink = Collect::default();
+    let error = provider.chat(&request(true), &sink).await.unwrap_err();
+    assert_eq!(error.kind, ProviderErrorKind::RateLimit);
+    assert_eq!(error.message, "slow down");
+    assert_eq!(sink.text(), "a b", "capped at the whole answer");
+    assert_eq!(sink.finished(), [None]);
+
+    let whole = provider.chat(&request(false), &NoDeltas).await.unwrap_err();
+    assert_eq!(whole.kind, ProviderErrorKind::Overloaded);
+    assert_eq!(whole.status, Some(529));
 }
 
 #[tokio::test]

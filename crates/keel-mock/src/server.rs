@@ -1,5 +1,7 @@
 //! The HTTP mock server: axum routes that take the next script step and answer it in the wire
-//! format of the route's API, injecting the step's faults (delays, errors, cut streams).
+//! format of the route's API, injecting the step's faults (delays, errors, cut streams,
+//! mid-stream error events). One script cursor serves every route: each request takes one step,
+//! whatever its API.
 
 use std::io;
 use std::net::SocketAddr;
@@ -19,11 +21,13 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::answer::{Answer, default_error_message, error_kind, exhausted_message};
+use crate::answer::{Answer, error_kind, exhausted_message};
 use crate::chat_completions::ChatCompletions;
 use crate::cursor::{Cursor, Turn};
-use crate::script::{CutMode, ErrorReply, Script};
-use crate::wire::{Events, WireApi};
+use crate::messages::Messages;
+use crate::responses::Responses;
+use crate::script::{CutMode, ErrorReply, Script, StreamError};
+use crate::wire::{Events, RequestInfo, WireApi, failure_message};
 
 /// The largest request body the server reads.
 const BODY_LIMIT: usize = 64 * 1024 * 1024;
@@ -116,8 +120,8 @@ impl MockServer {
         format!("http://{}/v1", self.addr)
     }
 
-    /// The request bodies received so far, in order (a body that is not JSON is recorded as a
-    /// JSON string of its text).
+    /// The request bodies received so far on every API route, in arrival order (a body that is
+    /// not JSON is recorded as a JSON string of its text).
     pub fn requests(&self) -> Vec<Value> {
         self.shared.recorded().clone()
     }
@@ -169,6 +173,8 @@ async fn listen(bind: SocketAddr) -> Result<(TcpListener, SocketAddr), MockError
 fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(answer::<ChatCompletions>))
+        .route("/v1/messages", post(answer::<Messages>))
+        .route("/v1/responses", post(answer::<Responses>))
         .route("/v1/_mock/requests", get(recorded_requests))
         .fallback(unknown_route)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
@@ -189,10 +195,14 @@ async fn unknown_route(method: Method, uri: Uri) -> Response {
 }
 
 /// Answers one request of API `A` with the script's next step. Every body is recorded; an
-/// invalid request is answered 400 without consuming a step.
-async fn answer<A: WireApi>(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+/// invalid request (headers or body) is answered 400 without consuming a step.
+async fn answer<A: WireApi>(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     shared.record(&body);
-    let request = match A::read_request(&body) {
+    let request = match A::check_headers(&headers).and_then(|()| A::read_request(&body)) {
         Ok(request) => request,
         Err(invalid) => {
             return json_response(StatusCode::BAD_REQUEST, A::invalid_request_body(&invalid));
@@ -201,7 +211,7 @@ async fn answer<A: WireApi>(State(shared): State<Arc<Shared>>, body: Bytes) -> R
     let (number, step) = match shared.cursor.next() {
         Turn::Answer { number, step } => (number, step),
         Turn::Exhausted { served } => {
-            let body = A::error_body(ProviderErrorKind::Server, &exhausted_message(served));
+            let body = A::error_body(500, ProviderErrorKind::Server, &exhausted_message(served));
             return json_response(StatusCode::INTERNAL_SERVER_ERROR, body);
         }
     };
@@ -209,18 +219,27 @@ async fn answer<A: WireApi>(State(shared): State<Arc<Shared>>, body: Bytes) -> R
         tokio::time::sleep(Duration::from_millis(step.delay_ms)).await;
     }
     if let Some(error) = &step.error {
-        return error_response::<A>(error, &request.model);
+        return error_response::<A>(error, &request);
     }
-    let answer = Answer::from_step(&step, number, request.size, &request.model);
+    let answer = Answer::from_step(
+        &step,
+        number,
+        request.size,
+        &request.model,
+        A::CALL_ID_PREFIX,
+    );
     let cut = step
         .cut_after_chunks
         .map(|n| (n, step.cut_mode.unwrap_or_default()));
+    let delay = Duration::from_millis(step.chunk_delay_ms);
     if request.stream {
-        let events = A::stream_events(&answer, &request);
-        stream_response(events, Duration::from_millis(step.chunk_delay_ms), cut)
+        let events = A::stream_events(&answer, &request, step.stream_error.as_ref());
+        stream_response(events, delay, cut)
+    } else if let Some(failure) = &step.stream_error {
+        failed_whole_answer::<A>(failure, &request)
     } else if let Some((_, mode)) = cut {
         // A cut whole answer: the first half of the body, then the break.
-        let mut body = A::whole_body(&answer);
+        let mut body = A::whole_body(&answer, &request);
         let half = (0..=body.len() / 2)
             .rev()
             .find(|&i| body.is_char_boundary(i))
@@ -234,11 +253,24 @@ async fn answer<A: WireApi>(State(shared): State<Arc<Shared>>, body: Bytes) -> R
         set_header(&mut response, header::CONTENT_TYPE, "application/json");
         response
     } else {
-        json_response(StatusCode::OK, A::whole_body(&answer))
+        json_response(StatusCode::OK, A::whole_body(&answer, &request))
     }
 }
 
-fn error_response<A: WireApi>(error: &ErrorReply, model: &str) -> Response {
+/// A whole answer whose generation fails: the API's HTTP error for the failure's kind.
+fn failed_whole_answer<A: WireApi>(failure: &StreamError, request: &RequestInfo) -> Response {
+    let status = A::status_for(failure.kind);
+    let body = A::error_body(
+        status,
+        failure.kind,
+        &failure_message::<A>(failure, request),
+    );
+    // `status_for` gives 400–599 statuses; anything else would still answer, as a 500.
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json_response(status, body)
+}
+
+fn error_response<A: WireApi>(error: &ErrorReply, request: &RequestInfo) -> Response {
     // Statuses are checked to be 400–599 when a script loads; a step built in code with a
     // status that is no status at all still answers, as a 500.
     let status = StatusCode::from_u16(error.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -247,7 +279,8 @@ fn error_response<A: WireApi>(error: &ErrorReply, model: &str) -> Response {
         Some(value) => (value.to_string(), "application/json"),
         None => {
             let kind = error_kind(error);
-            let body = A::error_body(kind, &default_error_message(kind, model));
+            let message = A::default_message(error.status, kind, request);
+            let body = A::error_body(error.status, kind, &message);
             (body, "application/json")
         }
     };

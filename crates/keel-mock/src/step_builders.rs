@@ -1,6 +1,7 @@
 //! Terse builders for script steps, so Rust tests can write scripts in a line each:
 //! `Step::text("hi")`, `Step::tool_call("read", json!({"path": "a"})).repeat(2)`,
-//! `Step::error(429).with_header("retry-after", "1")`.
+//! `Step::error(429).with_header("retry-after", "1")`,
+//! `Step::text("a b c").fail_stream_after(2, ProviderErrorKind::Overloaded)`.
 
 use std::collections::BTreeMap;
 
@@ -8,7 +9,8 @@ use keel_core::ProviderErrorKind;
 use serde_json::Value;
 
 use crate::script::{
-    CutMode, ErrorReply, FinishReason, ScriptToolCall, ScriptUsage, Step, ToolArguments,
+    CutMode, ErrorReply, FinishReason, ResponsesErrorEvent, ScriptToolCall, ScriptUsage, Step,
+    StreamError, ToolArguments,
 };
 
 impl Step {
@@ -146,6 +148,45 @@ impl Step {
         if let Some(error) = &mut self.error {
             error.kind = Some(kind);
         }
+        self
+    }
+}
+
+impl Step {
+    /// Breaks the stream off with the API's own error event of `kind` after `chunks` chunks
+    /// (a whole answer fails with the API's HTTP error for `kind`).
+    pub fn fail_stream_after(self, chunks: usize, kind: ProviderErrorKind) -> Step {
+        self.with_stream_error(StreamError::new(chunks, kind))
+    }
+
+    /// Sets the mid-stream failure.
+    pub fn with_stream_error(mut self, error: StreamError) -> Step {
+        self.stream_error = Some(error);
+        self
+    }
+}
+
+impl StreamError {
+    /// A failure of `kind` after `after_chunks` chunks, with the API's default message.
+    pub fn new(after_chunks: usize, kind: ProviderErrorKind) -> StreamError {
+        StreamError {
+            after_chunks,
+            kind,
+            message: None,
+            responses_event: ResponsesErrorEvent::default(),
+        }
+    }
+
+    /// Sets the message the error event carries.
+    pub fn with_message(mut self, message: impl Into<String>) -> StreamError {
+        self.message = Some(message.into());
+        self
+    }
+
+    /// On OpenAI Responses: reports the failure with a bare `error` event instead of
+    /// `response.failed`.
+    pub fn as_bare_error_event(mut self) -> StreamError {
+        self.responses_event = ResponsesErrorEvent::Error;
         self
     }
 }

@@ -5,15 +5,18 @@
 
 mod validate;
 
-use std::time::{SystemTime, UNIX_EPOCH};
+pub(crate) use validate::check;
 
 use keel_core::{ProviderErrorKind, Usage};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::answer::{Answer, Piece};
-use crate::script::FinishReason;
-use crate::wire::{Events, Invalid, RequestInfo, WireApi};
+use crate::openai_common::{error_json, error_type_and_code};
+use crate::script::{FinishReason, StreamError};
+use crate::wire::{
+    Events, Invalid, RequestInfo, WireApi, data_frame, failure_message, fresh_id, to_json, unix_now,
+};
 
 /// The fingerprint the mock reports, in OpenAI's `fp_…` shape.
 const FINGERPRINT: &str = "fp_keelmock0";
@@ -38,32 +41,22 @@ impl WireApi for ChatCompletions {
         )
     }
 
-    fn error_body(kind: ProviderErrorKind, message: &str) -> String {
-        let (error_type, code, param) = match kind {
-            ProviderErrorKind::Auth => ("invalid_request_error", Some("invalid_api_key"), None),
-            ProviderErrorKind::Billing => ("insufficient_quota", Some("insufficient_quota"), None),
-            ProviderErrorKind::RateLimit => ("requests", Some("rate_limit_exceeded"), None),
-            ProviderErrorKind::ModelNotFound => {
-                ("invalid_request_error", Some("model_not_found"), None)
-            }
-            ProviderErrorKind::ContextOverflow => (
-                "invalid_request_error",
-                Some("context_length_exceeded"),
-                Some("messages"),
-            ),
-            ProviderErrorKind::InvalidRequest => ("invalid_request_error", None, None),
-            ProviderErrorKind::Overloaded | ProviderErrorKind::Server => {
-                ("server_error", None, None)
-            }
-            ProviderErrorKind::Timeout => ("timeout", None, None),
-            ProviderErrorKind::Network
-            | ProviderErrorKind::MalformedResponse
-            | ProviderErrorKind::Unknown => ("api_error", None, None),
-        };
+    fn status_for(kind: ProviderErrorKind) -> u16 {
+        match kind {
+            // OpenAI reports an exhausted quota as a 429 and an overloaded engine as a 503.
+            ProviderErrorKind::Billing => 429,
+            ProviderErrorKind::Overloaded => 503,
+            other => crate::answer::status_for_kind(other),
+        }
+    }
+
+    fn error_body(_status: u16, kind: ProviderErrorKind, message: &str) -> String {
+        let (error_type, code) = error_type_and_code(kind);
+        let param = (kind == ProviderErrorKind::ContextOverflow).then_some("messages");
         error_json(message, error_type, param, code)
     }
 
-    fn whole_body(answer: &Answer) -> String {
+    fn whole_body(answer: &Answer, _request: &RequestInfo) -> String {
         let tool_calls = answer
             .calls
             .iter()
@@ -82,9 +75,9 @@ impl WireApi for ChatCompletions {
             (None, false) => None,
         };
         let completion = Completion {
-            id: &completion_id(),
+            id: &fresh_id("chatcmpl-"),
             object: "chat.completion",
-            created: now(),
+            created: unix_now(),
             model: &answer.model,
             choices: [Choice {
                 index: 0,
@@ -106,9 +99,13 @@ impl WireApi for ChatCompletions {
         to_json(&completion)
     }
 
-    fn stream_events(answer: &Answer, request: &RequestInfo) -> Events {
-        let id = completion_id();
-        let created = now();
+    fn stream_events(
+        answer: &Answer,
+        request: &RequestInfo,
+        failure: Option<&StreamError>,
+    ) -> Events {
+        let id = fresh_id("chatcmpl-");
+        let created = unix_now();
         let chunk = |delta: Delta, finish: Option<&str>| {
             let chunk = Chunk {
                 id: &id,
@@ -126,7 +123,7 @@ impl WireApi for ChatCompletions {
                 usage: request.include_usage.then_some(None),
                 obfuscation: OBFUSCATION,
             };
-            sse(&to_json(&chunk))
+            data_frame(&to_json(&chunk))
         };
 
         let opening = Delta {
@@ -153,15 +150,20 @@ impl WireApi for ChatCompletions {
                 usage: Some(Some(WireUsage::from(answer.usage))),
                 obfuscation: OBFUSCATION,
             };
-            frames.push(sse(&to_json(&usage_chunk)));
+            frames.push(data_frame(&to_json(&usage_chunk)));
         }
-        frames.push(sse("[DONE]"));
-        Events { frames, content }
+        frames.push(data_frame("[DONE]"));
+        let events = Events { frames, content };
+        match failure {
+            // OpenAI reports a failure mid-stream as a chunk holding only an error object.
+            Some(failure) => events.fail_after(failure.after_chunks, |_| {
+                let message = failure_message::<Self>(failure, request);
+                let status = Self::status_for(failure.kind);
+                data_frame(&Self::error_body(status, failure.kind, &message))
+            }),
+            None => events,
+        }
     }
-}
-
-fn sse(data: &str) -> String {
-    format!("data: {data}\n\n")
 }
 
 fn finish_name(reason: FinishReason) -> &'static str {
@@ -170,33 +172,6 @@ fn finish_name(reason: FinishReason) -> &'static str {
         FinishReason::ToolCalls => "tool_calls",
         FinishReason::Length => "length",
     }
-}
-
-fn completion_id() -> String {
-    format!("chatcmpl-{}", uuid::Uuid::now_v7().simple())
-}
-
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-fn to_json(value: &impl Serialize) -> String {
-    // These structs hold only strings, numbers and options: serializing them cannot fail, and
-    // an empty object is still a readable answer should it ever happen.
-    serde_json::to_string(value).unwrap_or_else(|_| "{}".to_string())
-}
-
-fn error_json(message: &str, error_type: &str, param: Option<&str>, code: Option<&str>) -> String {
-    to_json(&ErrorEnvelope {
-        error: ErrorObject {
-            message,
-            kind: error_type,
-            param,
-            code,
-        },
-    })
 }
 
 #[derive(Serialize)]
@@ -381,18 +356,4 @@ impl From<Usage> for WireUsage {
             },
         }
     }
-}
-
-#[derive(Serialize)]
-struct ErrorEnvelope<'a> {
-    error: ErrorObject<'a>,
-}
-
-#[derive(Serialize)]
-struct ErrorObject<'a> {
-    message: &'a str,
-    #[serde(rename = "type")]
-    kind: &'a str,
-    param: Option<&'a str>,
-    code: Option<&'a str>,
 }

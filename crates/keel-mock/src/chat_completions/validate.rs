@@ -7,47 +7,29 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
+use crate::openai_common::{
+    check_min_integer, empty_array, expect_function_type, missing, object, optional_bool,
+    parse_body, request_object, required_model, required_object, required_string, wrong_type,
+};
 use crate::wire::{Invalid, RequestInfo};
 
 /// Reads and checks a request body.
 pub(super) fn read_request(body: &[u8]) -> Result<RequestInfo, Invalid> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| {
-        Invalid::new(
-            format!(
-                "We could not parse the JSON body of your request ({e}). \
-                 The OpenAI API expects a JSON payload."
-            ),
-            None,
-        )
-    })?;
-    let Value::Object(request) = &value else {
-        return Err(Invalid::new(
-            format!(
-                "The request body must be a JSON object, but got {} instead.",
-                type_name(&value)
-            ),
-            None,
-        ));
-    };
-    let model = match request.get("model") {
-        Some(Value::String(model)) if !model.is_empty() => model.clone(),
-        None | Some(Value::Null) | Some(Value::String(_)) => {
-            return Err(Invalid::new(
-                "you must provide a model parameter",
-                Some("model"),
-            ));
-        }
-        Some(other) => return Err(wrong_type("model", "a string", other)),
-    };
+    let value = parse_body(body)?;
+    let info = check(&value)?;
+    Ok(RequestInfo {
+        size: body.len(),
+        ..info
+    })
+}
+
+/// Checks a request (its `size` is left 0).
+pub(crate) fn check(value: &Value) -> Result<RequestInfo, Invalid> {
+    let request = request_object(value)?;
+    let model = required_model(request)?;
     let messages = match request.get("messages") {
         Some(Value::Array(messages)) if !messages.is_empty() => messages,
-        Some(Value::Array(_)) => {
-            return Err(Invalid::new(
-                "Invalid 'messages': empty array. Expected an array with minimum length 1, \
-                 but got an empty array instead.",
-                Some("messages"),
-            ));
-        }
+        Some(Value::Array(_)) => return Err(empty_array("messages")),
         None | Some(Value::Null) => return Err(missing("messages")),
         Some(other) => return Err(wrong_type("messages", "an array", other)),
     };
@@ -67,7 +49,7 @@ pub(super) fn read_request(body: &[u8]) -> Result<RequestInfo, Invalid> {
         Some(other) => return Err(wrong_type("stream_options", "an object", other)),
     };
     for name in ["max_tokens", "max_completion_tokens"] {
-        check_positive_integer(request, name)?;
+        check_min_integer(request, name, 1)?;
     }
     check_tools(request)?;
     check_messages(messages)?;
@@ -75,26 +57,8 @@ pub(super) fn read_request(body: &[u8]) -> Result<RequestInfo, Invalid> {
         model,
         stream,
         include_usage,
-        size: body.len(),
+        ..RequestInfo::default()
     })
-}
-
-fn check_positive_integer(request: &Map<String, Value>, name: &str) -> Result<(), Invalid> {
-    match request.get(name) {
-        None | Some(Value::Null) => Ok(()),
-        Some(Value::Number(n)) => match n.as_i64() {
-            Some(v) if v >= 1 => Ok(()),
-            Some(v) => Err(Invalid::new(
-                format!(
-                    "Invalid '{name}': integer below minimum value. \
-                     Expected a value >= 1, but got {v} instead."
-                ),
-                Some(name),
-            )),
-            None => Err(wrong_type(name, "an integer", &Value::Number(n.clone()))),
-        },
-        Some(other) => Err(wrong_type(name, "an integer", other)),
-    }
 }
 
 fn check_tools(request: &Map<String, Value>) -> Result<(), Invalid> {
@@ -266,15 +230,7 @@ fn check_tool_calls(calls: &Value, path: &str) -> Result<Vec<String>, Invalid> {
     let list_path = format!("{path}.tool_calls");
     let calls = match calls {
         Value::Array(calls) if !calls.is_empty() => calls,
-        Value::Array(_) => {
-            return Err(Invalid::new(
-                format!(
-                    "Invalid '{list_path}': empty array. Expected an array with minimum length \
-                     1, but got an empty array instead."
-                ),
-                Some(&list_path),
-            ));
-        }
+        Value::Array(_) => return Err(empty_array(&list_path)),
         other => return Err(wrong_type(&list_path, "an array", other)),
     };
     let mut ids = Vec::new();
@@ -312,87 +268,5 @@ fn check_content(message: &Map<String, Value>, path: &str, required: bool) -> Re
         None | Some(Value::Null) if required => Err(missing(&content_path)),
         None | Some(Value::Null) => Ok(()),
         Some(other) => Err(wrong_type(&content_path, "a string or an array", other)),
-    }
-}
-
-fn expect_function_type(value: &Map<String, Value>, path: &str) -> Result<(), Invalid> {
-    match required_string(value, "type", path)? {
-        "function" => Ok(()),
-        other => Err(Invalid::new(
-            format!("Invalid value: '{other}'. Supported values are: 'function'."),
-            Some(&format!("{path}.type")),
-        )),
-    }
-}
-
-fn object<'a>(value: &'a Value, path: &str) -> Result<&'a Map<String, Value>, Invalid> {
-    value
-        .as_object()
-        .ok_or_else(|| wrong_type(path, "an object", value))
-}
-
-fn required_object<'a>(
-    parent: &'a Map<String, Value>,
-    key: &str,
-    path: &str,
-) -> Result<&'a Map<String, Value>, Invalid> {
-    let full = format!("{path}.{key}");
-    match parent.get(key) {
-        None | Some(Value::Null) => Err(missing(&full)),
-        Some(value) => object(value, &full),
-    }
-}
-
-fn required_string<'a>(
-    parent: &'a Map<String, Value>,
-    key: &str,
-    path: &str,
-) -> Result<&'a str, Invalid> {
-    let full = format!("{path}.{key}");
-    match parent.get(key) {
-        None | Some(Value::Null) => Err(missing(&full)),
-        Some(Value::String(s)) if s.is_empty() && key != "arguments" => Err(Invalid::new(
-            format!("Invalid '{full}': empty string. Expected a non-empty string."),
-            Some(&full),
-        )),
-        Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(wrong_type(&full, "a string", other)),
-    }
-}
-
-fn optional_bool(
-    parent: &Map<String, Value>,
-    key: &str,
-    path: &str,
-) -> Result<Option<bool>, Invalid> {
-    match parent.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(other) => Err(wrong_type(path, "a boolean", other)),
-    }
-}
-
-fn missing(path: &str) -> Invalid {
-    Invalid::new(format!("Missing required parameter: '{path}'."), Some(path))
-}
-
-fn wrong_type(path: &str, expected: &str, got: &Value) -> Invalid {
-    Invalid::new(
-        format!(
-            "Invalid type for '{path}': expected {expected}, but got {} instead.",
-            type_name(got)
-        ),
-        Some(path),
-    )
-}
-
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }

@@ -90,3 +90,90 @@ pub fn streamed_text(chunks: &[Value]) -> String {
         })
         .collect()
 }
+
+/// The Anthropic API version header value the tests send.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// POSTs to an API path under `/v1` (e.g. `messages`); `/messages` gets the Anthropic headers.
+pub async fn post_to(server: &MockServer, path: &str, body: &Value) -> reqwest::Response {
+    let mut request = client()
+        .post(format!("{}/{path}", server.base_url()))
+        .header("content-type", "application/json")
+        .body(body.to_string());
+    if path == "messages" {
+        request = request
+            .header("anthropic-version", ANTHROPIC_VERSION)
+            .header("x-api-key", "sk-ant-test");
+    }
+    request.send().await.unwrap()
+}
+
+/// POSTs an Anthropic Messages body with the required headers.
+pub async fn post_messages(server: &MockServer, body: &Value) -> reqwest::Response {
+    post_to(server, "messages", body).await
+}
+
+/// POSTs an OpenAI Responses body.
+pub async fn post_responses(server: &MockServer, body: &Value) -> reqwest::Response {
+    post_to(server, "responses", body).await
+}
+
+/// A minimal valid Anthropic Messages request.
+pub fn messages_request(stream: bool) -> Value {
+    let mut body = json!({
+        "model": "claude-test",
+        "max_tokens": 1024,
+        "messages": [{"role": "user", "content": "hello"}],
+    });
+    if stream {
+        body["stream"] = json!(true);
+    }
+    body
+}
+
+/// A minimal valid OpenAI Responses request.
+pub fn responses_request(stream: bool) -> Value {
+    let mut body = json!({"model": "gpt-test", "input": "hello"});
+    if stream {
+        body["stream"] = json!(true);
+    }
+    body
+}
+
+/// The named events of an SSE body (`event:` name and parsed `data:`), in order.
+pub fn named_events(body: &str) -> Vec<(String, Value)> {
+    body.split("\n\n")
+        .filter(|event| !event.trim().is_empty())
+        .map(|event| {
+            let mut name = None;
+            let mut data = None;
+            for line in event.lines() {
+                if let Some(rest) = line.strip_prefix("event: ") {
+                    name = Some(rest.to_string());
+                } else if let Some(rest) = line.strip_prefix("data: ") {
+                    data = Some(serde_json::from_str(rest).unwrap());
+                }
+            }
+            (
+                name.unwrap_or_else(|| panic!("no event name: {event:?}")),
+                data.unwrap_or_else(|| panic!("no data: {event:?}")),
+            )
+        })
+        .collect()
+}
+
+/// The event names, in order.
+pub fn names(events: &[(String, Value)]) -> Vec<&str> {
+    events.iter().map(|(name, _)| name.as_str()).collect()
+}
+
+/// The names with consecutive repeats collapsed into one.
+pub fn collapsed<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for name in names {
+        if out.last() != Some(&name) {
+            out.push(name);
+        }
+    }
+    out
+}
