@@ -4,7 +4,8 @@
 //! Shared by every adapter: it reads OpenAI's `{"error": {"message", "type", "code"}}`,
 //! Anthropic's `{"type": "error", "error": {"type", "message"}}` and the looser shapes of
 //! compatible servers (`{"error": "text"}`, `{"detail": "text"}`), plus plain-text and HTML
-//! bodies from proxies and gateways.
+//! bodies from proxies and gateways. Wait hints come from `retry-after-ms`, `retry-after`,
+//! OpenAI's `x-ratelimit-reset-*` and Anthropic's `anthropic-ratelimit-*-reset` headers.
 
 use std::time::{Duration, SystemTime};
 
@@ -28,8 +29,14 @@ pub fn classify_http_error_at(
     now: SystemTime,
 ) -> ProviderError {
     let details = ErrorDetails::from_body(status, body);
-    let mut error =
-        ProviderError::new(error_kind(Some(status), &details), details.message).with_status(status);
+    let mut kind = error_kind(Some(status), &details);
+    if kind == ProviderErrorKind::Unknown && header_text(headers, "x-should-retry") == Some("true")
+    {
+        // The provider says a retry may pass (Anthropic and OpenAI send this on 408/409 and
+        // lock timeouts): treat the failure as a transient server one.
+        kind = ProviderErrorKind::Server;
+    }
+    let mut error = ProviderError::new(kind, details.message).with_status(status);
     if let Some(wait) = retry_hint(status, headers, now) {
         error = error.with_retry_after(wait);
     }
@@ -125,21 +132,38 @@ impl ErrorDetails {
     }
 
     fn says_billing(&self) -> bool {
-        self.code_or_type_is("insufficient_quota") || self.code_or_type_contains("billing")
+        self.code_or_type_is("insufficient_quota")
+            || self.code_or_type_contains("billing")
+            // Anthropic sends an empty balance as a 400 invalid_request_error.
+            || self
+                .message
+                .to_ascii_lowercase()
+                .contains("credit balance is too low")
     }
 
     fn says_context_overflow(&self) -> bool {
-        const PHRASES: [&str; 6] = [
+        const PHRASES: [&str; 7] = [
             "context length",
             "maximum context",
             "context window",
+            "context limit",
             "prompt is too long",
             "too many tokens",
             "context_length_exceeded",
         ];
         let message = self.message.to_ascii_lowercase();
         self.code_or_type_is("context_length_exceeded")
+            // Anthropic's 413: the request is over the API's size limit; shrinking it is the
+            // cure, as for a prompt over the context window.
+            || self.code_or_type_is("request_too_large")
             || PHRASES.iter().any(|phrase| message.contains(phrase))
+    }
+}
+
+impl ErrorDetails {
+    /// True when the message says the service is overloaded.
+    fn says_overloaded(&self) -> bool {
+        self.message.to_ascii_lowercase().contains("overloaded")
     }
 }
 
@@ -148,12 +172,17 @@ impl ErrorDetails {
 pub fn error_kind(status: Option<u16>, details: &ErrorDetails) -> ProviderErrorKind {
     use ProviderErrorKind as Kind;
     let overflow_status = matches!(status, None | Some(400 | 413 | 422));
+    // Anthropic's error types (authentication_error, not_found_error, rate_limit_error,
+    // api_error, …) agree with their statuses; `kind_from_body_only` reads them when there is
+    // no status.
     match status {
         Some(402) => Kind::Billing,
         _ if details.says_billing() => Kind::Billing,
         Some(401 | 403) => Kind::Auth,
         Some(529) => Kind::Overloaded,
         _ if details.code_or_type_is("overloaded_error") => Kind::Overloaded,
+        // OpenAI has no overload type: it answers 503 `server_error` saying "overloaded".
+        Some(500..=599) | None if details.says_overloaded() => Kind::Overloaded,
         Some(429) => Kind::RateLimit,
         Some(404) => Kind::ModelNotFound,
         _ if details.code_or_type_is("model_not_found") => Kind::ModelNotFound,
@@ -178,8 +207,12 @@ fn kind_from_body_only(details: &ErrorDetails) -> ProviderErrorKind {
         Kind::Auth
     } else if is(&["rate_limit_exceeded", "rate_limit_error"]) {
         Kind::RateLimit
+    } else if is(&["not_found_error"]) {
+        Kind::ModelNotFound
     } else if is(&["invalid_request_error"]) {
         Kind::InvalidRequest
+    } else if is(&["timeout_error"]) {
+        Kind::Timeout
     } else if is(&["server_error", "api_error", "internal_error"]) {
         Kind::Server
     } else {
@@ -188,9 +221,10 @@ fn kind_from_body_only(details: &ErrorDetails) -> ProviderErrorKind {
 }
 
 /// How long the provider asked us to wait: `retry-after-ms`, else `retry-after` (seconds or
-/// an HTTP date, measured from `now`), else — on a 429 only — OpenAI's
-/// `x-ratelimit-reset-requests` / `x-ratelimit-reset-tokens` (the longest of the exhausted
-/// limits, or of both when neither says it is exhausted).
+/// an HTTP date, measured from `now`), else — on a 429 only — the rate-limit reset headers:
+/// OpenAI's `x-ratelimit-reset-requests` / `-tokens` (Go durations) or Anthropic's
+/// `anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-reset` (RFC 3339 times);
+/// the longest of the exhausted limits, or of all of them when none says it is exhausted.
 pub fn retry_hint(status: u16, headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let millis: Option<f64> =
         header_text(headers, "retry-after-ms").and_then(|text| text.trim().parse().ok());
@@ -208,7 +242,7 @@ pub fn retry_hint(status: u16, headers: &HeaderMap, now: SystemTime) -> Option<D
     if status != 429 {
         return None;
     }
-    let limits: Vec<(Duration, bool)> = ["requests", "tokens"]
+    let openai: Vec<(Duration, bool)> = ["requests", "tokens"]
         .iter()
         .filter_map(|limit| {
             let reset = header_text(headers, &format!("x-ratelimit-reset-{limit}"))
@@ -217,12 +251,45 @@ pub fn retry_hint(status: u16, headers: &HeaderMap, now: SystemTime) -> Option<D
             Some((reset, remaining.map(str::trim) == Some("0")))
         })
         .collect();
+    longest_exhausted(openai).or_else(|| anthropic_reset_hint(headers, now))
+}
+
+/// The wait until Anthropic's rate limits reset. The reset times are measured from the
+/// answer's `date` header when it has one (both are the server's clock, so a skewed local
+/// clock does not matter), else from `now`.
+fn anthropic_reset_hint(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let server_now = header_text(headers, "date")
+        .and_then(|date| httpdate::parse_http_date(date).ok())
+        .unwrap_or(now);
+    let limits = ["requests", "tokens", "input-tokens", "output-tokens"]
+        .iter()
+        .filter_map(|limit| {
+            let reset = header_text(headers, &format!("anthropic-ratelimit-{limit}-reset"))
+                .and_then(parse_rfc3339)?;
+            let remaining = header_text(headers, &format!("anthropic-ratelimit-{limit}-remaining"));
+            let wait = reset.duration_since(server_now).unwrap_or(Duration::ZERO);
+            Some((wait, remaining.map(str::trim) == Some("0")))
+        })
+        .collect();
+    longest_exhausted(limits)
+}
+
+/// The longest wait among the limits that say they are exhausted, or among all of them when
+/// none does.
+fn longest_exhausted(limits: Vec<(Duration, bool)>) -> Option<Duration> {
     let any_exhausted = limits.iter().any(|(_, exhausted)| *exhausted);
     limits
         .into_iter()
         .filter(|(_, exhausted)| *exhausted || !any_exhausted)
-        .map(|(reset, _)| reset)
+        .map(|(wait, _)| wait)
         .max()
+}
+
+/// An RFC 3339 time (`2024-06-04T18:39:57Z`, `2024-06-04T18:39:57.5+02:00`).
+fn parse_rfc3339(text: &str) -> Option<SystemTime> {
+    chrono::DateTime::parse_from_rfc3339(text.trim())
+        .ok()
+        .map(SystemTime::from)
 }
 
 /// Parses a Go-style duration as OpenAI sends it: `6m0s`, `115ms`, `1.5s`, `1h2m3.5s`.
@@ -322,196 +389,5 @@ pub(crate) fn excerpt(text: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use reqwest::header::{HeaderName, HeaderValue};
-
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        pairs
-            .iter()
-            .map(|(name, value)| {
-                (
-                    HeaderName::from_bytes(name.as_bytes()).unwrap(),
-                    HeaderValue::from_str(value).unwrap(),
-                )
-            })
-            .collect()
-    }
-
-    fn classify(status: u16, body: &str) -> ProviderError {
-        classify_http_error(status, &HeaderMap::new(), body.as_bytes())
-    }
-
-    fn openai_error(code: &str, error_type: &str, message: &str) -> String {
-        serde_json::json!({"error": {"message": message, "type": error_type, "code": code}})
-            .to_string()
-    }
-
-    #[test]
-    fn go_durations_parse() {
-        let cases = [
-            ("6m0s", 360_000),
-            ("115ms", 115),
-            ("1.5s", 1_500),
-            ("21m36.001s", 1_296_001),
-            ("1h2m3s", 3_723_000),
-            ("0s", 0),
-            ("7", 7_000),
-        ];
-        for (text, millis) in cases {
-            assert_eq!(
-                parse_duration_text(text),
-                Some(Duration::from_millis(millis)),
-                "{text}"
-            );
-        }
-        for bad in ["", "5x", "m", "-1s", "1.2.3s"] {
-            assert_eq!(parse_duration_text(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn retry_after_ms_wins_over_retry_after_and_reset_headers() {
-        let h = headers(&[
-            ("retry-after-ms", "1500"),
-            ("retry-after", "20"),
-            ("x-ratelimit-reset-requests", "6m0s"),
-        ]);
-        assert_eq!(
-            retry_hint(429, &h, SystemTime::now()),
-            Some(Duration::from_millis(1500))
-        );
-    }
-
-    #[test]
-    fn retry_after_as_http_date_is_measured_from_now() {
-        let now = httpdate::parse_http_date("Tue, 02 Apr 2024 14:03:49 GMT").unwrap();
-        let h = headers(&[("retry-after", "Tue, 02 Apr 2024 14:04:19 GMT")]);
-        assert_eq!(retry_hint(503, &h, now), Some(Duration::from_secs(30)));
-        let past = headers(&[("retry-after", "Tue, 02 Apr 2024 14:00:00 GMT")]);
-        assert_eq!(retry_hint(503, &past, now), Some(Duration::ZERO));
-    }
-
-    #[test]
-    fn reset_headers_count_on_429_only_and_prefer_the_exhausted_limit() {
-        let h = headers(&[
-            ("x-ratelimit-reset-requests", "6m0s"),
-            ("x-ratelimit-remaining-requests", "12"),
-            ("x-ratelimit-reset-tokens", "1.5s"),
-            ("x-ratelimit-remaining-tokens", "0"),
-        ]);
-        let now = SystemTime::now();
-        assert_eq!(retry_hint(429, &h, now), Some(Duration::from_millis(1500)));
-        assert_eq!(retry_hint(500, &h, now), None);
-        let neither_exhausted = headers(&[
-            ("x-ratelimit-reset-requests", "115ms"),
-            ("x-ratelimit-reset-tokens", "2s"),
-        ]);
-        assert_eq!(
-            retry_hint(429, &neither_exhausted, now),
-            Some(Duration::from_secs(2))
-        );
-    }
-
-    #[test]
-    fn statuses_and_codes_map_to_kinds() {
-        use ProviderErrorKind as Kind;
-        let cases = [
-            (401, openai_error("invalid_api_key", "x", "bad key"), Kind::Auth),
-            (403, String::new(), Kind::Auth),
-            (402, String::new(), Kind::Billing),
-            (
-                429,
-                openai_error("insufficient_quota", "insufficient_quota", "quota"),
-                Kind::Billing,
-            ),
-            (
-                429,
-                openai_error("rate_limit_exceeded", "requests", "see /account/billing"),
-                Kind::RateLimit,
-            ),
-            (404, String::new(), Kind::ModelNotFound),
-            (
-                400,
-                openai_error("model_not_found", "invalid_request_error", "no model"),
-                Kind::ModelNotFound,
-            ),
-            (
-                400,
-                openai_error("context_length_exceeded", "invalid_request_error", "x"),
-                Kind::ContextOverflow,
-            ),
-            (
-                400,
-                r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 208310 tokens > 200000 maximum"}}"#.to_string(),
-                Kind::ContextOverflow,
-            ),
-            (400, r#"{"error":"Too many tokens in prompt"}"#.to_string(), Kind::ContextOverflow),
-            (400, openai_error("", "invalid_request_error", "bad"), Kind::InvalidRequest),
-            (422, String::new(), Kind::InvalidRequest),
-            (408, String::new(), Kind::Timeout),
-            (504, String::new(), Kind::Timeout),
-            (524, String::new(), Kind::Timeout),
-            (529, String::new(), Kind::Overloaded),
-            (
-                500,
-                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#.to_string(),
-                Kind::Overloaded,
-            ),
-            (500, String::new(), Kind::Server),
-            (503, String::new(), Kind::Server),
-            (418, String::new(), Kind::Unknown),
-        ];
-        for (status, body, kind) in cases {
-            let error = classify(status, &body);
-            assert_eq!(error.kind, kind, "{status} {body}");
-            assert_eq!(error.status, Some(status));
-        }
-    }
-
-    #[test]
-    fn errors_inside_a_stream_are_classified_from_their_type() {
-        let details = ErrorDetails::from_json(&serde_json::json!({
-            "error": {"message": "The server had an error", "type": "server_error"}
-        }));
-        assert_eq!(error_kind(None, &details), ProviderErrorKind::Server);
-        assert_eq!(details.message, "The server had an error");
-    }
-
-    #[test]
-    fn messages_are_one_line() {
-        assert_eq!(
-            classify(400, r#"{"error":{"message":"line one\n  line two"}}"#).message,
-            "line one line two"
-        );
-        assert_eq!(
-            classify(
-                404,
-                r#"{"error":"model \"x\" not found, try pulling it first"}"#
-            )
-            .message,
-            "model \"x\" not found, try pulling it first"
-        );
-        assert_eq!(
-            classify(422, r#"{"detail":"bad field"}"#).message,
-            "bad field"
-        );
-        assert_eq!(classify(502, "").message, "HTTP 502 with an empty body");
-        assert_eq!(classify(503, " \n ").message, "HTTP 503 with an empty body");
-        let html = "<!DOCTYPE html>\n<html><head><title>502 Bad\n Gateway</title></head>\
-                    <body><h1>nginx</h1></body></html>";
-        assert_eq!(classify(502, html).message, "502 Bad Gateway");
-        assert_eq!(
-            classify(502, "<html><body>oops</body></html>").message,
-            "HTML error page"
-        );
-        assert_eq!(
-            classify(500, "upstream\nconnect error").message,
-            "upstream connect error"
-        );
-        let long = "x".repeat(500);
-        let message = classify(500, &long).message;
-        assert_eq!(message.chars().count(), EXCERPT_CHARS + 1);
-        assert!(message.ends_with('…'));
-    }
-}
+#[path = "classify_tests.rs"]
+mod tests;

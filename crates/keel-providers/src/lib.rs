@@ -3,9 +3,10 @@
 //! stream) back into a [`keel_core::ChatResponse`], sorting every failure into a
 //! [`keel_core::ProviderError`] the recovery policy can act on.
 //!
-//! Today it speaks the OpenAI chat-completions API ([`openai_chat`]), which also covers the
-//! many compatible servers (Ollama, vLLM, llama.cpp's server, proxies). OpenAI Responses and
-//! Anthropic Messages will follow as sibling modules built the same way:
+//! It speaks three APIs: OpenAI chat-completions ([`openai_chat`], which also covers the many
+//! compatible servers: Ollama, vLLM, llama.cpp's server, proxies), the OpenAI Responses API
+//! ([`openai_responses`]) and Anthropic Messages ([`anthropic`]). [`Api`] resolves which one a
+//! provider speaks and [`connect`] builds the adapter. Each adapter is built the same way:
 //!
 //! - `<adapter>/request.rs`: `ChatRequest` → wire JSON,
 //! - `<adapter>/response.rs`: a whole JSON answer → `ChatResponse`,
@@ -18,10 +19,18 @@
 
 #![warn(missing_docs)]
 
+pub mod anthropic;
+pub mod api;
 pub mod classify;
+mod connect;
 mod http;
 pub mod openai_chat;
+pub mod openai_responses;
 
+pub use anthropic::{Anthropic, AnthropicConfig};
+pub use api::Api;
 pub use classify::{classify_http_error, retry_hint};
+pub use connect::{Endpoint, connect};
 pub use http::ConfigError;
 pub use openai_chat::{OpenAiChat, OpenAiConfig};
+pub use openai_responses::OpenAiResponses;

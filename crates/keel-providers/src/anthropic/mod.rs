@@ -1,0 +1,288 @@
+//! The Anthropic Messages adapter: `POST {base_url}/v1/messages`, whole or streamed, with
+//! prompt-cache breakpoints and signed thinking blocks kept for replay.
+//!
+//! - `request.rs`: `ChatRequest` → wire JSON (system field, alternating turns, tool_use and
+//!   tool_result blocks, cache breakpoints),
+//! - `response.rs`: a whole JSON answer → `ChatResponse`,
+//! - `stream.rs`: the event-stream accumulator.
+
+mod request;
+mod response;
+mod stream;
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use keel_core::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError};
+use reqwest::header::{ACCEPT, CONTENT_TYPE};
+
+pub use request::{BodyOptions, MAX_CACHE_BREAKPOINTS, PLACEHOLDER_USER_TEXT, build_request_body};
+pub use response::parse_message;
+pub use stream::parse_stream;
+
+use crate::http::{self, ConfigError, finish_stream};
+
+/// The base URL used when `ANTHROPIC_BASE_URL` is not set.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+/// Default [`AnthropicConfig::version`], sent as `anthropic-version`.
+pub const DEFAULT_VERSION: &str = "2023-06-01";
+/// Default [`AnthropicConfig::default_max_tokens`].
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+/// Default [`AnthropicConfig::request_timeout`].
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
+/// Default [`AnthropicConfig::connect_timeout`].
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where and how to reach the Messages API.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AnthropicConfig {
+    /// The provider's name in events and run records (`anthropic` by default).
+    pub name: String,
+    /// API root, e.g. `https://api.anthropic.com` or `http://localhost:8080/v1`; requests go
+    /// to `{base_url}/v1/messages`, or `{base_url}/messages` when it already ends in `/v1`. A
+    /// trailing slash is ignored.
+    pub base_url: String,
+    /// Sent as `x-api-key` when set.
+    pub api_key: Option<String>,
+    /// Sent as `anthropic-version`.
+    pub version: String,
+    /// Mark prompt-cache breakpoints on the system prompt, the tools and the last two user
+    /// turns (on by default).
+    pub prompt_caching: bool,
+    /// `max_tokens` for a request that sets none (the API requires one).
+    pub default_max_tokens: u32,
+    /// Longest wait for a whole answer; for a stream, the longest silence between two reads.
+    pub request_timeout: Duration,
+    /// Longest wait for the TCP (and TLS) connection.
+    pub connect_timeout: Duration,
+}
+
+impl AnthropicConfig {
+    /// A config for `base_url` named `anthropic`, without a key, with the default version,
+    /// prompt caching on, and the default token limit and timeouts.
+    pub fn new(base_url: impl Into<String>) -> Self {
+        AnthropicConfig {
+            name: "anthropic".to_string(),
+            base_url: base_url.into(),
+            api_key: None,
+            version: DEFAULT_VERSION.to_string(),
+            prompt_caching: true,
+            default_max_tokens: DEFAULT_MAX_TOKENS,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        }
+    }
+
+    /// Sets the API key.
+    pub fn with_api_key(mut self, api_key: impl Into<String>) -> Self {
+        self.api_key = Some(api_key.into());
+        self
+    }
+
+    /// Reads `ANTHROPIC_BASE_URL` (default [`DEFAULT_BASE_URL`]) and `ANTHROPIC_API_KEY` (an
+    /// empty value counts as unset).
+    pub fn from_env() -> Self {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// [`AnthropicConfig::from_env`] with the variables read through `lookup`.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let set = |name: &str| lookup(name).filter(|value| !value.trim().is_empty());
+        AnthropicConfig {
+            api_key: set("ANTHROPIC_API_KEY"),
+            ..Self::new(set("ANTHROPIC_BASE_URL").unwrap_or_else(|| DEFAULT_BASE_URL.to_string()))
+        }
+    }
+}
+
+impl fmt::Debug for AnthropicConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AnthropicConfig")
+            .field("name", &self.name)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("version", &self.version)
+            .field("prompt_caching", &self.prompt_caching)
+            .field("default_max_tokens", &self.default_max_tokens)
+            .field("request_timeout", &self.request_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish()
+    }
+}
+
+/// The Anthropic Messages API as a keel [`Provider`].
+#[derive(Debug)]
+pub struct Anthropic {
+    config: AnthropicConfig,
+    client: reqwest::Client,
+    /// The base URL without its trailing slash, named in transport errors.
+    origin: String,
+    endpoint: String,
+}
+
+impl Anthropic {
+    /// Builds the adapter (and its HTTP client) for `config`.
+    pub fn new(config: AnthropicConfig) -> Result<Self, ConfigError> {
+        let (origin, _) = http::checked_base_url(&config.base_url)?;
+        let client = http::build_client(config.connect_timeout, config.request_timeout)?;
+        let endpoint = if origin.ends_with("/v1") {
+            format!("{origin}/messages")
+        } else {
+            format!("{origin}/v1/messages")
+        };
+        Ok(Anthropic {
+            endpoint,
+            origin,
+            client,
+            config,
+        })
+    }
+
+    /// The configuration it was built from.
+    pub fn config(&self) -> &AnthropicConfig {
+        &self.config
+    }
+
+    /// The URL requests are posted to.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// One call, without the stream's final `Finished` delta.
+    async fn call(
+        &self,
+        request: &ChatRequest,
+        sink: &dyn DeltaSink,
+    ) -> Result<ChatResponse, ProviderError> {
+        let options = BodyOptions {
+            default_max_tokens: self.config.default_max_tokens,
+            prompt_caching: self.config.prompt_caching,
+        };
+        let body = build_request_body(request, options);
+        let mut http_request = self
+            .client
+            .post(&self.endpoint)
+            .header("anthropic-version", &self.config.version)
+            .json(&body);
+        if let Some(key) = &self.config.api_key {
+            http_request = http_request.header("x-api-key", key);
+        }
+        http_request = if request.stream {
+            http_request.header(ACCEPT, "text/event-stream")
+        } else {
+            http_request.timeout(self.config.request_timeout)
+        };
+        tracing::debug!(
+            provider = %self.config.name,
+            model = %request.model,
+            stream = request.stream,
+            "messages request"
+        );
+        let response = http::send(http_request, &self.origin).await?;
+        if request.stream && !is_json(&response) {
+            return stream::read_stream(response.bytes_stream(), sink, &self.origin).await;
+        }
+        // A whole answer, also from a server that ignored `stream: true`.
+        let body = http::read_body(response, &self.origin).await?;
+        let answer = parse_message(&body)?;
+        if request.stream {
+            stream::replay_as_deltas(&answer, sink);
+        }
+        Ok(answer)
+    }
+}
+
+fn is_json(response: &reqwest::Response) -> bool {
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.trim_start().starts_with("application/json"))
+}
+
+#[async_trait]
+impl Provider for Anthropic {
+    fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    async fn chat(
+        &self,
+        request: &ChatRequest,
+        sink: &dyn DeltaSink,
+    ) -> Result<ChatResponse, ProviderError> {
+        let result = self.call(request, sink).await.map(|mut answer| {
+            if answer.model.is_empty() {
+                answer.model.clone_from(&request.model);
+            }
+            answer
+        });
+        if request.stream {
+            finish_stream(result, sink)
+        } else {
+            result
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_from_env_defaults_to_anthropic_without_a_key() {
+        let config = AnthropicConfig::from_lookup(|_| None);
+        assert_eq!(config.base_url, DEFAULT_BASE_URL);
+        assert_eq!(config.api_key, None);
+        assert_eq!(config.name, "anthropic");
+        assert_eq!(config.version, "2023-06-01");
+        assert!(config.prompt_caching);
+        assert_eq!(config.default_max_tokens, 4096);
+
+        let config = AnthropicConfig::from_lookup(|name| match name {
+            "ANTHROPIC_BASE_URL" => Some("http://localhost:8080/v1/".into()),
+            "ANTHROPIC_API_KEY" => Some("sk-ant-test".into()),
+            _ => None,
+        });
+        assert_eq!(config.base_url, "http://localhost:8080/v1/");
+        assert_eq!(config.api_key.as_deref(), Some("sk-ant-test"));
+        let blank = AnthropicConfig::from_lookup(|_| Some(" ".into()));
+        assert_eq!(blank.base_url, DEFAULT_BASE_URL);
+        assert_eq!(blank.api_key, None);
+    }
+
+    #[test]
+    fn the_endpoint_adds_v1_only_when_missing() {
+        let endpoint = |base: &str| {
+            Anthropic::new(AnthropicConfig::new(base))
+                .unwrap()
+                .endpoint()
+                .to_string()
+        };
+        assert_eq!(
+            endpoint(DEFAULT_BASE_URL),
+            "https://api.anthropic.com/v1/messages"
+        );
+        assert_eq!(
+            endpoint("https://api.anthropic.com/"),
+            "https://api.anthropic.com/v1/messages"
+        );
+        assert_eq!(
+            endpoint("http://localhost:8080/v1/"),
+            "http://localhost:8080/v1/messages"
+        );
+        assert_eq!(
+            endpoint("http://proxy/anthropic"),
+            "http://proxy/anthropic/v1/messages"
+        );
+        assert!(Anthropic::new(AnthropicConfig::new("ftp://x")).is_err());
+        assert!(Anthropic::new(AnthropicConfig::new("not a url")).is_err());
+    }
+
+    #[test]
+    fn debug_output_hides_the_key() {
+        let config = AnthropicConfig::new(DEFAULT_BASE_URL).with_api_key("sk-ant-secret");
+        assert!(!format!("{config:?}").contains("sk-ant-secret"));
+    }
+}

@@ -1,0 +1,253 @@
+use std::sync::Mutex;
+
+use keel_core::{ProviderErrorKind, StopReason};
+use serde_json::json;
+
+use super::*;
+
+#[derive(Default)]
+struct Recorder(Mutex<Vec<StreamDelta>>);
+
+impl DeltaSink for Recorder {
+    fn delta(&self, delta: &StreamDelta) {
+        self.0.lock().unwrap().push(delta.clone());
+    }
+}
+
+fn run(body: &str) -> (Result<ChatResponse, ProviderError>, Vec<StreamDelta>) {
+    let sink = Recorder::default();
+    let bytes = futures::stream::iter([Ok::<_, std::io::Error>(body.to_string())]);
+    let result = futures::executor::block_on(parse_stream(bytes, &sink));
+    (result, sink.0.into_inner().unwrap())
+}
+
+fn event(data: Value) -> String {
+    let name = data["type"].as_str().unwrap().to_string();
+    format!("event: {name}\ndata: {data}\n\n")
+}
+
+fn start() -> String {
+    event(json!({"type": "message_start", "message": {
+        "id": "msg_1", "model": "claude-test", "content": [],
+        "usage": {"input_tokens": 10, "cache_read_input_tokens": 90, "output_tokens": 1},
+    }}))
+}
+
+fn block_start(index: usize, block: Value) -> String {
+    event(json!({"type": "content_block_start", "index": index, "content_block": block}))
+}
+
+fn block_delta(index: usize, delta: Value) -> String {
+    event(json!({"type": "content_block_delta", "index": index, "delta": delta}))
+}
+
+fn stop(reason: &str) -> String {
+    event(
+        json!({"type": "message_delta", "delta": {"stop_reason": reason},
+        "usage": {"output_tokens": 7}}),
+    ) + &event(json!({"type": "message_stop"}))
+}
+
+fn finished_count(deltas: &[StreamDelta]) -> usize {
+    deltas
+        .iter()
+        .filter(|delta| matches!(delta, StreamDelta::Finished { .. }))
+        .count()
+}
+
+#[test]
+fn redacted_thinking_and_signatures_are_kept_for_replay() {
+    let body = [
+        start(),
+        block_start(0, json!({"type": "redacted_thinking", "data": "opaque"})),
+        block_start(
+            1,
+            json!({"type": "thinking", "thinking": "", "signature": ""}),
+        ),
+        block_delta(1, json!({"type": "thinking_delta", "thinking": "hm"})),
+        block_delta(1, json!({"type": "signature_delta", "signature": "sig"})),
+        block_start(2, json!({"type": "text", "text": ""})),
+        block_delta(2, json!({"type": "text_delta", "text": "ok"})),
+        stop("end_turn"),
+    ]
+    .concat();
+    let (result, deltas) = run(&body);
+    let response = result.unwrap();
+    let reasoning = response.message.reasoning.unwrap();
+    assert_eq!(reasoning.text, "hm");
+    assert_eq!(
+        reasoning.replay,
+        Some(json!([
+            {"type": "redacted_thinking", "data": "opaque"},
+            {"type": "thinking", "thinking": "hm", "signature": "sig"},
+        ]))
+    );
+    assert_eq!(
+        deltas[..2],
+        [
+            StreamDelta::Reasoning { text: "hm".into() },
+            StreamDelta::Text { text: "ok".into() },
+        ]
+    );
+    assert_eq!(
+        response.usage.input_tokens, 100,
+        "cached tokens count as input"
+    );
+    assert_eq!(response.usage.cache_read_tokens, 90);
+    assert_eq!(response.usage.output_tokens, 7);
+}
+
+#[test]
+fn a_thinking_block_without_its_signature_is_not_replayed() {
+    let body = [
+        start(),
+        block_start(
+            0,
+            json!({"type": "thinking", "thinking": "", "signature": ""}),
+        ),
+        block_delta(0, json!({"type": "thinking_delta", "thinking": "cut"})),
+        stop("max_tokens"),
+    ]
+    .concat();
+    let response = run(&body).0.unwrap();
+    let reasoning = response.message.reasoning.unwrap();
+    assert_eq!(reasoning.text, "cut");
+    assert_eq!(reasoning.replay, None);
+    assert_eq!(response.stop_reason, StopReason::MaxTokens);
+}
+
+#[test]
+fn a_tool_call_without_fragments_keeps_its_start_input() {
+    let body = [
+        start(),
+        block_start(
+            0,
+            json!({"type": "tool_use", "id": "t1", "name": "ls", "input": {"path": "."}}),
+        ),
+        block_start(
+            1,
+            json!({"type": "tool_use", "id": "t2", "name": "pwd", "input": {}}),
+        ),
+        stop("tool_use"),
+    ]
+    .concat();
+    let (result, deltas) = run(&body);
+    let calls = result.unwrap().message.tool_calls;
+    assert_eq!(calls[0].arguments, r#"{"path":"."}"#);
+    assert_eq!(calls[1].arguments, "{}");
+    assert_eq!(
+        deltas[1],
+        StreamDelta::ToolCallStarted {
+            index: 1,
+            id: "t2".into(),
+            name: "pwd".into(),
+        }
+    );
+}
+
+#[test]
+fn a_delta_without_a_block_start_still_counts() {
+    let body = [
+        start(),
+        block_delta(0, json!({"type": "text_delta", "text": "hi"})),
+        stop("end_turn"),
+    ]
+    .concat();
+    assert_eq!(run(&body).0.unwrap().message.content, "hi");
+}
+
+#[test]
+fn unknown_events_and_deltas_are_skipped() {
+    let body = [
+        start(),
+        event(json!({"type": "something_new", "x": 1})),
+        block_start(0, json!({"type": "text", "text": ""})),
+        block_delta(0, json!({"type": "citations_delta", "citation": {}})),
+        block_delta(0, json!({"type": "text_delta", "text": "ok"})),
+        stop("end_turn"),
+    ]
+    .concat();
+    let (result, deltas) = run(&body);
+    assert_eq!(result.unwrap().message.content, "ok");
+    assert_eq!(finished_count(&deltas), 1);
+}
+
+#[test]
+fn an_error_event_ends_the_stream_classified() {
+    let body = [
+        start(),
+        block_start(0, json!({"type": "text", "text": ""})),
+        block_delta(0, json!({"type": "text_delta", "text": "par"})),
+        event(json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})),
+    ]
+    .concat();
+    let (result, deltas) = run(&body);
+    let error = result.unwrap_err();
+    assert_eq!(error.kind, ProviderErrorKind::Overloaded);
+    assert_eq!(error.message, "the stream reported an error: Overloaded");
+    assert_eq!(error.status, None);
+    assert_eq!(
+        deltas.last(),
+        Some(&StreamDelta::Finished { stop_reason: None })
+    );
+    assert_eq!(finished_count(&deltas), 1);
+}
+
+#[test]
+fn a_stream_without_message_stop_warns_and_infers() {
+    let body = [
+        start(),
+        block_start(
+            0,
+            json!({"type": "tool_use", "id": "t1", "name": "ls", "input": {}}),
+        ),
+        block_delta(0, json!({"type": "input_json_delta", "partial_json": "{}"})),
+    ]
+    .concat();
+    let (result, deltas) = run(&body);
+    assert_eq!(result.unwrap().stop_reason, StopReason::ToolUse);
+    let n = deltas.len();
+    assert_eq!(
+        deltas[n - 2],
+        StreamDelta::Warning {
+            message: "the stream closed without message_stop or a stop reason; assuming tool_use"
+                .into()
+        }
+    );
+    assert_eq!(
+        deltas[n - 1],
+        StreamDelta::Finished {
+            stop_reason: Some(StopReason::ToolUse)
+        }
+    );
+
+    // The stop reason arrived, only message_stop is missing: nothing is inferred.
+    let body = [
+        start(),
+        event(json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}})),
+    ]
+    .concat();
+    let (result, deltas) = run(&body);
+    assert_eq!(result.unwrap().stop_reason, StopReason::EndTurn);
+    assert!(
+        !deltas
+            .iter()
+            .any(|delta| matches!(delta, StreamDelta::Warning { .. }))
+    );
+}
+
+#[test]
+fn empty_and_unreadable_streams_are_malformed() {
+    let (result, deltas) = run("");
+    assert_eq!(
+        result.unwrap_err().kind,
+        ProviderErrorKind::MalformedResponse
+    );
+    assert_eq!(deltas, [StreamDelta::Finished { stop_reason: None }]);
+
+    let (result, deltas) = run(&(start() + "event: content_block_start\ndata: {oops\n\n"));
+    let error = result.unwrap_err();
+    assert_eq!(error.kind, ProviderErrorKind::MalformedResponse);
+    assert!(error.message.contains("{oops"), "{error}");
+    assert_eq!(finished_count(&deltas), 1);
+}
