@@ -14,7 +14,9 @@ use crate::message::{Message, Role};
 /// - no two consecutive messages share a role, except `tool` results;
 /// - every run of `tool` results directly follows an assistant message, and answers each of
 ///   its calls exactly once, with no result that answers none of them;
-/// - no assistant message is empty (no text and no calls).
+/// - no assistant message is empty (no text and no calls);
+/// - no tool-call id is used twice in the conversation (a later reuse, e.g. by a server that
+///   numbers ids per process, is renamed together with its results).
 ///
 /// A history that already has this shape is returned as it is, without copying.
 pub fn fixup(messages: Vec<Message>) -> Vec<Message> {
@@ -28,6 +30,7 @@ pub fn fixup(messages: Vec<Message>) -> Vec<Message> {
 pub fn is_well_formed(messages: &[Message]) -> bool {
     let mut previous: Option<&Message> = None;
     let mut open_calls: Vec<&str> = Vec::new();
+    let mut all_calls: HashSet<&str> = HashSet::new();
     for message in messages {
         match message.role {
             Role::Tool => {
@@ -49,11 +52,10 @@ pub fn is_well_formed(messages: &[Message]) -> bool {
                     if message.content.is_empty() && message.tool_calls.is_empty() {
                         return false;
                     }
-                    let mut seen = HashSet::new();
                     if !message
                         .tool_calls
                         .iter()
-                        .all(|c| seen.insert(c.id.as_str()))
+                        .all(|c| all_calls.insert(c.id.as_str()))
                     {
                         return false;
                     }
@@ -94,9 +96,11 @@ fn merge_into(target: &mut Message, next: Message) {
 }
 
 /// Pass 2: keeps each assistant's calls that were answered by the tool results right after it,
-/// and those results (the first answer to each call), dropping everything unpaired.
+/// and those results (the first answer to each call), dropping everything unpaired. A call id
+/// already used earlier in the conversation is renamed, with its results.
 fn pair_calls_with_results(messages: Vec<Message>) -> Vec<Message> {
     let mut out = Vec::with_capacity(messages.len());
+    let mut used_ids: HashSet<String> = HashSet::new();
     let mut iter = messages.into_iter().peekable();
     while let Some(message) = iter.next() {
         match message.role {
@@ -108,22 +112,34 @@ fn pair_calls_with_results(messages: Vec<Message>) -> Vec<Message> {
                     results.push(next);
                 }
                 let mut assistant = message;
-                let mut seen_calls = HashSet::new();
+                let mut block_ids = HashSet::new();
                 assistant
                     .tool_calls
-                    .retain(|call| seen_calls.insert(call.id.clone()));
+                    .retain(|call| block_ids.insert(call.id.clone()));
                 let mut answered = HashSet::new();
                 results.retain(|result| {
                     result
                         .tool_call_id
                         .as_ref()
-                        .is_some_and(|id| seen_calls.contains(id) && answered.insert(id.clone()))
+                        .is_some_and(|id| block_ids.contains(id) && answered.insert(id.clone()))
                 });
                 assistant
                     .tool_calls
                     .retain(|call| answered.contains(&call.id));
                 if assistant.content.is_empty() && assistant.tool_calls.is_empty() {
                     continue;
+                }
+                for call in &mut assistant.tool_calls {
+                    if used_ids.contains(&call.id) {
+                        let fresh = unused_id(&call.id, &used_ids, &block_ids);
+                        for result in &mut results {
+                            if result.tool_call_id.as_deref() == Some(call.id.as_str()) {
+                                result.tool_call_id = Some(fresh.clone());
+                            }
+                        }
+                        call.id = fresh;
+                    }
+                    used_ids.insert(call.id.clone());
                 }
                 out.push(assistant);
                 out.extend(results);
@@ -132,6 +148,14 @@ fn pair_calls_with_results(messages: Vec<Message>) -> Vec<Message> {
         }
     }
     out
+}
+
+/// `id_2`, `id_3`, ... — the first that no call uses.
+fn unused_id(id: &str, used: &HashSet<String>, block: &HashSet<String>) -> String {
+    (2..)
+        .map(|n| format!("{id}_{n}"))
+        .find(|candidate| !used.contains(candidate) && !block.contains(candidate))
+        .unwrap_or_else(|| id.to_string())
 }
 
 #[cfg(test)]

@@ -104,6 +104,22 @@ fn consecutive_assistants_merge_their_calls() {
     assert_eq!(fixed[1].tool_calls.len(), 2);
 }
 
+#[test]
+fn a_call_id_reused_by_a_later_turn_is_renamed_with_its_result() {
+    let fixed = fixup(vec![
+        Message::user("hi"),
+        calls(&["a"]),
+        Message::tool_result("a", "first"),
+        calls(&["a"]),
+        Message::tool_result("a", "second"),
+    ]);
+    assert!(is_well_formed(&fixed));
+    assert_eq!(fixed[1].tool_calls[0].id, "a");
+    assert_eq!(fixed[3].tool_calls[0].id, "a_2");
+    assert_eq!(fixed[4].tool_call_id.as_deref(), Some("a_2"));
+    assert_eq!(fixed[4].content, "second");
+}
+
 fn message_strategy() -> impl Strategy<Value = Message> {
     let id = prop::sample::select(vec!["a", "b", "c", "d"]);
     prop_oneof![
