@@ -7,14 +7,17 @@
 //! `keel-server` put the pieces together.
 
 pub mod agent;
+pub mod budget;
 pub mod clock;
 pub mod driver;
 pub mod event;
 pub mod fixup;
+pub mod loop_guard;
 pub mod memory_store;
 pub mod message;
 pub mod provider;
 pub mod provider_error;
+pub mod recovery;
 pub mod registry;
 pub mod run;
 pub mod state;
