@@ -28,16 +28,22 @@ pub enum Command {
     Sessions(SessionsArgs),
     /// A built-in scripted scenario on the in-process mock model; needs no key and no network.
     Demo,
-    /// Serve a scripted model over HTTP (OpenAI chat-completions wire format) for tests.
+    /// Serve a scripted model over HTTP (chat-completions, Responses and Anthropic Messages).
     MockProvider(MockProviderArgs),
 }
 
 /// How to reach a model and run the loop; shared by `run` and `chat`.
 #[derive(Debug, Clone, Args)]
 pub struct AgentArgs {
-    /// Model provider: `openai` (any OpenAI-compatible server) or `mock` (a `keel mock-provider`).
+    /// Model provider: `openai`, `openai-responses`, `anthropic`, `mock` (a `keel mock-provider`),
+    /// or a `[providers.NAME]` of keel.toml.
     #[arg(long, value_name = "NAME")]
     pub provider: Option<String>,
+
+    /// Wire API to speak: `openai-chat`, `openai-responses` or `anthropic-messages` (default:
+    /// from the provider's configuration, its name, its base URL, else openai-chat).
+    #[arg(long, value_name = "API")]
+    pub api: Option<String>,
 
     /// Model name.
     #[arg(long, value_name = "M")]

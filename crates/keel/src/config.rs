@@ -1,8 +1,10 @@
 //! Configuration: `keel.toml` (in `$KEEL_HOME`, or `--config FILE`), then the environment, then
 //! flags — each later source wins. Every problem is one line that says what to fix.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use keel_providers::Api;
 use serde::Deserialize;
 
 use crate::cli::AgentArgs;
@@ -12,56 +14,23 @@ pub const DEFAULT_SYSTEM_PROMPT: &str = "You are keel, an agent that completes t
 Use the file tools to inspect and change files in the workspace; paths are relative to it. \
 When the task is done, answer briefly with what you did.";
 
+/// The providers keel knows without configuration.
+pub const BUILTIN_PROVIDERS: [&str; 4] = ["openai", "openai-responses", "anthropic", "mock"];
+
 /// A configuration problem: the user must fix something before keel can run (exit code 2).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct ConfigError(pub String);
 
-/// The model providers `keel run` can talk to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProviderKind {
-    /// OpenAI or any OpenAI-compatible server (Ollama, vLLM, llama.cpp's server).
-    OpenAi,
-    /// A `keel mock-provider` (speaks the OpenAI chat-completions wire format).
-    Mock,
-}
-
-impl ProviderKind {
-    fn parse(name: &str) -> Result<Self, ConfigError> {
-        match name {
-            "openai" => Ok(ProviderKind::OpenAi),
-            "mock" => Ok(ProviderKind::Mock),
-            other => Err(ConfigError(format!(
-                "unknown provider `{other}`: use `openai` or `mock`"
-            ))),
-        }
-    }
-
-    /// The provider's name in records and events.
-    pub fn name(self) -> &'static str {
-        match self {
-            ProviderKind::OpenAi => "openai",
-            ProviderKind::Mock => "mock",
-        }
-    }
-
-    fn default_model(self) -> &'static str {
-        match self {
-            ProviderKind::OpenAi => "gpt-4o-mini",
-            ProviderKind::Mock => "mock-model",
-        }
-    }
-}
-
 /// What `keel.toml` may contain. Unknown keys are an error, so typos do not pass silently.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
-    /// `openai` or `mock`.
+    /// The provider to use: a built-in name or a key of `providers`.
     pub provider: Option<String>,
     /// Model name.
     pub model: Option<String>,
-    /// Base URL of the provider's API.
+    /// Base URL of the chosen provider's API.
     pub base_url: Option<String>,
     /// System prompt.
     pub system_prompt: Option<String>,
@@ -75,19 +44,51 @@ pub struct FileConfig {
     pub stream: Option<bool>,
     /// Directory the file tools are confined to.
     pub workspace: Option<PathBuf>,
+    /// Named providers, `[providers.NAME]`.
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderConfig>,
+}
+
+/// One `[providers.NAME]` table.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    /// `openai-chat`, `openai-responses` or `anthropic-messages`.
+    pub api: Option<String>,
+    /// Base URL of its API.
+    pub base_url: Option<String>,
+    /// The environment variable holding its key.
+    pub api_key_env: Option<String>,
+    /// Models it serves; the first is its default, and `--model` picks this provider when it
+    /// names one of them.
+    #[serde(default)]
+    pub models: Vec<String>,
+    /// Anthropic prompt caching (default on).
+    pub prompt_caching: Option<bool>,
+}
+
+/// The provider an invocation talks to, fully resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProviderChoice {
+    /// Its name (built-in or configured).
+    pub name: String,
+    /// The wire API it speaks.
+    pub api: Api,
+    /// Its base URL.
+    pub base_url: String,
+    /// Its key, when one is set.
+    pub api_key: Option<String>,
+    /// Anthropic prompt caching.
+    pub prompt_caching: bool,
 }
 
 /// The effective settings of one invocation.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    /// Which provider.
-    pub provider: ProviderKind,
+    /// The provider.
+    pub provider: ProviderChoice,
     /// Model name.
     pub model: String,
-    /// Base URL, when not the provider's default.
-    pub base_url: Option<String>,
-    /// API key, when one is set.
-    pub api_key: Option<String>,
     /// System prompt.
     pub system_prompt: String,
     /// Cap on model calls per turn.
@@ -173,51 +174,35 @@ pub fn resolve(
     env: &dyn Fn(&str) -> Option<String>,
     flags: &AgentArgs,
 ) -> Result<Settings, ConfigError> {
-    let provider_name = flags
+    let model_flag = flags.model.clone().or_else(|| env("KEEL_MODEL"));
+    let name = flags
         .provider
         .clone()
         .or_else(|| env("KEEL_PROVIDER"))
-        .or(file.provider)
+        .or_else(|| file.provider.clone())
+        .or_else(|| provider_serving(&file, model_flag.as_deref()))
         .unwrap_or_else(|| "openai".to_string());
-    let provider = ProviderKind::parse(&provider_name)?;
-    let model = flags
-        .model
-        .clone()
-        .or_else(|| env("KEEL_MODEL"))
-        .or(file.model)
-        .unwrap_or_else(|| provider.default_model().to_string());
-    let env_base_url = match provider {
-        ProviderKind::OpenAi => env("OPENAI_BASE_URL"),
-        ProviderKind::Mock => None,
-    };
-    let base_url = flags
-        .base_url
-        .clone()
-        .or(env_base_url)
-        .or(file.base_url)
-        .map(|url| normalize_base_url(&url))
-        .transpose()?;
-    let api_key = match provider {
-        ProviderKind::OpenAi => env("OPENAI_API_KEY").filter(|k| !k.trim().is_empty()),
-        ProviderKind::Mock => None,
-    };
-    match provider {
-        ProviderKind::OpenAi if api_key.is_none() && base_url.is_none() => {
-            return Err(ConfigError(
-                "OPENAI_API_KEY is not set: export OPENAI_API_KEY=<your key>, or point --base-url \
-                 (or OPENAI_BASE_URL) at an OpenAI-compatible server that needs no key"
-                    .into(),
-            ));
-        }
-        ProviderKind::Mock if base_url.is_none() => {
-            return Err(ConfigError(
-                "--provider mock needs --base-url: start a mock with `keel mock-provider --script \
-                 FILE` and pass the address it prints"
-                    .into(),
-            ));
-        }
-        _ => {}
+    let defined = file.providers.get(&name).cloned();
+    if defined.is_none() && !BUILTIN_PROVIDERS.contains(&name.as_str()) {
+        let mut known: Vec<&str> = BUILTIN_PROVIDERS.to_vec();
+        known.extend(file.providers.keys().map(String::as_str));
+        return Err(ConfigError(format!(
+            "unknown provider `{name}`: use one of {} or define [providers.{name}] in keel.toml",
+            known.join(", ")
+        )));
     }
+    let defined = defined.unwrap_or_default();
+    let file_base_url = match file.provider.as_deref() {
+        // A top-level base_url belongs to the top-level provider.
+        Some(top) if top == name => file.base_url.clone(),
+        None if flags.provider.is_none() && env("KEEL_PROVIDER").is_none() => file.base_url.clone(),
+        _ => None,
+    };
+    let provider = choose_provider(&name, &defined, file_base_url, env, flags)?;
+    let model = model_flag
+        .or(file.model)
+        .or_else(|| defined.models.first().cloned())
+        .unwrap_or_else(|| default_model(&name, provider.api).to_string());
     if flags.max_iterations == Some(0) || file.max_iterations == Some(0) {
         return Err(ConfigError("max_iterations must be at least 1".into()));
     }
@@ -226,16 +211,9 @@ pub fn resolve(
             "tool_result_max_chars must be at least 1".into(),
         ));
     }
-    let workspace = flags
-        .workspace
-        .clone()
-        .or(file.workspace)
-        .unwrap_or_else(|| PathBuf::from("."));
     Ok(Settings {
         provider,
         model,
-        base_url,
-        api_key,
         system_prompt: file
             .system_prompt
             .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_string()),
@@ -243,8 +221,94 @@ pub fn resolve(
         tool_result_max_chars: file.tool_result_max_chars,
         max_tokens: file.max_tokens,
         stream: !flags.no_stream && file.stream.unwrap_or(true),
-        workspace,
+        workspace: flags
+            .workspace
+            .clone()
+            .or(file.workspace)
+            .unwrap_or_else(|| PathBuf::from(".")),
     })
+}
+
+/// The one configured provider whose `models` lists `model`.
+fn provider_serving(file: &FileConfig, model: Option<&str>) -> Option<String> {
+    let model = model?;
+    let mut serving = file
+        .providers
+        .iter()
+        .filter(|(_, p)| p.models.iter().any(|m| m == model));
+    match (serving.next(), serving.next()) {
+        (Some((name, _)), None) => Some(name.clone()),
+        _ => None,
+    }
+}
+
+fn choose_provider(
+    name: &str,
+    defined: &ProviderConfig,
+    file_base_url: Option<String>,
+    env: &dyn Fn(&str) -> Option<String>,
+    flags: &AgentArgs,
+) -> Result<ProviderChoice, ConfigError> {
+    let explicit_api = match flags.api.as_deref().or(defined.api.as_deref()) {
+        Some(text) => Some(Api::parse(text).ok_or_else(|| {
+            ConfigError(format!(
+                "unknown api `{text}`: use openai-chat, openai-responses or anthropic-messages"
+            ))
+        })?),
+        None => None,
+    };
+    let is_mock = name == "mock";
+    let file_url = defined.base_url.clone().or(file_base_url);
+    let api = Api::resolve(
+        explicit_api,
+        name,
+        flags.base_url.as_deref().or(file_url.as_deref()),
+    );
+    // The API's own environment variable counts for built-in providers only: a configured
+    // `[providers.local]` must not be redirected by OPENAI_BASE_URL.
+    let env_url = (BUILTIN_PROVIDERS.contains(&name) && !is_mock)
+        .then(|| env(api.base_url_env()))
+        .flatten();
+    let raw_url = flags.base_url.clone().or(env_url).or(file_url);
+    if is_mock && raw_url.is_none() {
+        return Err(ConfigError(
+            "--provider mock needs --base-url: start a mock with `keel mock-provider --script \
+             FILE` and pass the address it prints"
+                .into(),
+        ));
+    }
+    let base_url = normalize_base_url(raw_url.as_deref().unwrap_or(api.default_base_url()))?;
+    let key_env = defined
+        .api_key_env
+        .clone()
+        .unwrap_or_else(|| api.default_key_env().to_string());
+    let api_key = if is_mock {
+        None
+    } else {
+        env(&key_env).filter(|k| !k.trim().is_empty())
+    };
+    let official = base_url.contains("api.openai.com") || base_url.contains("api.anthropic.com");
+    if api_key.is_none() && !is_mock && (official || defined.api_key_env.is_some()) {
+        return Err(ConfigError(format!(
+            "{key_env} is not set: export {key_env}=<your key>, or point --base-url at a server \
+             that needs no key"
+        )));
+    }
+    Ok(ProviderChoice {
+        name: name.to_string(),
+        api,
+        base_url,
+        api_key,
+        prompt_caching: defined.prompt_caching.unwrap_or(true),
+    })
+}
+
+fn default_model(provider: &str, api: Api) -> &'static str {
+    match (provider, api) {
+        ("mock", _) => "mock-model",
+        (_, Api::AnthropicMessages) => "claude-sonnet-4-5",
+        _ => "gpt-4o-mini",
+    }
 }
 
 /// Checks a base URL and gives a bare `http://host:port` the conventional `/v1` path.
@@ -269,84 +333,5 @@ fn normalize_base_url(url: &str) -> Result<String, ConfigError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn flags() -> AgentArgs {
-        AgentArgs {
-            provider: None,
-            model: None,
-            base_url: None,
-            max_iterations: None,
-            workspace: None,
-            no_stream: false,
-            events: None,
-        }
-    }
-
-    fn no_env(_: &str) -> Option<String> {
-        None
-    }
-
-    #[test]
-    fn a_missing_key_names_the_variable() {
-        let err = resolve(FileConfig::default(), &no_env, &flags()).unwrap_err();
-        assert!(err.0.contains("OPENAI_API_KEY is not set"), "{err}");
-    }
-
-    #[test]
-    fn flags_beat_environment_beat_file() {
-        let file =
-            parse_file("model = \"from-file\"\nmax_iterations = 7\nbase_url = \"http://f:1/v1\"")
-                .unwrap();
-        let env = |k: &str| (k == "KEEL_MODEL").then(|| "from-env".to_string());
-        let settings = resolve(file, &env, &flags()).unwrap();
-        assert_eq!(settings.model, "from-env");
-        assert_eq!(settings.max_iterations, Some(7));
-        let mut f = flags();
-        f.model = Some("from-flag".into());
-        let file = parse_file("model = \"from-file\"\nbase_url = \"http://f:1/v1\"").unwrap();
-        assert_eq!(resolve(file, &env, &f).unwrap().model, "from-flag");
-    }
-
-    #[test]
-    fn invalid_files_give_one_line_with_the_line_number() {
-        let err = parse_file("model = \"x\"\nmodle = \"y\"\n").unwrap_err();
-        assert!(err.starts_with("line 2:") && err.contains("modle"), "{err}");
-        assert!(!err.contains('\n'));
-        let err = parse_file("max_iterations = \"ten\"").unwrap_err();
-        assert!(err.contains("line 1"), "{err}");
-    }
-
-    #[test]
-    fn bare_host_urls_get_v1_and_bad_urls_are_refused() {
-        assert_eq!(
-            normalize_base_url("http://127.0.0.1:8080").unwrap(),
-            "http://127.0.0.1:8080/v1"
-        );
-        assert_eq!(
-            normalize_base_url("http://h/api/v1/").unwrap(),
-            "http://h/api/v1"
-        );
-        assert!(normalize_base_url("localhost:8080").is_err());
-    }
-
-    #[test]
-    fn mock_needs_a_base_url_and_unknown_providers_are_named() {
-        let mut f = flags();
-        f.provider = Some("mock".into());
-        assert!(
-            resolve(FileConfig::default(), &no_env, &f)
-                .unwrap_err()
-                .0
-                .contains("--base-url")
-        );
-        f.provider = Some("gemini".into());
-        assert!(
-            resolve(FileConfig::default(), &no_env, &f)
-                .unwrap_err()
-                .0
-                .contains("`gemini`")
-        );
-    }
-}
+#[path = "config_tests.rs"]
+mod tests;

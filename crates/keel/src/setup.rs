@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use keel_core::{Agent, EventSink, Provider, Store};
-use keel_providers::{OpenAiChat, OpenAiConfig};
+use keel_providers::{Endpoint, connect};
 use keel_store::SqliteStore;
 use keel_tools::{Workspace, file_tools};
 
 use crate::cli::AgentArgs;
-use crate::config::{self, ConfigError, ProviderKind, Settings};
+use crate::config::{self, ConfigError, Settings};
 
 /// Opens the SQLite store at `$KEEL_HOME/keel.db`.
 pub async fn open_store(home: &Path) -> anyhow::Result<Arc<dyn Store>> {
@@ -31,22 +31,16 @@ pub fn load_settings(
 
 /// The model provider the settings name.
 pub fn provider(settings: &Settings) -> Result<Arc<dyn Provider>, ConfigError> {
-    let mut config = OpenAiConfig::from_env();
-    config.name = settings.provider.name().to_string();
-    config.api_key = settings.api_key.clone();
-    if let Some(url) = &settings.base_url {
-        config.base_url = url.clone();
-    }
-    if settings.provider == ProviderKind::Mock {
-        config.api_key = None;
-    }
-    let provider = OpenAiChat::new(config).map_err(|e| {
-        ConfigError(format!(
-            "cannot set up the {} provider: {e}",
-            settings.provider.name()
-        ))
-    })?;
-    Ok(Arc::new(provider))
+    let choice = &settings.provider;
+    let endpoint = Endpoint {
+        name: choice.name.clone(),
+        api: choice.api,
+        base_url: choice.base_url.clone(),
+        api_key: choice.api_key.clone(),
+        prompt_caching: choice.prompt_caching,
+    };
+    connect(&endpoint)
+        .map_err(|e| ConfigError(format!("cannot set up provider `{}`: {e}", choice.name)))
 }
 
 /// An agent with the file tools on the settings' workspace.

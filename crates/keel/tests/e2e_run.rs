@@ -20,7 +20,8 @@ fn file_task_script() -> String {
     .to_string()
 }
 
-fn run_file_task(stream: bool) {
+/// The file task through `keel mock-provider` speaking `api`, streamed or whole.
+fn run_file_task(api: &str, stream: bool) {
     let mock = Mock::start(&file_task_script());
     let (_home_guard, home) = temp();
     let (_ws_guard, workspace) = temp();
@@ -34,6 +35,8 @@ fn run_file_task(stream: bool) {
             "--json",
             "--provider",
             "mock",
+            "--api",
+            api,
             "--base-url",
             &mock.url,
             "--workspace",
@@ -77,11 +80,29 @@ fn run_file_task(stream: bool) {
             .iter()
             .all(|r| r["stream"].as_bool().unwrap_or(false) == stream)
     );
-    let last_messages = requests[3]["messages"].as_array().unwrap();
-    assert!(
-        last_messages
+    let last = &requests[3];
+    let sent_beta = match api {
+        "openai-chat" => last["messages"]
+            .as_array()
+            .unwrap()
             .iter()
-            .any(|m| m["role"] == "tool" && m["content"] == "beta")
+            .any(|m| m["role"] == "tool" && m["content"] == "beta"),
+        "anthropic-messages" => last["messages"].as_array().unwrap().iter().any(|m| {
+            m["content"].as_array().is_some_and(|blocks| {
+                blocks
+                    .iter()
+                    .any(|b| b["type"] == "tool_result" && b["content"] == "beta")
+            })
+        }),
+        _ => last["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|item| item["type"] == "function_call_output" && item["output"] == "beta"),
+    };
+    assert!(
+        sent_beta,
+        "the read result reached the model in {api}'s shape: {last}"
     );
 
     // The transcript is stored.
@@ -106,13 +127,21 @@ fn run_file_task(stream: bool) {
 }
 
 #[test]
-fn a_file_task_runs_end_to_end_streaming() {
-    run_file_task(true);
+fn a_file_task_runs_end_to_end_on_chat_completions() {
+    run_file_task("openai-chat", true);
+    run_file_task("openai-chat", false);
 }
 
 #[test]
-fn a_file_task_runs_end_to_end_without_streaming() {
-    run_file_task(false);
+fn a_file_task_runs_end_to_end_on_anthropic_messages() {
+    run_file_task("anthropic-messages", true);
+    run_file_task("anthropic-messages", false);
+}
+
+#[test]
+fn a_file_task_runs_end_to_end_on_openai_responses() {
+    run_file_task("openai-responses", true);
+    run_file_task("openai-responses", false);
 }
 
 #[test]

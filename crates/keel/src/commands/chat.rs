@@ -46,8 +46,7 @@ pub fn chat(
     let _ = editor.load_history(&history);
     println!(
         "keel chat — {} on {}, session {session}. /new starts a new conversation, /exit leaves.",
-        settings.model,
-        settings.provider.name()
+        settings.model, settings.provider.name
     );
     loop {
         let line = match editor.readline("› ") {

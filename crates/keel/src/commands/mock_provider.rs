@@ -21,7 +21,8 @@ pub async fn serve(args: MockProviderArgs) -> anyhow::Result<ExitCode> {
     stdout.flush()?;
     drop(stdout);
     eprintln!(
-        "keel mock-provider: serving {} (OpenAI base URL {}); Ctrl-C to stop",
+        "keel mock-provider: serving {} at {} (/chat/completions, /messages, /responses); \
+         Ctrl-C to stop",
         args.script.display(),
         server.base_url()
     );
