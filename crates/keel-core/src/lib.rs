@@ -38,5 +38,5 @@ pub use provider_error::{ProviderError, ProviderErrorKind};
 pub use registry::{PreparedCall, RegistryError, ToolRegistry};
 pub use run::{Run, RunSettings, Step, ToolCallReport, ToolResult};
 pub use state::{AgentState, ErrorReason};
-pub use store::{RunRecord, SessionInfo, Store, StoreError, StoredMessage};
+pub use store::{RunRecord, SessionInfo, Store, StoreError, StoredMessage, UserRecord};
 pub use tool::{Permission, Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput, ToolSpec};

@@ -7,12 +7,17 @@ use async_trait::async_trait;
 use chrono::Utc;
 
 use crate::message::{Message, Role};
-use crate::store::{RunRecord, SessionInfo, Store, StoreError, StoredMessage, session_title};
+use crate::provider::Usage;
+use crate::store::{
+    RunRecord, SessionInfo, Store, StoreError, StoredMessage, UserRecord, session_title,
+};
 
 #[derive(Default)]
 struct Data {
     sessions: HashMap<String, (SessionInfo, Vec<StoredMessage>)>,
     runs: HashMap<String, RunRecord>,
+    users: HashMap<String, UserRecord>,
+    usage: HashMap<(String, String), Usage>,
 }
 
 /// Keeps sessions, messages and runs in memory; everything is lost when it is dropped.
@@ -146,5 +151,38 @@ impl Store for MemoryStore {
         runs.sort_by(|a, b| b.started_at.cmp(&a.started_at).then(b.id.cmp(&a.id)));
         runs.truncate(limit);
         Ok(runs)
+    }
+
+    async fn user(&self, user_id: &str) -> Result<Option<UserRecord>, StoreError> {
+        Ok(self.lock()?.users.get(user_id).cloned())
+    }
+
+    async fn save_user(&self, user: &UserRecord) -> Result<(), StoreError> {
+        self.lock()?.users.insert(user.id.clone(), user.clone());
+        Ok(())
+    }
+
+    async fn list_users(&self) -> Result<Vec<UserRecord>, StoreError> {
+        let mut users: Vec<UserRecord> = self.lock()?.users.values().cloned().collect();
+        users.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(users)
+    }
+
+    async fn add_usage(&self, user_id: &str, month: &str, usage: Usage) -> Result<(), StoreError> {
+        *self
+            .lock()?
+            .usage
+            .entry((user_id.to_string(), month.to_string()))
+            .or_default() += usage;
+        Ok(())
+    }
+
+    async fn monthly_usage(&self, user_id: &str, month: &str) -> Result<Usage, StoreError> {
+        Ok(self
+            .lock()?
+            .usage
+            .get(&(user_id.to_string(), month.to_string()))
+            .copied()
+            .unwrap_or_default())
     }
 }

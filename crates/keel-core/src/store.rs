@@ -84,6 +84,25 @@ pub struct RunRecord {
     pub finished_at: Option<DateTime<Utc>>,
 }
 
+/// A user known to keel, with their monthly token budget.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UserRecord {
+    /// User id (e.g. a login name or a platform user id).
+    pub id: String,
+    /// Most tokens (input + output) the user may spend per calendar month (UTC); `None` means
+    /// unlimited.
+    pub monthly_token_budget: Option<u64>,
+    /// When the user was first stored.
+    pub created_at: DateTime<Utc>,
+    /// When the record last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The month key usage is counted under: `YYYY-MM` in UTC. A new month starts from zero.
+pub fn usage_month(at: DateTime<Utc>) -> String {
+    at.format("%Y-%m").to_string()
+}
+
 /// Durable state of conversations and runs.
 #[async_trait]
 pub trait Store: Send + Sync {
@@ -120,6 +139,21 @@ pub trait Store: Send + Sync {
         session_id: Option<&str>,
         limit: usize,
     ) -> Result<Vec<RunRecord>, StoreError>;
+
+    /// The user, if stored.
+    async fn user(&self, user_id: &str) -> Result<Option<UserRecord>, StoreError>;
+
+    /// Creates or replaces the user's record.
+    async fn save_user(&self, user: &UserRecord) -> Result<(), StoreError>;
+
+    /// Every stored user, by id.
+    async fn list_users(&self) -> Result<Vec<UserRecord>, StoreError>;
+
+    /// Adds `usage` to what `user_id` spent in `month` (`YYYY-MM`).
+    async fn add_usage(&self, user_id: &str, month: &str, usage: Usage) -> Result<(), StoreError>;
+
+    /// What `user_id` spent in `month` (zero when nothing was recorded).
+    async fn monthly_usage(&self, user_id: &str, month: &str) -> Result<Usage, StoreError>;
 }
 
 /// The title of a session: its first user message, cut to 60 characters.

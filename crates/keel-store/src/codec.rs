@@ -7,7 +7,7 @@ use std::fmt;
 use chrono::{DateTime, SecondsFormat, Utc};
 use keel_core::{
     AgentState, ErrorReason, Message, MessageMeta, Reasoning, Role, RunRecord, SessionInfo,
-    StoreError, StoredMessage, ToolCall, Usage,
+    StoreError, StoredMessage, ToolCall, Usage, UserRecord,
 };
 use serde::de::DeserializeOwned;
 use sqlx::sqlite::{Sqlite, SqliteRow};
@@ -20,6 +20,7 @@ enum Place<'a> {
     Session(&'a str),
     Message(&'a str, i64),
     Run(&'a str),
+    User(&'a str),
 }
 
 impl fmt::Display for Place<'_> {
@@ -29,6 +30,7 @@ impl fmt::Display for Place<'_> {
             Place::Session(id) => write!(f, "session `{id}`"),
             Place::Message(session, seq) => write!(f, "message {seq} of session `{session}`"),
             Place::Run(id) => write!(f, "run `{id}`"),
+            Place::User(id) => write!(f, "user `{id}`"),
         }
     }
 }
@@ -261,6 +263,40 @@ pub(crate) fn decode_run(row: &SqliteRow) -> Result<RunRecord, StoreError> {
         finished_at: optional_time_column(row, "finished_at", place)?,
         id,
     })
+}
+
+/// Decodes a row of `SELECT id, monthly_token_budget, created_at, updated_at FROM users`.
+pub(crate) fn decode_user(row: &SqliteRow) -> Result<UserRecord, StoreError> {
+    let id: String = column(row, "id", Place::Table("users"))?;
+    let place = Place::User(&id);
+    let budget: Option<i64> = column(row, "monthly_token_budget", place)?;
+    let monthly_token_budget = budget
+        .map(|b| u64::try_from(b).map_err(|_| corrupt(place, format_args!("negative budget {b}"))))
+        .transpose()?;
+    Ok(UserRecord {
+        monthly_token_budget,
+        created_at: time_column(row, "created_at", place)?,
+        updated_at: time_column(row, "updated_at", place)?,
+        id,
+    })
+}
+
+/// Decodes a row of `SELECT input_tokens, output_tokens, cache_read_tokens, cache_write_tokens
+/// FROM usage_log` of `user_id`.
+pub(crate) fn decode_usage(row: &SqliteRow, user_id: &str) -> Result<Usage, StoreError> {
+    let place = Place::User(user_id);
+    Ok(Usage {
+        input_tokens: count_column(row, "input_tokens", place)?,
+        output_tokens: count_column(row, "output_tokens", place)?,
+        cache_read_tokens: count_column(row, "cache_read_tokens", place)?,
+        cache_write_tokens: count_column(row, "cache_write_tokens", place)?,
+    })
+}
+
+/// A count as stored: SQLite integers are signed 64-bit.
+pub(crate) fn stored_count(value: u64, what: &str) -> Result<i64, StoreError> {
+    i64::try_from(value)
+        .map_err(|_| StoreError::Backend(format!("{what} is too large to store: {value}")))
 }
 
 #[cfg(test)]

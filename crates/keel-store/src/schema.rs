@@ -8,13 +8,22 @@ use sqlx::sqlite::SqlitePool;
 
 /// The migrator holding every schema version, in order.
 fn migrator() -> Migrator {
-    Migrator::with_migrations(vec![Migration::new(
-        1,
-        "init".into(),
-        MigrationType::Simple,
-        include_str!("../migrations/0001_init.sql").into_sql_str(),
-        false,
-    )])
+    Migrator::with_migrations(vec![
+        Migration::new(
+            1,
+            "init".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0001_init.sql").into_sql_str(),
+            false,
+        ),
+        Migration::new(
+            2,
+            "users".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0002_users.sql").into_sql_str(),
+            false,
+        ),
+    ])
 }
 
 /// Applies the migrations this build knows and has not applied yet; returns what went wrong, in

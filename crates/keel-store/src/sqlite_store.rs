@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::Utc;
-use keel_core::{Message, RunRecord, SessionInfo, Store, StoreError, StoredMessage};
+use keel_core::{
+    Message, RunRecord, SessionInfo, Store, StoreError, StoredMessage, Usage, UserRecord,
+};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -59,6 +61,27 @@ const LIST_SESSION_RUNS: &str = concat!(
     run_columns!(),
     " FROM runs WHERE session_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2"
 );
+
+const SELECT_USER: &str =
+    "SELECT id, monthly_token_budget, created_at, updated_at FROM users WHERE id = $1";
+
+const LIST_USERS: &str =
+    "SELECT id, monthly_token_budget, created_at, updated_at FROM users ORDER BY id";
+
+const SAVE_USER: &str = "INSERT INTO users (id, monthly_token_budget, created_at, updated_at) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO UPDATE SET \
+     monthly_token_budget = excluded.monthly_token_budget, updated_at = excluded.updated_at";
+
+const ADD_USAGE: &str = "INSERT INTO usage_log (user_id, month, input_tokens, output_tokens, \
+     cache_read_tokens, cache_write_tokens) VALUES ($1, $2, $3, $4, $5, $6) \
+     ON CONFLICT (user_id, month) DO UPDATE SET \
+     input_tokens = usage_log.input_tokens + excluded.input_tokens, \
+     output_tokens = usage_log.output_tokens + excluded.output_tokens, \
+     cache_read_tokens = usage_log.cache_read_tokens + excluded.cache_read_tokens, \
+     cache_write_tokens = usage_log.cache_write_tokens + excluded.cache_write_tokens";
+
+const SELECT_USAGE: &str = "SELECT input_tokens, output_tokens, cache_read_tokens, \
+     cache_write_tokens FROM usage_log WHERE user_id = $1 AND month = $2";
 
 /// Adds what was being done to a database error.
 trait OrBackend<T> {
@@ -263,6 +286,73 @@ impl Store for SqliteStore {
             .await
             .or_backend(|| "cannot list runs".into())?;
         rows.iter().map(codec::decode_run).collect()
+    }
+
+    async fn user(&self, user_id: &str) -> Result<Option<UserRecord>, StoreError> {
+        let row = sqlx::query(SELECT_USER)
+            .bind(user_id)
+            .fetch_optional(&self.reader)
+            .await
+            .or_backend(|| format!("cannot read user `{user_id}`"))?;
+        row.as_ref().map(codec::decode_user).transpose()
+    }
+
+    async fn save_user(&self, user: &UserRecord) -> Result<(), StoreError> {
+        let budget = user
+            .monthly_token_budget
+            .map(|b| codec::stored_count(b, "monthly_token_budget"))
+            .transpose()?;
+        sqlx::query(SAVE_USER)
+            .bind(&user.id)
+            .bind(budget)
+            .bind(timestamp(user.created_at))
+            .bind(timestamp(user.updated_at))
+            .execute(&self.writer)
+            .await
+            .or_backend(|| format!("cannot save user `{}`", user.id))?;
+        Ok(())
+    }
+
+    async fn list_users(&self) -> Result<Vec<UserRecord>, StoreError> {
+        let rows = sqlx::query(LIST_USERS)
+            .fetch_all(&self.reader)
+            .await
+            .or_backend(|| "cannot list users".into())?;
+        rows.iter().map(codec::decode_user).collect()
+    }
+
+    async fn add_usage(&self, user_id: &str, month: &str, usage: Usage) -> Result<(), StoreError> {
+        sqlx::query(ADD_USAGE)
+            .bind(user_id)
+            .bind(month)
+            .bind(codec::stored_count(usage.input_tokens, "input_tokens")?)
+            .bind(codec::stored_count(usage.output_tokens, "output_tokens")?)
+            .bind(codec::stored_count(
+                usage.cache_read_tokens,
+                "cache_read_tokens",
+            )?)
+            .bind(codec::stored_count(
+                usage.cache_write_tokens,
+                "cache_write_tokens",
+            )?)
+            .execute(&self.writer)
+            .await
+            .or_backend(|| format!("cannot record usage of user `{user_id}`"))?;
+        Ok(())
+    }
+
+    async fn monthly_usage(&self, user_id: &str, month: &str) -> Result<Usage, StoreError> {
+        let row = sqlx::query(SELECT_USAGE)
+            .bind(user_id)
+            .bind(month)
+            .fetch_optional(&self.reader)
+            .await
+            .or_backend(|| format!("cannot read usage of user `{user_id}`"))?;
+        Ok(row
+            .as_ref()
+            .map(|row| codec::decode_usage(row, user_id))
+            .transpose()?
+            .unwrap_or_default())
     }
 }
 

@@ -5,7 +5,7 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use keel_core::store::session_title;
 use keel_core::{
     AgentState, ErrorReason, InternalReason, MemoryStore, Message, Reasoning, RunRecord, Store,
-    ToolCall, Usage,
+    ToolCall, Usage, UserRecord,
 };
 use keel_store::SqliteStore;
 use serde_json::json;
@@ -50,6 +50,12 @@ macro_rules! contract_tests {
             async fn runs_list_newest_first_with_filter_and_limit() {
                 let (store, _guard) = $make.await;
                 run_listing_on(&store).await;
+            }
+
+            #[tokio::test]
+            async fn users_keep_budgets_and_usage_adds_up_per_month() {
+                let (store, _guard) = $make.await;
+                users_and_usage_on(&store).await;
             }
         }
     };
@@ -422,4 +428,62 @@ fn run_record(id: &str, session_id: &str, started_at: DateTime<Utc>) -> RunRecor
         updated_at: started_at,
         finished_at: None,
     }
+}
+
+async fn users_and_usage_on(store: &dyn Store) {
+    assert_eq!(store.user("ada").await.unwrap(), None);
+    let mut ada = UserRecord {
+        id: "ada".into(),
+        monthly_token_budget: Some(10_000),
+        created_at: at(0),
+        updated_at: at(0),
+    };
+    store.save_user(&ada).await.unwrap();
+    assert_eq!(store.user("ada").await.unwrap(), Some(ada.clone()));
+    // Replacing keeps one record; None means unlimited.
+    ada.monthly_token_budget = None;
+    ada.updated_at = at(5);
+    store.save_user(&ada).await.unwrap();
+    let bob = UserRecord {
+        id: "bob".into(),
+        monthly_token_budget: Some(1),
+        created_at: at(1),
+        updated_at: at(1),
+    };
+    store.save_user(&bob).await.unwrap();
+    assert_eq!(store.list_users().await.unwrap(), vec![ada, bob]);
+
+    assert_eq!(
+        store.monthly_usage("ada", "2026-11").await.unwrap(),
+        Usage::default()
+    );
+    let spend = Usage {
+        input_tokens: 100,
+        output_tokens: 20,
+        cache_read_tokens: 30,
+        cache_write_tokens: 5,
+    };
+    store.add_usage("ada", "2026-11", spend).await.unwrap();
+    store.add_usage("ada", "2026-11", spend).await.unwrap();
+    store.add_usage("ada", "2026-12", spend).await.unwrap();
+    store
+        .add_usage("nobody-known", "2026-11", spend)
+        .await
+        .unwrap();
+    let november = store.monthly_usage("ada", "2026-11").await.unwrap();
+    assert_eq!(november.input_tokens, 200);
+    assert_eq!(november.total(), 240);
+    assert_eq!(november.cache_read_tokens, 60);
+    assert_eq!(
+        store.monthly_usage("ada", "2026-12").await.unwrap().total(),
+        120
+    );
+    assert_eq!(
+        store
+            .monthly_usage("nobody-known", "2026-11")
+            .await
+            .unwrap()
+            .total(),
+        120
+    );
 }
