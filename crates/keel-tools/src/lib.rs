@@ -1,14 +1,20 @@
-//! keel-tools owns keel's built-in tools: today the file tools (`read_file`, `write_file`,
-//! `list_dir`), each confined to a [`Workspace`] root. Shell and HTTP tools and MCP tool
-//! servers will join as sibling modules beside [`files`], each implementing
-//! [`keel_core::Tool`].
+//! keel-tools owns keel's built-in tools, each implementing [`keel_core::Tool`]:
+//!
+//! - [`files`]: `read_file`, `write_file` and `list_dir`, each confined to a [`Workspace`] root;
+//! - [`http`]: `http_get`, one GET request per call, with a timeout, a body size limit and an
+//!   optional host allow-list ([`HttpGetConfig`]). Its errors are classified so that keel
+//!   retries only what may pass next time (timeouts, network failures, 429, 5xx).
+//!
+//! A shell tool and MCP tool servers will join as sibling modules.
 //!
 //! It depends on no keel crate but `keel-core`, whose `Tool` trait and `ToolRegistry` it serves.
 //! It never prints; failures go back to the model as [`keel_core::ToolError`]s.
 
 pub mod files;
+pub mod http;
 mod schema;
 pub mod workspace;
 
 pub use files::{FILES_MODULE, ListDir, ReadFile, WriteFile, file_tools};
+pub use http::{HTTP_MODULE, HttpGet, HttpGetConfig, http_tools};
 pub use workspace::{Access, Workspace, WorkspaceError};

@@ -1,7 +1,9 @@
-//! Tool parameter schemas generated from argument structs.
+//! Tool parameter schemas generated from argument structs, and parsing arguments into them.
 
+use keel_core::ToolError;
 use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 /// The JSON Schema of `T` as a plain object schema for a `ToolSpec`: no `$schema`, `title` or
@@ -23,6 +25,13 @@ pub(crate) fn parameters_for<T: JsonSchema>() -> Value {
         root.insert("additionalProperties".into(), false.into());
     }
     schema
+}
+
+/// Parses a tool's arguments; the registry has checked the schema already, so a failure here
+/// means a caller bypassed it.
+pub(crate) fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolError> {
+    serde_json::from_value(args)
+        .map_err(|e| ToolError::invalid_arguments(format!("invalid arguments for `{tool}`: {e}")))
 }
 
 /// Removes `$schema`, `title` and `format` from a schema and every subschema. Property names

@@ -7,8 +7,8 @@ mod write_file;
 use std::sync::Arc;
 
 use keel_core::{Tool, ToolError};
-use serde::de::DeserializeOwned;
 
+use crate::schema::parse_args;
 use crate::workspace::Workspace;
 
 pub use list_dir::{ListDir, MAX_LIST_ENTRIES};
@@ -25,13 +25,6 @@ pub fn file_tools(workspace: Arc<Workspace>) -> Vec<Arc<dyn Tool>> {
         Arc::new(WriteFile::new(workspace.clone())),
         Arc::new(ListDir::new(workspace)),
     ]
-}
-
-/// Parses a tool's arguments; the registry has checked the schema already, so a failure here
-/// means a caller bypassed it.
-fn parse_args<T: DeserializeOwned>(tool: &str, args: serde_json::Value) -> Result<T, ToolError> {
-    serde_json::from_value(args)
-        .map_err(|e| ToolError::invalid_arguments(format!("invalid arguments for `{tool}`: {e}")))
 }
 
 /// Runs filesystem work on tokio's blocking pool so the async runtime is never blocked.
