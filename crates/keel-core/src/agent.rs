@@ -1,21 +1,27 @@
 //! The library entry point for people who embed keel: build an [`Agent`] from a provider, a
 //! model, tools, a store and event sinks, then [`Agent::chat`] or [`Agent::run`].
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::budget::{Budgets, PriceTable};
 use crate::clock::{Clock, SystemClock};
 use crate::driver::Driver;
 use crate::event::{Emitter, EventSink};
+use crate::loop_guard::GuardConfig;
 use crate::memory_store::MemoryStore;
 use crate::message::Message;
 use crate::provider::{Provider, Usage};
+use crate::recovery::RetryPolicy;
 use crate::registry::{RegistryError, ToolRegistry};
-use crate::run::{Run, RunSettings, ToolCallReport};
+use crate::run::{Run, ToolCallReport};
+use crate::run_settings::{ModelTarget, RunSettings};
 use crate::state::{AgentState, ErrorReason};
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, usage_month};
 use crate::tool::Tool;
 
 /// Why an agent could not be built or a run could not be recorded.
@@ -63,6 +69,12 @@ impl RunRequest {
         self
     }
 
+    /// The run is for `user_id`: their monthly token budget applies and their usage is counted.
+    pub fn user(mut self, user_id: impl Into<String>) -> Self {
+        self.user_id = Some(user_id.into());
+        self
+    }
+
     /// Cancel the run when `token` is cancelled.
     pub fn cancel_token(mut self, token: CancellationToken) -> Self {
         self.cancel = Some(token);
@@ -95,6 +107,9 @@ pub struct RunReport {
     pub tool_calls: Vec<ToolCallReport>,
     /// Tokens used.
     pub usage: Usage,
+    /// Dollars spent, at the price table's prices (0 for models without a price).
+    #[serde(default)]
+    pub cost: f64,
 }
 
 impl RunReport {
@@ -113,14 +128,19 @@ impl RunReport {
                 .to_string(),
             tool_calls: run.tool_calls().to_vec(),
             usage: run.usage(),
+            cost: run.cost(),
         }
     }
 }
+
+/// A change the builder makes to the run settings.
+type SettingsChange = Box<dyn FnOnce(&mut RunSettings) + Send>;
 
 /// Builds an [`Agent`].
 pub struct AgentBuilder {
     provider: Option<Arc<dyn Provider>>,
     model: Option<String>,
+    fallbacks: Vec<(Option<Arc<dyn Provider>>, String)>,
     tools: Vec<Arc<dyn Tool>>,
     store: Option<Arc<dyn Store>>,
     sinks: Vec<Arc<dyn EventSink>>,
@@ -130,6 +150,7 @@ pub struct AgentBuilder {
     tool_result_max_chars: Option<usize>,
     max_tokens: Option<u32>,
     stream: bool,
+    tune: Vec<SettingsChange>,
 }
 
 impl AgentBuilder {
@@ -142,6 +163,74 @@ impl AgentBuilder {
     /// The model to ask (required).
     pub fn model(mut self, model: impl Into<String>) -> Self {
         self.model = Some(model.into());
+        self
+    }
+
+    /// Adds a model to the fallback chain, on the primary provider.
+    pub fn fallback_model(mut self, model: impl Into<String>) -> Self {
+        self.fallbacks.push((None, model.into()));
+        self
+    }
+
+    /// Adds a model of another provider to the fallback chain.
+    pub fn fallback(mut self, provider: Arc<dyn Provider>, model: impl Into<String>) -> Self {
+        self.fallbacks.push((Some(provider), model.into()));
+        self
+    }
+
+    /// Retries and backoff of failed model calls (default: 2 retries per model).
+    pub fn retry_policy(self, policy: RetryPolicy) -> Self {
+        self.tune(move |s| s.retry = policy)
+    }
+
+    /// Loop-guard thresholds.
+    pub fn guardrails(self, guard: GuardConfig) -> Self {
+        self.tune(move |s| s.guard = guard)
+    }
+
+    /// Per-run token and cost limits.
+    pub fn budgets(self, budgets: Budgets) -> Self {
+        self.tune(move |s| s.budgets = budgets)
+    }
+
+    /// Model prices for the cost limit (default: list prices of common models).
+    pub fn prices(self, prices: PriceTable) -> Self {
+        self.tune(move |s| s.prices = prices)
+    }
+
+    /// At this age a run gets one last "summarize what you did" turn.
+    pub fn soft_timeout(self, limit: Duration) -> Self {
+        self.tune(move |s| s.soft_timeout = Some(limit))
+    }
+
+    /// At this age a run stops as `timed_out`.
+    pub fn hard_timeout(self, limit: Duration) -> Self {
+        self.tune(move |s| s.hard_timeout = Some(limit))
+    }
+
+    /// Continuation prompts after an answer cut at `max_tokens` (default 2).
+    pub fn max_tokens_recoveries(self, n: u32) -> Self {
+        self.tune(move |s| s.max_tokens_recoveries = n)
+    }
+
+    /// The highest `request_more_iterations` may raise the iteration limit to (default 50).
+    pub fn iteration_cap(self, n: u32) -> Self {
+        self.tune(move |s| s.iteration_cap = n)
+    }
+
+    /// The waits before each retry of a transient failure of an idempotent tool (default
+    /// 0.5 s, 2 s, 8 s); empty turns tool retries off.
+    pub fn tool_retry_delays(self, delays: Vec<Duration>) -> Self {
+        self.tune(move |s| s.tool_retry_delays = delays)
+    }
+
+    /// Someone can answer `ask_human` (an interactive chat).
+    pub fn human_reachable(self, reachable: bool) -> Self {
+        self.tune(move |s| s.human_reachable = reachable)
+    }
+
+    fn tune(mut self, change: impl FnOnce(&mut RunSettings) + Send + 'static) -> Self {
+        self.tune.push(Box::new(change));
         self
     }
 
@@ -238,8 +327,28 @@ impl AgentBuilder {
         if let Some(n) = self.tool_result_max_chars {
             settings.tool_result_max_chars = n;
         }
+        for change in self.tune {
+            change(&mut settings);
+        }
+        let mut providers: HashMap<String, Arc<dyn Provider>> = HashMap::new();
+        providers.insert(provider.name().to_string(), provider.clone());
+        for (fallback_provider, model) in self.fallbacks {
+            let provider = fallback_provider.unwrap_or_else(|| provider.clone());
+            let name = provider.name().to_string();
+            if let Some(existing) = providers.get(&name)
+                && !Arc::ptr_eq(existing, &provider)
+            {
+                return Err(AgentError::Config(format!(
+                    "two different providers are named `{name}`; give each its own name"
+                )));
+            }
+            settings
+                .fallbacks
+                .push(ModelTarget::new(name.clone(), model));
+            providers.insert(name, provider);
+        }
         Ok(Agent {
-            provider,
+            providers,
             registry: Arc::new(registry),
             store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
             sinks: self.sinks.into(),
@@ -253,7 +362,7 @@ impl AgentBuilder {
 /// A configured agent: runs messages through the loop. Cheap to share behind an `Arc`; runs
 /// on different sessions may proceed concurrently.
 pub struct Agent {
-    provider: Arc<dyn Provider>,
+    providers: HashMap<String, Arc<dyn Provider>>,
     registry: Arc<ToolRegistry>,
     store: Arc<dyn Store>,
     sinks: Arc<[Arc<dyn EventSink>]>,
@@ -277,6 +386,8 @@ impl Agent {
             tool_result_max_chars: None,
             max_tokens: None,
             stream: true,
+            fallbacks: Vec::new(),
+            tune: Vec::new(),
         }
     }
 
@@ -312,10 +423,19 @@ impl Agent {
             .into_iter()
             .map(|stored| stored.message)
             .collect();
+        let month = usage_month(self.clock.now());
+        let mut settings = self.settings.clone();
+        let over_budget = match &request.user_id {
+            Some(user) => {
+                self.apply_monthly_budget(user, &month, &mut settings)
+                    .await?
+            }
+            None => None,
+        };
         let mut run = Run::new(
             run_id.clone(),
             session_id.clone(),
-            self.settings.clone(),
+            settings,
             self.registry.specs(),
             history,
             Message::user(request.message),
@@ -324,21 +444,67 @@ impl Agent {
         let emitter = Emitter::new(self.sinks.clone(), self.clock.clone(), run_id, session_id);
         let cancel = request.cancel.unwrap_or_default();
         let driver = Driver {
-            provider: self.provider.as_ref(),
+            providers: &self.providers,
             registry: &self.registry,
             store: self.store.as_ref(),
             emitter: &emitter,
             clock: self.clock.as_ref(),
             cancel: &cancel,
-            user_id: request.user_id,
+            user_id: request.user_id.clone(),
         };
-        driver.drive(&mut run).await?;
+        match over_budget {
+            // The message is still stored, and the run says why it did not start.
+            Some(message) => {
+                run.refuse_over_budget(message);
+                driver.settle(&mut run).await?;
+            }
+            None => driver.drive(&mut run).await?,
+        }
+        if let Some(user) = &request.user_id
+            && run.usage().total() > 0
+        {
+            self.store.add_usage(user, &month, run.usage()).await?;
+        }
         Ok(RunReport::from_run(&run))
+    }
+
+    /// Checks `user`'s monthly token budget: returns why the run may not start, or caps the
+    /// run's token budget at what the month has left.
+    async fn apply_monthly_budget(
+        &self,
+        user: &str,
+        month: &str,
+        settings: &mut RunSettings,
+    ) -> Result<Option<String>, AgentError> {
+        let Some(budget) = self
+            .store
+            .user(user)
+            .await?
+            .and_then(|record| record.monthly_token_budget)
+        else {
+            return Ok(None);
+        };
+        let used = self.store.monthly_usage(user, month).await?.total();
+        if used >= budget {
+            return Ok(Some(format!(
+                "user `{user}` has used {used} of their {budget} tokens for {month}; the budget \
+                 resets at the start of next month"
+            )));
+        }
+        let left = budget - used;
+        settings.budgets.token_budget =
+            Some(settings.budgets.token_budget.map_or(left, |b| b.min(left)));
+        Ok(None)
     }
 
     /// The store this agent writes to.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// The providers, by name.
+    pub fn providers(&self) -> &HashMap<String, Arc<dyn Provider>> {
+        &self.providers
     }
 
     /// The settings every run starts from.

@@ -110,6 +110,110 @@ pub enum EventKind {
         /// How long the call took.
         duration_ms: u64,
     },
+    /// A failed model call will be tried again after a wait.
+    #[serde(rename = "agent.provider.retry")]
+    ProviderRetry {
+        /// 1-based iteration.
+        iteration: u32,
+        /// The model being retried, `provider:model`.
+        model: String,
+        /// The retry number on this model, from 1.
+        attempt: u32,
+        /// The wait before it.
+        wait_ms: u64,
+        /// Why the call failed.
+        kind: ProviderErrorKind,
+    },
+    /// The loop moved to the next model of the fallback chain.
+    #[serde(rename = "agent.provider.fallback")]
+    ProviderFallback {
+        /// 1-based iteration.
+        iteration: u32,
+        /// The model given up on, `provider:model`.
+        from: String,
+        /// The model tried next, `provider:model`.
+        to: String,
+        /// Why the previous one was given up.
+        kind: ProviderErrorKind,
+    },
+    /// A failed idempotent tool call will be tried again after a wait.
+    #[serde(rename = "agent.tool.retry")]
+    ToolRetry {
+        /// Call id.
+        call_id: String,
+        /// Tool name.
+        name: String,
+        /// The retry number, from 1.
+        attempt: u32,
+        /// The wait before it.
+        wait_ms: u64,
+        /// What went wrong.
+        error: String,
+    },
+    /// The loop guard saw the model going in circles.
+    #[serde(rename = "agent.loop.detected")]
+    LoopDetected {
+        /// Which detector: identical_thrash, pattern_thrash, repeated_batch, repeated_text.
+        tier: String,
+        /// The tool involved, when one is.
+        tool: Option<String>,
+        /// The escalation level this detection leads to, 1–3.
+        level: u8,
+    },
+    /// A guardrail climbed its ladder.
+    #[serde(rename = "agent.guardrail.escalated")]
+    GuardrailEscalated {
+        /// 1 nudge, 2 directive, 3 ask_human or stuck.
+        level: u8,
+        /// `nudge`, `directive`, `ask_human` or `stuck`.
+        action: String,
+        /// What the model (or the user) was told.
+        message: String,
+    },
+    /// An answer cut at max_tokens is continued.
+    #[serde(rename = "agent.max_tokens.recovery")]
+    MaxTokensRecovery {
+        /// The continuation number, from 1.
+        attempt: u32,
+        /// How many the run may make.
+        limit: u32,
+    },
+    /// The model asked for more iterations.
+    #[serde(rename = "agent.iterations.extended")]
+    IterationsExtended {
+        /// Whether the limit moved.
+        granted: bool,
+        /// The limit now.
+        limit: u32,
+        /// The model's reason.
+        reason: String,
+    },
+    /// The run is close to its token or cost budget; the model was warned.
+    #[serde(rename = "agent.budget.near")]
+    BudgetNear {
+        /// Tokens used so far.
+        tokens: u64,
+        /// Dollars spent so far.
+        cost: f64,
+        /// The warning given to the model.
+        message: String,
+    },
+    /// The soft time limit passed; the model gets one last turn to summarize.
+    #[serde(rename = "agent.exhaustion.soft_limit")]
+    SoftLimit {
+        /// Model calls made so far.
+        iterations: u32,
+    },
+    /// The configuration file could not be used; the last good one was.
+    #[serde(rename = "agent.config.fallback")]
+    ConfigFallback {
+        /// The file that failed.
+        path: String,
+        /// Why.
+        error: String,
+        /// The file used instead.
+        used: String,
+    },
     /// The run finished with a final answer.
     #[serde(rename = "agent_run.completed")]
     RunCompleted {
@@ -149,6 +253,16 @@ impl EventKind {
             EventKind::StreamDelta { .. } => "agent.stream.delta",
             EventKind::ToolStarted { .. } => "agent.tool.started",
             EventKind::ToolCompleted { .. } => "agent.tool.completed",
+            EventKind::ProviderRetry { .. } => "agent.provider.retry",
+            EventKind::ProviderFallback { .. } => "agent.provider.fallback",
+            EventKind::ToolRetry { .. } => "agent.tool.retry",
+            EventKind::LoopDetected { .. } => "agent.loop.detected",
+            EventKind::GuardrailEscalated { .. } => "agent.guardrail.escalated",
+            EventKind::MaxTokensRecovery { .. } => "agent.max_tokens.recovery",
+            EventKind::IterationsExtended { .. } => "agent.iterations.extended",
+            EventKind::BudgetNear { .. } => "agent.budget.near",
+            EventKind::SoftLimit { .. } => "agent.exhaustion.soft_limit",
+            EventKind::ConfigFallback { .. } => "agent.config.fallback",
             EventKind::RunCompleted { .. } => "agent_run.completed",
             EventKind::RunCancelled { .. } => "agent_run.cancelled",
             EventKind::RunFailed { .. } => "agent_run.failed",

@@ -7,6 +7,7 @@
 //! `keel-server` put the pieces together.
 
 pub mod agent;
+pub mod agent_tools;
 pub mod budget;
 pub mod clock;
 pub mod driver;
@@ -20,6 +21,7 @@ pub mod provider_error;
 pub mod recovery;
 pub mod registry;
 pub mod run;
+pub mod run_settings;
 pub mod state;
 pub mod store;
 pub mod tool;
@@ -36,7 +38,8 @@ pub use provider::{
 };
 pub use provider_error::{ProviderError, ProviderErrorKind};
 pub use registry::{PreparedCall, RegistryError, ToolRegistry};
-pub use run::{Run, RunSettings, Step, ToolCallReport, ToolResult};
+pub use run::{ModelCall, Run, Step, ToolCallReport, ToolResult};
+pub use run_settings::{ModelTarget, RunSettings};
 pub use state::{AgentState, ErrorReason};
 pub use store::{RunRecord, SessionInfo, Store, StoreError, StoredMessage, UserRecord};
 pub use tool::{Permission, Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput, ToolSpec};

@@ -55,6 +55,8 @@ pub enum InternalReason {
     IterationLimit,
     /// The final "summarize what you did" request at the soft time limit.
     TimeLimitSummary,
+    /// A warning layer (budget, context pressure) added to one request, never stored.
+    Warning,
     /// A reason written by a newer keel that this build does not know.
     #[serde(other)]
     Other,

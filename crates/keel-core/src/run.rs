@@ -1,72 +1,62 @@
 //! The run state machine: the loop's decisions, with no I/O.
 //!
-//! A [`Run`] holds one turn's transcript, counters and settings. The driver asks it for the next
-//! [`Step`] (call the model with this request, run these tools, finish), performs the step, and
-//! feeds the outcome back. Every return to the driver is a safe boundary where the driver
-//! persists what is new. Because a `Run` is plain data, decisions are unit-testable without a
-//! runtime and a run can later be checkpointed and restored elsewhere.
+//! A [`Run`] holds one turn's transcript, counters, budgets and guardrail state. The driver asks
+//! it for the next [`Step`] (call this model with this request, run these tools, finish),
+//! performs the step, and feeds the outcome back. Every return to the driver is a safe boundary
+//! where the driver persists what is new. Because a `Run` is plain data, decisions are
+//! unit-testable without a runtime and a run can be checkpointed and restored elsewhere.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::agent_tools::{self, REQUEST_MORE_ITERATIONS};
+use crate::budget::BudgetStatus;
 use crate::event::EventKind;
-use crate::message::{InternalReason, Message, ToolCall};
-use crate::provider::{ChatRequest, ChatResponse, ToolChoice, Usage};
+use crate::loop_guard::{Detection, Escalation, LoopGuard};
+use crate::message::{InternalReason, Message, Role, ToolCall};
+use crate::provider::{ChatRequest, ChatResponse, StopReason, ToolChoice, Usage};
 use crate::provider_error::ProviderError;
+use crate::recovery::{self, Recovery};
+use crate::run_settings::{ModelTarget, RunSettings};
 use crate::state::{AgentState, ErrorReason};
 use crate::store::RunRecord;
 use crate::tool::ToolSpec;
 
-/// Default cap on model calls per run.
-pub const DEFAULT_MAX_ITERATIONS: u32 = 25;
-/// Default cap on the characters of one tool result.
-pub const DEFAULT_TOOL_RESULT_MAX_CHARS: usize = 8000;
+pub use crate::run_settings::{
+    DEFAULT_ITERATION_CAP, DEFAULT_MAX_ITERATIONS, DEFAULT_TOOL_RESULT_MAX_CHARS,
+};
 
-/// What a run may do.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RunSettings {
-    /// Provider name, for records and events.
-    pub provider: String,
-    /// Model to ask.
-    pub model: String,
-    /// System prompt sent first on every call.
-    pub system_prompt: Option<String>,
-    /// Cap on model calls.
-    pub max_iterations: u32,
-    /// Cap on the characters of one tool result; longer results are cut with a marker.
-    pub tool_result_max_chars: usize,
-    /// Cap on output tokens per call.
-    pub max_tokens: Option<u32>,
-    /// Ask the provider for streamed answers.
-    pub stream: bool,
-}
+/// The prompt that continues an answer cut at `max_tokens`.
+pub const CONTINUE_PROMPT: &str = "Your previous answer was cut off at the output token limit. \
+Continue from exactly where you left off, without repeating anything.";
 
-impl RunSettings {
-    /// Defaults for a provider and model.
-    pub fn new(provider: impl Into<String>, model: impl Into<String>) -> Self {
-        RunSettings {
-            provider: provider.into(),
-            model: model.into(),
-            system_prompt: None,
-            max_iterations: DEFAULT_MAX_ITERATIONS,
-            tool_result_max_chars: DEFAULT_TOOL_RESULT_MAX_CHARS,
-            max_tokens: None,
-            stream: true,
-        }
-    }
-}
+/// The prompt of the last turn at the soft time limit.
+pub const SUMMARIZE_PROMPT: &str = "Time is up for this task. Do not call any more tools. \
+Summarize what you have done so far, what you found, and what is left to do.";
 
 /// What the driver must do next.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Step {
-    /// Call the model with this request and feed the result to [`Run::on_model_result`].
-    CallModel(ChatRequest),
+    /// Call a model and feed the result to [`Run::on_model_result`].
+    CallModel(ModelCall),
     /// Run these tool calls (results in this order) and feed them to [`Run::on_tool_results`].
     RunTools(Vec<ToolCall>),
     /// The run is over; its state is terminal.
     Finish,
+}
+
+/// One model call to make.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelCall {
+    /// The provider to call (a key of the agent's providers).
+    pub provider: String,
+    /// What to send.
+    pub request: ChatRequest,
+    /// How long to wait before sending (a retry's backoff).
+    pub wait: Duration,
 }
 
 /// The outcome of one tool call, as the driver hands it back.
@@ -95,6 +85,17 @@ pub struct ToolCallReport {
     pub output: String,
 }
 
+/// Where the run stands against its soft time limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+enum SoftLimit {
+    #[default]
+    NotReached,
+    /// Reached; the next model call is the summary turn.
+    Reached,
+    /// The summary turn is under way.
+    Summarizing,
+}
+
 /// One run of the loop over one turn of a conversation.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Run {
@@ -107,15 +108,37 @@ pub struct Run {
     /// How many of `messages` (a prefix) are already in the store.
     persisted: usize,
     iteration: u32,
+    iteration_limit: u32,
     state: AgentState,
     reason: Option<ErrorReason>,
     usage: Usage,
+    cost: f64,
     model_used: Option<String>,
+    /// The model chain and where the run is in it.
+    chain: Vec<ModelTarget>,
+    chain_index: usize,
+    /// Retries spent on the current call.
+    retries: u32,
+    /// The tool choice and warning layer of the current iteration (kept for its retries).
+    tool_choice: ToolChoice,
+    warning: Option<String>,
+    /// Set by the loop guard for the next iteration.
+    next_tool_choice: Option<ToolChoice>,
+    guard: LoopGuard,
+    text_detection: Option<Detection>,
+    /// Text of answers cut at max_tokens, waiting for their continuation.
+    continued_text: String,
+    max_tokens_recoveries: u32,
+    soft_limit: SoftLimit,
+    budget_warned: bool,
     pending: Vec<ToolCall>,
+    answered_by_loop: Vec<ToolResult>,
     tool_calls: Vec<ToolCallReport>,
     final_text: Option<String>,
     error: Option<String>,
     started_at: DateTime<Utc>,
+    /// State of the jitter generator (xorshift), seeded from the run id.
+    rng: u64,
     #[serde(skip)]
     events: Vec<EventKind>,
 }
@@ -132,12 +155,22 @@ impl Run {
         input: Message,
         started_at: DateTime<Utc>,
     ) -> Run {
+        let id = id.into();
         let persisted = history.len();
         let mut messages = history;
         messages.push(input);
+        let mut tools = tools;
+        if settings.iteration_cap > settings.max_iterations {
+            tools.push(agent_tools::request_more_iterations_spec());
+        }
+        let rng = id.bytes().fold(0x9E37_79B9_7F4A_7C15u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
+        }) | 1;
         Run {
-            id: id.into(),
             session_id: session_id.into(),
+            chain: settings.chain(),
+            iteration_limit: settings.max_iterations,
+            guard: LoopGuard::new(settings.guard.clone()),
             settings,
             tools,
             messages,
@@ -146,13 +179,27 @@ impl Run {
             state: AgentState::Running,
             reason: None,
             usage: Usage::default(),
+            cost: 0.0,
             model_used: None,
+            chain_index: 0,
+            retries: 0,
+            tool_choice: ToolChoice::Auto,
+            warning: None,
+            next_tool_choice: None,
+            text_detection: None,
+            continued_text: String::new(),
+            max_tokens_recoveries: 0,
+            soft_limit: SoftLimit::NotReached,
+            budget_warned: false,
             pending: Vec::new(),
+            answered_by_loop: Vec::new(),
             tool_calls: Vec::new(),
             final_text: None,
             error: None,
             started_at,
+            rng,
             events: Vec::new(),
+            id,
         }
     }
 
@@ -167,31 +214,133 @@ impl Run {
 
     /// Feeds back the model's answer (or failure) and returns the next step.
     pub fn on_model_result(&mut self, result: Result<ChatResponse, ProviderError>) -> Step {
-        let response = match result {
-            Ok(response) => response,
-            Err(error) => {
-                return self.fail(
-                    AgentState::Error,
-                    Some(ErrorReason::ProviderFatal),
-                    format!("model call failed: {error}"),
-                );
-            }
-        };
+        match result {
+            Ok(response) => self.on_answer(response),
+            Err(error) => self.on_model_error(error),
+        }
+    }
+
+    fn on_answer(&mut self, response: ChatResponse) -> Step {
+        self.retries = 0;
         self.usage += response.usage;
+        self.cost += self
+            .settings
+            .prices
+            .price(&response.model)
+            .or_else(|| self.settings.prices.price(&self.current().model))
+            .map_or(0.0, |price| price.cost(&response.usage));
         self.model_used = Some(response.model.clone());
         let mut message = response.message;
-        message.role = crate::message::Role::Assistant;
-        let calls = message.tool_calls.clone();
+        message.role = Role::Assistant;
         let text = message.content.clone();
-        self.messages.push(message);
+
+        if self.soft_limit == SoftLimit::Summarizing {
+            // The summary turn ends the run whatever the model asked for.
+            message.tool_calls.clear();
+            self.push_assistant(message);
+            let summary = self.take_continued(text);
+            self.final_text = Some(summary);
+            return self.fail(
+                AgentState::TimedOut,
+                None,
+                "stopped at the soft time limit; the answer is the model's summary".into(),
+            );
+        }
+
+        let calls = message.tool_calls.clone();
+        self.push_assistant(message);
         if calls.is_empty() {
-            // An answer cut at max_tokens is, for now, the end of the turn (recovery comes with
-            // the guardrails). Tool calls, when present, win over any stop reason.
-            return self.complete(text);
+            let limit = self.settings.max_tokens_recoveries;
+            if response.stop_reason == StopReason::MaxTokens && self.max_tokens_recoveries < limit {
+                self.max_tokens_recoveries += 1;
+                self.continued_text.push_str(&text);
+                self.messages.push(Message::internal_user(
+                    CONTINUE_PROMPT,
+                    InternalReason::MaxTokensRecovery,
+                ));
+                self.events.push(EventKind::MaxTokensRecovery {
+                    attempt: self.max_tokens_recoveries,
+                    limit,
+                });
+                if let Some(detection) = self.guard.observe_text(&text)
+                    && let Some(stop) = self.escalate(detection)
+                {
+                    return stop;
+                }
+                return self.next_model_call();
+            }
+            let answer = self.take_continued(text);
+            return self.complete(answer);
+        }
+
+        if let BudgetStatus::Exceeded(message) =
+            self.settings.budgets.check(self.usage.total(), self.cost)
+        {
+            return self.fail(AgentState::BudgetExceeded, None, message);
+        }
+        self.text_detection = self.guard.observe_text(&text);
+        self.pending = calls;
+        let (by_loop, for_tools): (Vec<ToolCall>, Vec<ToolCall>) = self
+            .pending
+            .iter()
+            .cloned()
+            .partition(|call| agent_tools::is_agent_tool(&call.name));
+        self.answered_by_loop = by_loop
+            .iter()
+            .map(|call| self.answer_agent_tool(call))
+            .collect();
+        if for_tools.is_empty() {
+            return self.on_tool_results(Vec::new());
         }
         self.state = AgentState::WaitingForTool;
-        self.pending = calls.clone();
-        Step::RunTools(calls)
+        Step::RunTools(for_tools)
+    }
+
+    fn on_model_error(&mut self, error: ProviderError) -> Step {
+        let has_fallback = self.chain_index + 1 < self.chain.len();
+        let jitter = self.next_jitter();
+        match recovery::decide(
+            &error,
+            self.retries,
+            has_fallback,
+            &self.settings.retry,
+            jitter,
+        ) {
+            Recovery::Retry { wait } => {
+                self.retries += 1;
+                self.events.push(EventKind::ProviderRetry {
+                    iteration: self.iteration,
+                    model: self.current().to_string(),
+                    attempt: self.retries,
+                    wait_ms: wait.as_millis() as u64,
+                    kind: error.kind,
+                });
+                Step::CallModel(self.model_call(wait))
+            }
+            Recovery::Fallback => {
+                let from = self.current().to_string();
+                self.chain_index += 1;
+                self.retries = 0;
+                self.events.push(EventKind::ProviderFallback {
+                    iteration: self.iteration,
+                    from,
+                    to: self.current().to_string(),
+                    kind: error.kind,
+                });
+                Step::CallModel(self.model_call(Duration::ZERO))
+            }
+            Recovery::ContextOverflow => self.fail(
+                AgentState::Error,
+                Some(ErrorReason::ContextExhausted),
+                format!(
+                    "the conversation no longer fits {}'s context window: {error}",
+                    self.current().model
+                ),
+            ),
+            Recovery::Fail(message) => {
+                self.fail(AgentState::Error, Some(ErrorReason::ProviderFatal), message)
+            }
+        }
     }
 
     /// Feeds back the results of the last [`Step::RunTools`] and returns the next step.
@@ -200,9 +349,12 @@ impl Run {
     pub fn on_tool_results(&mut self, results: Vec<ToolResult>) -> Step {
         let mut by_id: BTreeMap<String, ToolResult> = results
             .into_iter()
+            .chain(std::mem::take(&mut self.answered_by_loop))
             .map(|r| (r.call_id.clone(), r))
             .collect();
-        for call in std::mem::take(&mut self.pending) {
+        let calls = std::mem::take(&mut self.pending);
+        let mut ordered = Vec::with_capacity(calls.len());
+        for call in &calls {
             let result = by_id.remove(&call.id).unwrap_or_else(|| ToolResult {
                 call_id: call.id.clone(),
                 ok: false,
@@ -216,11 +368,67 @@ impl Run {
                 ok: result.ok,
                 output: result.content.clone(),
             });
-            self.messages
-                .push(Message::tool_result(call.id, result.content));
+            self.messages.push(Message::tool_result(
+                call.id.clone(),
+                result.content.clone(),
+            ));
+            ordered.push(result);
         }
         self.state = AgentState::Running;
+        let detection = self
+            .guard
+            .observe_batch(&calls, &ordered)
+            .or(self.text_detection.take());
+        if let Some(detection) = detection
+            && let Some(stop) = self.escalate(detection)
+        {
+            return stop;
+        }
         self.next_model_call()
+    }
+
+    /// Climbs the loop guard's ladder; returns the final step when the run must stop.
+    fn escalate(&mut self, detection: Detection) -> Option<Step> {
+        let human = self.settings.human_reachable && self.has_tool("ask_human");
+        let escalation = self.guard.escalate(&detection, human);
+        self.events.push(EventKind::LoopDetected {
+            tier: detection.tier().to_string(),
+            tool: detection.tool().map(str::to_string),
+            level: escalation.level(),
+        });
+        let (action, message) = match &escalation {
+            Escalation::Nudge(m) => ("nudge", m.clone()),
+            Escalation::Directive(m) => ("directive", m.clone()),
+            Escalation::AskHuman(m) => ("ask_human", m.clone()),
+            Escalation::Stuck(m) => ("stuck", m.clone()),
+        };
+        self.events.push(EventKind::GuardrailEscalated {
+            level: escalation.level(),
+            action: action.to_string(),
+            message: message.clone(),
+        });
+        match escalation {
+            Escalation::Stuck(message) => {
+                Some(self.fail(AgentState::Error, Some(ErrorReason::Stuck), message))
+            }
+            Escalation::Nudge(message) => {
+                self.messages
+                    .push(Message::internal_user(message, InternalReason::LoopNudge));
+                None
+            }
+            Escalation::Directive(message) => {
+                self.messages
+                    .push(Message::internal_user(message, InternalReason::LoopNudge));
+                self.next_tool_choice = Some(ToolChoice::None);
+                None
+            }
+            Escalation::AskHuman(message) => {
+                self.messages
+                    .push(Message::internal_user(message, InternalReason::LoopNudge));
+                self.next_tool_choice = Some(ToolChoice::Tool("ask_human".into()));
+                None
+            }
+        }
     }
 
     /// Stops the run at a user's request. Nothing more is written to the transcript.
@@ -236,6 +444,32 @@ impl Run {
         Step::Finish
     }
 
+    /// Notes that the soft time limit passed: the next model call is a last turn that
+    /// summarizes, without tools.
+    pub fn on_soft_limit(&mut self) {
+        if self.soft_limit == SoftLimit::NotReached && !self.state.is_terminal() {
+            self.soft_limit = SoftLimit::Reached;
+            self.events.push(EventKind::SoftLimit {
+                iterations: self.iteration,
+            });
+        }
+    }
+
+    /// Ends the run at the hard time limit.
+    pub fn on_hard_limit(&mut self, limit: Duration) -> Step {
+        if self.state.is_terminal() {
+            return Step::Finish;
+        }
+        self.fail(
+            AgentState::TimedOut,
+            None,
+            format!(
+                "stopped at the hard time limit of {} s",
+                limit.as_secs_f64()
+            ),
+        )
+    }
+
     /// Ends the run in `error` because keel itself failed (e.g. the store).
     pub fn fail_internal(&mut self, message: impl Into<String>) -> Step {
         self.fail(
@@ -245,8 +479,13 @@ impl Run {
         )
     }
 
+    /// Ends the run as `budget_exceeded` before it starts (a user's monthly budget is spent).
+    pub fn refuse_over_budget(&mut self, message: impl Into<String>) -> Step {
+        self.fail(AgentState::BudgetExceeded, None, message.into())
+    }
+
     fn next_model_call(&mut self) -> Step {
-        if self.iteration >= self.settings.max_iterations {
+        if self.iteration >= self.iteration_limit {
             let text = self.iteration_limit_summary();
             let mut note = Message::assistant(text.clone());
             note.meta.internal = Some(InternalReason::IterationLimit);
@@ -254,24 +493,84 @@ impl Run {
             self.final_text = Some(text.clone());
             return self.fail(AgentState::MaxSteps, None, text);
         }
+        self.warning = None;
+        match self.settings.budgets.check(self.usage.total(), self.cost) {
+            BudgetStatus::Exceeded(message) => {
+                return self.fail(AgentState::BudgetExceeded, None, message);
+            }
+            BudgetStatus::Near(message) => {
+                if !self.budget_warned {
+                    self.budget_warned = true;
+                    self.events.push(EventKind::BudgetNear {
+                        tokens: self.usage.total(),
+                        cost: self.cost,
+                        message: message.clone(),
+                    });
+                }
+                self.warning = Some(message);
+            }
+            BudgetStatus::Ok => {}
+        }
+        self.tool_choice = self.next_tool_choice.take().unwrap_or_default();
+        if self.soft_limit == SoftLimit::Reached {
+            self.soft_limit = SoftLimit::Summarizing;
+            self.messages.push(Message::internal_user(
+                SUMMARIZE_PROMPT,
+                InternalReason::TimeLimitSummary,
+            ));
+            self.tool_choice = ToolChoice::None;
+        }
         self.iteration += 1;
+        self.retries = 0;
         self.state = AgentState::Running;
-        Step::CallModel(self.request())
+        Step::CallModel(self.model_call(Duration::ZERO))
     }
 
-    fn request(&self) -> ChatRequest {
-        let mut messages = Vec::with_capacity(self.messages.len() + 1);
+    fn model_call(&self, wait: Duration) -> ModelCall {
+        let target = self.current();
+        let mut messages = Vec::with_capacity(self.messages.len() + 2);
         if let Some(system) = &self.settings.system_prompt {
             messages.push(Message::system(system.clone()));
         }
         messages.extend(self.messages.iter().cloned());
-        ChatRequest {
-            model: self.settings.model.clone(),
-            messages: crate::fixup::fixup(messages),
-            tools: self.tools.clone(),
-            tool_choice: ToolChoice::Auto,
-            max_tokens: self.settings.max_tokens,
-            stream: self.settings.stream,
+        let mut messages = crate::fixup::fixup(messages);
+        // Ephemeral layers go into the request, never into the transcript; at the end, so the
+        // cached prefix of the prompt stays the same.
+        if let Some(warning) = &self.warning {
+            messages.push(Message::internal_user(
+                warning.clone(),
+                InternalReason::Warning,
+            ));
+            messages = crate::fixup::fixup(messages);
+        }
+        ModelCall {
+            provider: target.provider.clone(),
+            request: ChatRequest {
+                model: target.model.clone(),
+                messages,
+                tools: self.tools.clone(),
+                tool_choice: self.tool_choice.clone(),
+                max_tokens: self.settings.max_tokens,
+                stream: self.settings.stream,
+            },
+            wait,
+        }
+    }
+
+    fn answer_agent_tool(&mut self, call: &ToolCall) -> ToolResult {
+        debug_assert_eq!(call.name, REQUEST_MORE_ITERATIONS);
+        let extension =
+            agent_tools::extend_iterations(call, self.iteration_limit, self.settings.iteration_cap);
+        self.iteration_limit = extension.limit;
+        self.events.push(EventKind::IterationsExtended {
+            granted: extension.granted,
+            limit: extension.limit,
+            reason: extension.reason,
+        });
+        ToolResult {
+            call_id: call.id.clone(),
+            ok: extension.granted,
+            content: extension.answer,
         }
     }
 
@@ -299,6 +598,36 @@ impl Run {
         Step::Finish
     }
 
+    fn push_assistant(&mut self, message: Message) {
+        if !message.content.is_empty() || !message.tool_calls.is_empty() {
+            self.messages.push(message);
+        }
+    }
+
+    /// The text of any continued answer, followed by `last`.
+    fn take_continued(&mut self, last: String) -> String {
+        let mut text = std::mem::take(&mut self.continued_text);
+        text.push_str(&last);
+        text
+    }
+
+    fn current(&self) -> &ModelTarget {
+        &self.chain[self.chain_index.min(self.chain.len() - 1)]
+    }
+
+    fn has_tool(&self, name: &str) -> bool {
+        self.tools.iter().any(|t| t.name == name)
+    }
+
+    /// A number in [0, 1) from the run's own generator: deterministic per run, different
+    /// between runs, and restored with a checkpoint.
+    fn next_jitter(&mut self) -> f64 {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        (self.rng >> 11) as f64 / (1u64 << 53) as f64
+    }
+
     /// What the run did before the iteration limit stopped it, for the user.
     fn iteration_limit_summary(&self) -> String {
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
@@ -317,7 +646,7 @@ impl Run {
         format!(
             "Stopped: reached the limit of {} iterations before a final answer. Done so far: {done}. \
              Send another message to continue, or raise max_iterations.",
-            self.settings.max_iterations
+            self.iteration_limit
         )
     }
 
@@ -386,9 +715,19 @@ impl Run {
         self.iteration
     }
 
+    /// The current iteration limit (raised by `request_more_iterations`).
+    pub fn iteration_limit(&self) -> u32 {
+        self.iteration_limit
+    }
+
     /// Tokens used so far.
     pub fn usage(&self) -> Usage {
         self.usage
+    }
+
+    /// Dollars spent so far, at the price table's prices.
+    pub fn cost(&self) -> f64 {
+        self.cost
     }
 
     /// The model that last answered.
@@ -420,3 +759,7 @@ impl Run {
 #[cfg(test)]
 #[path = "run_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "run_guardrail_tests.rs"]
+mod guardrail_tests;

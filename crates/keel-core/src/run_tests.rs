@@ -1,5 +1,7 @@
 //! Unit tests of the run state machine: decisions only, no runtime.
 
+use std::time::Duration;
+
 use chrono::DateTime;
 use serde_json::json;
 
@@ -47,7 +49,7 @@ fn calls(ids: &[&str]) -> ChatResponse {
         .map(|id| ToolCall {
             id: (*id).into(),
             name: "read_file".into(),
-            arguments: r#"{"path":"a"}"#.into(),
+            arguments: format!(r#"{{"path":"{id}"}}"#),
         })
         .collect();
     ChatResponse {
@@ -73,9 +75,14 @@ fn ok(id: &str, content: &str) -> ToolResult {
 #[test]
 fn first_step_calls_the_model_with_system_prompt_history_and_input() {
     let mut run = run_with(5, vec![Message::user("earlier"), Message::assistant("yes")]);
-    let Step::CallModel(request) = run.start() else {
+    let Step::CallModel(call) = run.start() else {
         panic!("expected a model call")
     };
+    assert_eq!(
+        (call.provider.as_str(), call.wait),
+        ("mock", Duration::ZERO)
+    );
+    let request = call.request;
     let roles: Vec<Role> = request.messages.iter().map(|m| m.role).collect();
     assert_eq!(
         roles,
@@ -83,7 +90,8 @@ fn first_step_calls_the_model_with_system_prompt_history_and_input() {
     );
     assert_eq!(request.messages[0].content, "be brief");
     assert_eq!(request.messages[3].content, "hello");
-    assert_eq!(request.tools.len(), 1);
+    let tools: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(tools, ["read_file", "request_more_iterations"]);
     assert_eq!(run.iteration(), 1);
     // Only the new input is waiting to be stored; the history already is.
     assert_eq!(run.unpersisted().len(), 1);
@@ -122,6 +130,7 @@ fn tool_results_go_back_in_call_order_whatever_order_they_arrive_in() {
         .collect();
     assert_eq!(tail, [("a", "A"), ("b", "B"), ("c", "C")]);
     assert_eq!(run.tool_calls()[0].arguments, json!({"path": "a"}));
+    assert_eq!(run.tool_calls()[2].arguments, json!({"path": "c"}));
 }
 
 #[test]
@@ -165,12 +174,18 @@ fn the_iteration_limit_ends_the_run_as_max_steps_with_a_summary() {
 }
 
 #[test]
-fn a_model_error_ends_the_run_with_the_input_still_to_be_stored() {
+fn a_model_error_that_outlasts_its_retries_ends_the_run_with_the_input_still_to_be_stored() {
     let mut run = run_with(5, vec![]);
     run.start();
-    let error =
-        ProviderError::new(ProviderErrorKind::Network, "cannot reach http://x").with_status(502);
-    assert_eq!(run.on_model_result(Err(error)), Step::Finish);
+    let error = || ProviderError::new(ProviderErrorKind::Network, "cannot reach http://x");
+    for attempt in 1..=2 {
+        let Step::CallModel(call) = run.on_model_result(Err(error())) else {
+            panic!("a network error is retried")
+        };
+        assert!(call.wait > Duration::ZERO, "retry {attempt} waits");
+        assert_eq!(run.iteration(), 1, "a retry is not a new iteration");
+    }
+    assert_eq!(run.on_model_result(Err(error())), Step::Finish);
     assert_eq!(run.state(), AgentState::Error);
     assert_eq!(run.reason(), Some(ErrorReason::ProviderFatal));
     assert!(run.error().unwrap().contains("cannot reach http://x"));

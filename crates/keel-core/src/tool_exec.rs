@@ -3,8 +3,13 @@
 //! Calls in a batch run concurrently, except that an interactive tool runs alone. Whatever
 //! happens — unknown tool, bad arguments, a tool error, a panic — the model gets a clear result
 //! and the run goes on. Results come back in call order.
+//!
+//! A transient failure (timeout, refused, 429, 5xx) of an idempotent tool is retried after
+//! 0.5 s, 2 s and 8 s (seed 001); then the error goes to the model. Side-effecting tools are
+//! never retried: a half-applied write must not happen twice.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::future::join_all;
 use tokio::time::Instant;
@@ -13,7 +18,7 @@ use crate::event::{Emitter, EventKind};
 use crate::message::ToolCall;
 use crate::registry::ToolRegistry;
 use crate::run::ToolResult;
-use crate::tool::ToolContext;
+use crate::tool::{Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput};
 
 /// Runs tool batches for one run.
 pub struct ToolExecutor<'a> {
@@ -25,6 +30,8 @@ pub struct ToolExecutor<'a> {
     pub max_chars: usize,
     /// Where tool events go.
     pub emitter: &'a Emitter,
+    /// The waits before each retry of a transient failure of an idempotent tool.
+    pub retry_delays: &'a [Duration],
 }
 
 impl ToolExecutor<'_> {
@@ -61,15 +68,12 @@ impl ToolExecutor<'_> {
             Ok(prepared) => {
                 let mut context = self.context.clone();
                 context.call_id = call.id.clone();
-                let tool = prepared.tool;
-                let args = prepared.args;
-                // Spawned so that a panicking tool is caught as a JoinError instead of
-                // unwinding through the loop.
-                let task = tokio::spawn(async move { tool.call(args, &context).await });
-                match task.await {
-                    Ok(Ok(output)) => (true, output.content),
-                    Ok(Err(error)) => (false, format!("Error: {}", error.message)),
-                    Err(join_error) => (false, describe_join_error(&call.name, join_error)),
+                match self
+                    .call_with_retries(call, prepared.tool, prepared.args, &context)
+                    .await
+                {
+                    Ok(output) => (true, output.content),
+                    Err(message) => (false, message),
                 }
             }
         };
@@ -87,6 +91,76 @@ impl ToolExecutor<'_> {
             ok,
             content,
         }
+    }
+}
+
+impl ToolExecutor<'_> {
+    /// Calls the tool, retrying transient failures of idempotent tools; the error is the text
+    /// the model will see.
+    async fn call_with_retries(
+        &self,
+        call: &ToolCall,
+        tool: Arc<dyn Tool>,
+        args: serde_json::Value,
+        context: &ToolContext,
+    ) -> Result<ToolOutput, String> {
+        let retryable = tool.spec().idempotent;
+        let mut attempt = 0;
+        loop {
+            let error = match call_once(tool.clone(), args.clone(), context.clone()).await {
+                Ok(output) => return Ok(output),
+                Err(Failure::Tool(error)) => error,
+                Err(Failure::Crashed(message)) => return Err(message),
+            };
+            let transient = error.kind == ToolErrorKind::Transient;
+            if !(retryable && transient) || context.cancel.is_cancelled() {
+                return Err(format!("Error: {}", error.message));
+            }
+            let Some(wait) = self.retry_delays.get(attempt).copied() else {
+                return Err(match attempt {
+                    0 => format!("Error: {}", error.message),
+                    _ => format!(
+                        "Error: {} (gave up after {} attempts)",
+                        error.message,
+                        attempt + 1
+                    ),
+                });
+            };
+            attempt += 1;
+            self.emitter.emit(EventKind::ToolRetry {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                attempt: attempt as u32,
+                wait_ms: wait.as_millis() as u64,
+                error: error.message.clone(),
+            });
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = context.cancel.cancelled() => return Err(format!("Error: {}", error.message)),
+            }
+        }
+    }
+}
+
+/// Why one attempt failed.
+enum Failure {
+    Tool(ToolError),
+    Crashed(String),
+}
+
+/// One attempt, spawned so that a panicking tool is caught as a JoinError instead of unwinding
+/// through the loop.
+async fn call_once(
+    tool: Arc<dyn Tool>,
+    args: serde_json::Value,
+    context: ToolContext,
+) -> Result<ToolOutput, Failure> {
+    let name = tool.spec().name.clone();
+    let task = tokio::spawn(async move { tool.call(args, &context).await });
+    match task.await {
+        Ok(Ok(output)) => Ok(output),
+        Ok(Err(error)) => Err(Failure::Tool(error)),
+        Err(join_error) => Err(Failure::Crashed(describe_join_error(&name, join_error))),
     }
 }
 

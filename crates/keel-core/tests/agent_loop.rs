@@ -224,7 +224,7 @@ async fn chat_returns_the_answer_and_keeps_its_conversation() {
     assert_eq!(provider.requests()[1].messages.len(), 4, "system + 3 turns");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_provider_failure_ends_the_run_in_error_with_the_message_stored() {
     let provider = Arc::new(ScriptedProvider::from_steps(vec![Step::error(401)]));
     let store = Arc::new(MemoryStore::new());

@@ -1,5 +1,7 @@
 //! Tools and helpers shared by the loop's integration tests.
 
+#![allow(dead_code)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -187,4 +189,33 @@ pub fn last_tool_message(request: &ChatRequest) -> String {
         .find(|m| m.role == Role::Tool)
         .map(|m| m.content.clone())
         .unwrap_or_default()
+}
+
+/// A tool that fails transiently `failures` times, then succeeds; counts its calls.
+pub struct Flaky {
+    pub calls: Arc<AtomicUsize>,
+}
+
+impl Flaky {
+    pub fn tool(
+        name: &str,
+        idempotent: bool,
+        failures: usize,
+    ) -> (Arc<dyn Tool>, Arc<AtomicUsize>) {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counter = calls.clone();
+        let mut spec = ToolSpec::new(name, "flaky", json!({"type": "object"}));
+        spec.idempotent = idempotent;
+        let tool = tool(spec, move |_| {
+            let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+            Box::pin(async move {
+                if n <= failures {
+                    Err(ToolError::transient(format!("HTTP 503 on attempt {n}")))
+                } else {
+                    Ok(ToolOutput::text(format!("ok on attempt {n}")))
+                }
+            })
+        });
+        (tool, calls)
+    }
 }

@@ -1,0 +1,181 @@
+//! What a run may do: its model chain, limits, budgets and guardrail thresholds. Serializable,
+//! so a checkpointed run carries the rules it was started with.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::budget::{Budgets, PriceTable};
+use crate::loop_guard::GuardConfig;
+use crate::recovery::RetryPolicy;
+
+/// Default cap on model calls per run.
+pub const DEFAULT_MAX_ITERATIONS: u32 = 25;
+/// Default hard cap that `request_more_iterations` may raise the limit to.
+pub const DEFAULT_ITERATION_CAP: u32 = 50;
+/// Default cap on the characters of one tool result.
+pub const DEFAULT_TOOL_RESULT_MAX_CHARS: usize = 8000;
+/// Default number of continuation prompts after an answer cut at `max_tokens`.
+pub const DEFAULT_MAX_TOKENS_RECOVERIES: u32 = 2;
+
+/// One model of the fallback chain: which provider, which model.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelTarget {
+    /// Provider name (a key of the agent's providers).
+    pub provider: String,
+    /// Model name as that provider knows it.
+    pub model: String,
+}
+
+impl ModelTarget {
+    /// A target.
+    pub fn new(provider: impl Into<String>, model: impl Into<String>) -> Self {
+        ModelTarget {
+            provider: provider.into(),
+            model: model.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ModelTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.provider, self.model)
+    }
+}
+
+/// What a run may do.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunSettings {
+    /// Provider of the primary model, for records and events.
+    pub provider: String,
+    /// The primary model.
+    pub model: String,
+    /// Models tried in order when the primary fails for good.
+    #[serde(default)]
+    pub fallbacks: Vec<ModelTarget>,
+    /// System prompt sent first on every call.
+    pub system_prompt: Option<String>,
+    /// Cap on model calls.
+    pub max_iterations: u32,
+    /// The highest `max_iterations` may be raised to by `request_more_iterations`; at or below
+    /// `max_iterations` the tool is not offered.
+    #[serde(default = "default_iteration_cap")]
+    pub iteration_cap: u32,
+    /// Cap on the characters of one tool result; longer results are cut with a marker.
+    pub tool_result_max_chars: usize,
+    /// Cap on output tokens per call.
+    pub max_tokens: Option<u32>,
+    /// Continuation prompts after an answer cut at `max_tokens`.
+    #[serde(default = "default_max_tokens_recoveries")]
+    pub max_tokens_recoveries: u32,
+    /// Ask the provider for streamed answers.
+    pub stream: bool,
+    /// Retries and backoff for failed model calls.
+    #[serde(default)]
+    pub retry: RetryPolicy,
+    /// Loop-guard thresholds.
+    #[serde(default)]
+    pub guard: GuardConfig,
+    /// Token and cost limits.
+    #[serde(default)]
+    pub budgets: Budgets,
+    /// Model prices, for the cost limit.
+    #[serde(default)]
+    pub prices: PriceTable,
+    /// At this age the run gets one last "summarize what you did" turn.
+    #[serde(default, with = "optional_millis")]
+    pub soft_timeout: Option<Duration>,
+    /// At this age the run stops as `timed_out`.
+    #[serde(default, with = "optional_millis")]
+    pub hard_timeout: Option<Duration>,
+    /// Someone can answer `ask_human` (an interactive chat), so the loop guard may ask them.
+    #[serde(default)]
+    pub human_reachable: bool,
+    /// The waits before each retry of a transient failure of an idempotent tool.
+    #[serde(default = "default_tool_retry_delays", with = "millis_list")]
+    pub tool_retry_delays: Vec<Duration>,
+}
+
+/// The waits before each retry of a transient tool failure (seed 001): 0.5 s, 2 s, 8 s.
+pub fn default_tool_retry_delays() -> Vec<Duration> {
+    vec![
+        Duration::from_millis(500),
+        Duration::from_secs(2),
+        Duration::from_secs(8),
+    ]
+}
+
+fn default_iteration_cap() -> u32 {
+    DEFAULT_ITERATION_CAP
+}
+
+fn default_max_tokens_recoveries() -> u32 {
+    DEFAULT_MAX_TOKENS_RECOVERIES
+}
+
+impl RunSettings {
+    /// Defaults for a provider and model.
+    pub fn new(provider: impl Into<String>, model: impl Into<String>) -> Self {
+        RunSettings {
+            provider: provider.into(),
+            model: model.into(),
+            fallbacks: Vec::new(),
+            system_prompt: None,
+            max_iterations: DEFAULT_MAX_ITERATIONS,
+            iteration_cap: DEFAULT_ITERATION_CAP,
+            tool_result_max_chars: DEFAULT_TOOL_RESULT_MAX_CHARS,
+            max_tokens: None,
+            max_tokens_recoveries: DEFAULT_MAX_TOKENS_RECOVERIES,
+            stream: true,
+            retry: RetryPolicy::default(),
+            guard: GuardConfig::default(),
+            budgets: Budgets::default(),
+            prices: PriceTable::default(),
+            soft_timeout: None,
+            hard_timeout: None,
+            human_reachable: false,
+            tool_retry_delays: default_tool_retry_delays(),
+        }
+    }
+
+    /// The primary model followed by the fallbacks.
+    pub fn chain(&self) -> Vec<ModelTarget> {
+        let mut chain = vec![ModelTarget::new(self.provider.clone(), self.model.clone())];
+        chain.extend(self.fallbacks.iter().cloned());
+        chain
+    }
+}
+
+mod optional_millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(d) => s.serialize_some(&(d.as_millis() as u64)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_millis))
+    }
+}
+
+mod millis_list {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &[Duration], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(value.iter().map(|d| d.as_millis() as u64))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Duration>, D::Error> {
+        Ok(Vec::<u64>::deserialize(d)?
+            .into_iter()
+            .map(Duration::from_millis)
+            .collect())
+    }
+}
