@@ -26,6 +26,8 @@ pub enum Command {
     Chat(ChatArgs),
     /// List stored sessions, or print one's transcript.
     Sessions(SessionsArgs),
+    /// List users with their monthly token budget and this month's usage, or set a budget.
+    Users(UsersArgs),
     /// A built-in scripted scenario on the in-process mock model; needs no key and no network.
     Demo,
     /// Serve a scripted model over HTTP (chat-completions, Responses and Anthropic Messages).
@@ -33,7 +35,7 @@ pub enum Command {
 }
 
 /// How to reach a model and run the loop; shared by `run` and `chat`.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct AgentArgs {
     /// Model provider: `openai`, `openai-responses`, `anthropic`, `mock` (a `keel mock-provider`),
     /// or a `[providers.NAME]` of keel.toml.
@@ -68,6 +70,31 @@ pub struct AgentArgs {
     /// Append every event as a JSON line to FILE.
     #[arg(long, value_name = "FILE")]
     pub events: Option<PathBuf>,
+
+    /// A model to fall back to when the primary fails for good: `provider:model`, or a model of
+    /// the same provider. Repeat for a chain.
+    #[arg(long = "fallback-model", value_name = "M")]
+    pub fallback_models: Vec<String>,
+
+    /// After this many seconds, one last "summarize what you did" turn.
+    #[arg(long, value_name = "SECS")]
+    pub soft_timeout: Option<f64>,
+
+    /// After this many seconds, stop as timed_out.
+    #[arg(long, value_name = "SECS")]
+    pub hard_timeout: Option<f64>,
+
+    /// Most tokens (input + output) the run may use.
+    #[arg(long, value_name = "N")]
+    pub token_budget: Option<u64>,
+
+    /// Most dollars the run may spend (at the price table's prices).
+    #[arg(long, value_name = "USD")]
+    pub cost_limit: Option<f64>,
+
+    /// The user the run is for: their monthly token budget applies (see `keel users`).
+    #[arg(long, value_name = "ID")]
+    pub user: Option<String>,
 }
 
 /// `keel run`.
@@ -121,6 +148,35 @@ pub enum SessionsAction {
     Show {
         /// Session id.
         id: String,
+    },
+}
+
+/// `keel users`.
+#[derive(Debug, Args)]
+pub struct UsersArgs {
+    /// `set ID` changes a user's budget.
+    #[command(subcommand)]
+    pub action: Option<UsersAction>,
+}
+
+/// `keel users` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum UsersAction {
+    /// Set a user's monthly token budget.
+    Set {
+        /// User id.
+        id: String,
+        /// Most tokens per calendar month (UTC).
+        #[arg(
+            long,
+            value_name = "N",
+            conflicts_with = "unlimited",
+            required_unless_present = "unlimited"
+        )]
+        monthly_tokens: Option<u64>,
+        /// No monthly limit.
+        #[arg(long)]
+        unlimited: bool,
     },
 }
 

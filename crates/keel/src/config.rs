@@ -1,18 +1,16 @@
-//! Configuration: `keel.toml` (in `$KEEL_HOME`, or `--config FILE`), then the environment, then
-//! flags — each later source wins. Every problem is one line that says what to fix.
+//! The configuration file: `keel.toml` (in `$KEEL_HOME`, or `--config FILE`), its format, and
+//! loading it — with the last known good copy (`keel.toml.lastgood`, saved after every
+//! successful model call) standing in when the file is broken. Every problem is one line that
+//! says what to fix.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
+use keel_core::budget::Price;
+use keel_core::{Event, EventKind, EventSink};
 use keel_providers::Api;
 use serde::Deserialize;
-
-use crate::cli::AgentArgs;
-
-/// The system prompt used when the configuration sets none.
-pub const DEFAULT_SYSTEM_PROMPT: &str = "You are keel, an agent that completes tasks with tools. \
-Use the file tools to inspect and change files in the workspace; paths are relative to it. \
-When the task is done, answer briefly with what you did.";
 
 /// The providers keel knows without configuration.
 pub const BUILTIN_PROVIDERS: [&str; 4] = ["openai", "openai-responses", "anthropic", "mock"];
@@ -23,7 +21,7 @@ pub const BUILTIN_PROVIDERS: [&str; 4] = ["openai", "openai-responses", "anthrop
 pub struct ConfigError(pub String);
 
 /// What `keel.toml` may contain. Unknown keys are an error, so typos do not pass silently.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
     /// The provider to use: a built-in name or a key of `providers`.
@@ -47,6 +45,27 @@ pub struct FileConfig {
     /// Named providers, `[providers.NAME]`.
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderConfig>,
+    /// `[models]`: the fallback chain.
+    #[serde(default)]
+    pub models: ModelsConfig,
+    /// `[retry]`: retries of failed model calls.
+    #[serde(default)]
+    pub retry: RetryConfig,
+    /// `[guardrails]`: loop guard and iteration thresholds.
+    #[serde(default)]
+    pub guardrails: GuardrailsConfig,
+    /// `[budgets]`: per-run token and cost limits.
+    #[serde(default)]
+    pub budgets: BudgetsConfig,
+    /// `[prices.MODEL]`: USD per million tokens, added to the built-in table.
+    #[serde(default)]
+    pub prices: BTreeMap<String, Price>,
+    /// `[limits]`: time limits.
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    /// `[tools]`: tool settings.
+    #[serde(default)]
+    pub tools: ToolsConfig,
 }
 
 /// One `[providers.NAME]` table.
@@ -67,40 +86,129 @@ pub struct ProviderConfig {
     pub prompt_caching: Option<bool>,
 }
 
-/// The provider an invocation talks to, fully resolved.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ProviderChoice {
-    /// Its name (built-in or configured).
-    pub name: String,
-    /// The wire API it speaks.
-    pub api: Api,
-    /// Its base URL.
-    pub base_url: String,
-    /// Its key, when one is set.
-    pub api_key: Option<String>,
-    /// Anthropic prompt caching.
-    pub prompt_caching: bool,
+/// `[models]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelsConfig {
+    /// Models tried in order when the primary fails for good: `provider:model` or a model of
+    /// the primary provider.
+    #[serde(default)]
+    pub fallback: Vec<String>,
 }
 
-/// The effective settings of one invocation.
-#[derive(Clone, Debug)]
-pub struct Settings {
-    /// The provider.
-    pub provider: ProviderChoice,
-    /// Model name.
-    pub model: String,
-    /// System prompt.
-    pub system_prompt: String,
-    /// Cap on model calls per turn.
-    pub max_iterations: Option<u32>,
-    /// Cap on the characters of one tool result.
-    pub tool_result_max_chars: Option<usize>,
-    /// Cap on output tokens per model call.
-    pub max_tokens: Option<u32>,
-    /// Stream answers.
-    pub stream: bool,
-    /// Directory the file tools are confined to.
-    pub workspace: PathBuf,
+/// `[retry]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryConfig {
+    /// Retries per model for transient failures (default 2).
+    pub max_retries: Option<u32>,
+    /// First backoff in milliseconds, doubled each retry (default 1000).
+    pub base_delay_ms: Option<u64>,
+    /// Longest backoff in milliseconds (default 30000).
+    pub max_delay_ms: Option<u64>,
+    /// Longest Retry-After wait honoured, in milliseconds (default 60000).
+    pub retry_after_cap_ms: Option<u64>,
+}
+
+/// `[guardrails]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuardrailsConfig {
+    /// Recent calls the thrash detectors look at (default 6).
+    pub window: Option<usize>,
+    /// Identical calls in the window that count as thrash (default 3).
+    pub identical_calls: Option<usize>,
+    /// Same-tool calls learning nothing that count as thrash (default 4).
+    pub pattern_calls: Option<usize>,
+    /// Identical consecutive batches that count as thrash (default 3).
+    pub repeated_batches: Option<usize>,
+    /// Identical consecutive answers that count as thrash (default 3).
+    pub repeated_texts: Option<usize>,
+    /// Continuations of an answer cut at max_tokens (default 2).
+    pub max_tokens_recoveries: Option<u32>,
+    /// The highest `request_more_iterations` may raise the limit to (default 50).
+    pub iteration_cap: Option<u32>,
+}
+
+/// `[budgets]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetsConfig {
+    /// Most tokens per run.
+    pub token_budget: Option<u64>,
+    /// Most dollars per run.
+    pub cost_limit: Option<f64>,
+    /// Warn when fewer tokens than this remain (default 512).
+    pub reserve_tokens: Option<u64>,
+    /// Warn when less than this fraction of the cost limit remains (default 0.1).
+    pub reserve_cost_fraction: Option<f64>,
+}
+
+/// `[limits]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Seconds until the last "summarize what you did" turn.
+    pub soft_timeout_secs: Option<f64>,
+    /// Seconds until the run stops as timed_out.
+    pub hard_timeout_secs: Option<f64>,
+}
+
+/// `[tools]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// Waits before each retry of a transient failure of an idempotent tool, in milliseconds
+    /// (default [500, 2000, 8000]).
+    pub retry_delays_ms: Option<Vec<u64>>,
+    /// Hosts `http_get` may fetch from (and their subdomains); empty or absent: any host.
+    pub http_allowed_hosts: Option<Vec<String>>,
+}
+
+impl FileConfig {
+    /// Checks what the file alone can get wrong: unknown APIs, impossible limits, bad prices.
+    pub fn validate(&self) -> Result<(), String> {
+        for (name, provider) in &self.providers {
+            if let Some(api) = &provider.api
+                && Api::parse(api).is_none()
+            {
+                return Err(format!(
+                    "[providers.{name}] api = \"{api}\": use openai-chat, openai-responses or \
+                     anthropic-messages"
+                ));
+            }
+        }
+        if self.max_iterations == Some(0) {
+            return Err("max_iterations must be at least 1".into());
+        }
+        if self.tool_result_max_chars == Some(0) {
+            return Err("tool_result_max_chars must be at least 1".into());
+        }
+        for (model, price) in &self.prices {
+            if !(price.input >= 0.0 && price.output >= 0.0) {
+                return Err(format!("[prices.\"{model}\"]: prices must be zero or more"));
+            }
+        }
+        let budgets = &self.budgets;
+        if budgets.cost_limit.is_some_and(|c| c.is_nan() || c <= 0.0) {
+            return Err("[budgets] cost_limit must be more than 0".into());
+        }
+        if budgets
+            .reserve_cost_fraction
+            .is_some_and(|f| !(0.0..=1.0).contains(&f))
+        {
+            return Err("[budgets] reserve_cost_fraction must be between 0 and 1".into());
+        }
+        for (key, secs) in [
+            ("soft_timeout_secs", self.limits.soft_timeout_secs),
+            ("hard_timeout_secs", self.limits.hard_timeout_secs),
+        ] {
+            if secs.is_some_and(|s| s.is_nan() || s <= 0.0) {
+                return Err(format!("[limits] {key} must be more than 0"));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// keel's home directory: `$KEEL_HOME`, else the platform data directory's `keel`.
@@ -113,9 +221,65 @@ pub fn keel_home() -> Result<PathBuf, ConfigError> {
         .ok_or_else(|| ConfigError("cannot find a data directory: set KEEL_HOME".into()))
 }
 
+/// A configuration file as loaded.
+#[derive(Clone, Debug, Default)]
+pub struct Loaded {
+    /// What it says.
+    pub file: FileConfig,
+    /// The file it came from and its text, when it is the real file (not the last good copy)
+    /// and exists: what is saved as the last good configuration after a successful call.
+    pub source: Option<(PathBuf, String)>,
+    /// Set when the file was broken and the last good copy stood in.
+    pub fallback: Option<FallbackNotice>,
+}
+
+/// The file was broken; its last good copy was used.
+#[derive(Clone, Debug)]
+pub struct FallbackNotice {
+    /// The broken file.
+    pub path: PathBuf,
+    /// What is wrong with it.
+    pub error: String,
+    /// The copy used instead.
+    pub used: PathBuf,
+}
+
+impl FallbackNotice {
+    /// The line shown to the user.
+    pub fn warning(&self) -> String {
+        format!(
+            "keel: warning: {}; using the last good configuration {}",
+            self.error,
+            self.used.display()
+        )
+    }
+
+    /// The event recorded for it.
+    pub fn event(&self, session_id: &str) -> Event {
+        Event {
+            ts: chrono::Utc::now(),
+            run_id: String::new(),
+            session_id: session_id.to_string(),
+            kind: EventKind::ConfigFallback {
+                path: self.path.display().to_string(),
+                error: self.error.clone(),
+                used: self.used.display().to_string(),
+            },
+        }
+    }
+}
+
+/// Where the last good copy of `path` is kept.
+pub fn lastgood_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(".lastgood");
+    PathBuf::from(name)
+}
+
 /// Reads the configuration file: `explicit` must exist; the default `$KEEL_HOME/keel.toml`
-/// may be absent.
-pub fn load_file(explicit: Option<&Path>, home: &Path) -> Result<FileConfig, ConfigError> {
+/// may be absent. A file that fails to parse or validate is replaced by its last good copy
+/// when there is one.
+pub fn load(explicit: Option<&Path>, home: &Path) -> Result<Loaded, ConfigError> {
     let (path, required) = match explicit {
         Some(path) => (path.to_path_buf(), true),
         None => (home.join("keel.toml"), false),
@@ -123,7 +287,7 @@ pub fn load_file(explicit: Option<&Path>, home: &Path) -> Result<FileConfig, Con
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
-            return Ok(FileConfig::default());
+            return Ok(Loaded::default());
         }
         Err(e) => {
             return Err(ConfigError(format!(
@@ -132,9 +296,34 @@ pub fn load_file(explicit: Option<&Path>, home: &Path) -> Result<FileConfig, Con
             )));
         }
     };
-    parse_file(&text).map_err(|message| {
-        ConfigError(format!("invalid config file {}: {message}", path.display()))
+    let error = match parse_valid(&text) {
+        Ok(file) => {
+            return Ok(Loaded {
+                file,
+                source: Some((path, text)),
+                fallback: None,
+            });
+        }
+        Err(message) => format!("invalid config file {}: {message}", path.display()),
+    };
+    let used = lastgood_path(&path);
+    let Some(file) = std::fs::read_to_string(&used)
+        .ok()
+        .and_then(|text| parse_valid(&text).ok())
+    else {
+        return Err(ConfigError(error));
+    };
+    Ok(Loaded {
+        file,
+        source: None,
+        fallback: Some(FallbackNotice { path, error, used }),
     })
+}
+
+fn parse_valid(text: &str) -> Result<FileConfig, String> {
+    let file = parse_file(text)?;
+    file.validate()?;
+    Ok(file)
 }
 
 /// Parses `keel.toml` text; the error is one line with the line number.
@@ -168,167 +357,35 @@ fn line_of_key(text: &str, key: &str) -> Option<usize> {
         .map(|index| index + 1)
 }
 
-/// Combines file, environment and flags into the effective settings.
-pub fn resolve(
-    file: FileConfig,
-    env: &dyn Fn(&str) -> Option<String>,
-    flags: &AgentArgs,
-) -> Result<Settings, ConfigError> {
-    let model_flag = flags.model.clone().or_else(|| env("KEEL_MODEL"));
-    let name = flags
-        .provider
-        .clone()
-        .or_else(|| env("KEEL_PROVIDER"))
-        .or_else(|| file.provider.clone())
-        .or_else(|| provider_serving(&file, model_flag.as_deref()))
-        .unwrap_or_else(|| "openai".to_string());
-    let defined = file.providers.get(&name).cloned();
-    if defined.is_none() && !BUILTIN_PROVIDERS.contains(&name.as_str()) {
-        let mut known: Vec<&str> = BUILTIN_PROVIDERS.to_vec();
-        known.extend(file.providers.keys().map(String::as_str));
-        return Err(ConfigError(format!(
-            "unknown provider `{name}`: use one of {} or define [providers.{name}] in keel.toml",
-            known.join(", ")
-        )));
-    }
-    let defined = defined.unwrap_or_default();
-    let file_base_url = match file.provider.as_deref() {
-        // A top-level base_url belongs to the top-level provider.
-        Some(top) if top == name => file.base_url.clone(),
-        None if flags.provider.is_none() && env("KEEL_PROVIDER").is_none() => file.base_url.clone(),
-        _ => None,
-    };
-    let provider = choose_provider(&name, &defined, file_base_url, env, flags)?;
-    let model = model_flag
-        .or(file.model)
-        .or_else(|| defined.models.first().cloned())
-        .unwrap_or_else(|| default_model(&name, provider.api).to_string());
-    if flags.max_iterations == Some(0) || file.max_iterations == Some(0) {
-        return Err(ConfigError("max_iterations must be at least 1".into()));
-    }
-    if file.tool_result_max_chars == Some(0) {
-        return Err(ConfigError(
-            "tool_result_max_chars must be at least 1".into(),
-        ));
-    }
-    Ok(Settings {
-        provider,
-        model,
-        system_prompt: file
-            .system_prompt
-            .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_string()),
-        max_iterations: flags.max_iterations.or(file.max_iterations),
-        tool_result_max_chars: file.tool_result_max_chars,
-        max_tokens: file.max_tokens,
-        stream: !flags.no_stream && file.stream.unwrap_or(true),
-        workspace: flags
-            .workspace
-            .clone()
-            .or(file.workspace)
-            .unwrap_or_else(|| PathBuf::from(".")),
-    })
+/// Saves the configuration file as its last good copy after the first successful model call
+/// of the process (atomically: a temporary file renamed over the copy).
+pub struct LastGoodSaver {
+    pending: Mutex<Option<(PathBuf, String)>>,
 }
 
-/// The one configured provider whose `models` lists `model`.
-fn provider_serving(file: &FileConfig, model: Option<&str>) -> Option<String> {
-    let model = model?;
-    let mut serving = file
-        .providers
-        .iter()
-        .filter(|(_, p)| p.models.iter().any(|m| m == model));
-    match (serving.next(), serving.next()) {
-        (Some((name, _)), None) => Some(name.clone()),
-        _ => None,
+impl LastGoodSaver {
+    /// A saver for `source` (nothing to do when `None`).
+    pub fn new(source: Option<(PathBuf, String)>) -> Self {
+        LastGoodSaver {
+            pending: Mutex::new(source),
+        }
     }
 }
 
-fn choose_provider(
-    name: &str,
-    defined: &ProviderConfig,
-    file_base_url: Option<String>,
-    env: &dyn Fn(&str) -> Option<String>,
-    flags: &AgentArgs,
-) -> Result<ProviderChoice, ConfigError> {
-    let explicit_api = match flags.api.as_deref().or(defined.api.as_deref()) {
-        Some(text) => Some(Api::parse(text).ok_or_else(|| {
-            ConfigError(format!(
-                "unknown api `{text}`: use openai-chat, openai-responses or anthropic-messages"
-            ))
-        })?),
-        None => None,
-    };
-    let is_mock = name == "mock";
-    let file_url = defined.base_url.clone().or(file_base_url);
-    let api = Api::resolve(
-        explicit_api,
-        name,
-        flags.base_url.as_deref().or(file_url.as_deref()),
-    );
-    // The API's own environment variable counts for built-in providers only: a configured
-    // `[providers.local]` must not be redirected by OPENAI_BASE_URL.
-    let env_url = (BUILTIN_PROVIDERS.contains(&name) && !is_mock)
-        .then(|| env(api.base_url_env()))
-        .flatten();
-    let raw_url = flags.base_url.clone().or(env_url).or(file_url);
-    if is_mock && raw_url.is_none() {
-        return Err(ConfigError(
-            "--provider mock needs --base-url: start a mock with `keel mock-provider --script \
-             FILE` and pass the address it prints"
-                .into(),
-        ));
-    }
-    let base_url = normalize_base_url(raw_url.as_deref().unwrap_or(api.default_base_url()))?;
-    let key_env = defined
-        .api_key_env
-        .clone()
-        .unwrap_or_else(|| api.default_key_env().to_string());
-    let api_key = if is_mock {
-        None
-    } else {
-        env(&key_env).filter(|k| !k.trim().is_empty())
-    };
-    let official = base_url.contains("api.openai.com") || base_url.contains("api.anthropic.com");
-    if api_key.is_none() && !is_mock && (official || defined.api_key_env.is_some()) {
-        return Err(ConfigError(format!(
-            "{key_env} is not set: export {key_env}=<your key>, or point --base-url at a server \
-             that needs no key"
-        )));
-    }
-    Ok(ProviderChoice {
-        name: name.to_string(),
-        api,
-        base_url,
-        api_key,
-        prompt_caching: defined.prompt_caching.unwrap_or(true),
-    })
-}
-
-fn default_model(provider: &str, api: Api) -> &'static str {
-    match (provider, api) {
-        ("mock", _) => "mock-model",
-        (_, Api::AnthropicMessages) => "claude-sonnet-4-5",
-        _ => "gpt-4o-mini",
-    }
-}
-
-/// Checks a base URL and gives a bare `http://host:port` the conventional `/v1` path.
-fn normalize_base_url(url: &str) -> Result<String, ConfigError> {
-    let trimmed = url.trim().trim_end_matches('/');
-    let rest = trimmed
-        .strip_prefix("http://")
-        .or_else(|| trimmed.strip_prefix("https://"))
-        .ok_or_else(|| {
-            ConfigError(format!(
-                "invalid base URL `{url}`: it must start with http:// or https://"
-            ))
-        })?;
-    if rest.is_empty() {
-        return Err(ConfigError(format!("invalid base URL `{url}`: no host")));
-    }
-    if rest.contains('/') {
-        Ok(trimmed.to_string())
-    } else {
-        Ok(format!("{trimmed}/v1"))
+impl EventSink for LastGoodSaver {
+    fn emit(&self, event: &Event) {
+        if !matches!(event.kind, EventKind::ModelResponse { .. }) {
+            return;
+        }
+        let Some((path, text)) = self.pending.lock().ok().and_then(|mut p| p.take()) else {
+            return;
+        };
+        let target = lastgood_path(&path);
+        let temporary = target.with_extension("lastgood.tmp");
+        // Best effort: failing to save the copy must not fail the run.
+        if std::fs::write(&temporary, text).is_ok() {
+            let _ = std::fs::rename(&temporary, &target);
+        }
     }
 }
 

@@ -1,187 +1,6 @@
-//! Tests of configuration loading and provider resolution.
+//! Tests of the configuration file: parsing, validation, and the last known good copy.
 
 use super::*;
-
-fn flags() -> AgentArgs {
-    AgentArgs {
-        provider: None,
-        api: None,
-        model: None,
-        base_url: None,
-        max_iterations: None,
-        workspace: None,
-        no_stream: false,
-        events: None,
-    }
-}
-
-fn no_env(_: &str) -> Option<String> {
-    None
-}
-
-fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-    move |key| {
-        pairs
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| v.to_string())
-    }
-}
-
-fn with_provider(name: &str) -> AgentArgs {
-    let mut f = flags();
-    f.provider = Some(name.into());
-    f
-}
-
-#[test]
-fn a_missing_key_names_the_variable() {
-    let err = resolve(FileConfig::default(), &no_env, &flags()).unwrap_err();
-    assert!(err.0.starts_with("OPENAI_API_KEY is not set"), "{err}");
-    let err = resolve(FileConfig::default(), &no_env, &with_provider("anthropic")).unwrap_err();
-    assert!(err.0.starts_with("ANTHROPIC_API_KEY is not set"), "{err}");
-}
-
-#[test]
-fn built_in_providers_speak_their_api_at_their_official_url() {
-    let env = env_of(&[("OPENAI_API_KEY", "sk-o"), ("ANTHROPIC_API_KEY", "sk-a")]);
-    let openai = resolve(FileConfig::default(), &env, &flags()).unwrap();
-    assert_eq!(openai.provider.api, Api::OpenAiChat);
-    assert_eq!(openai.provider.base_url, "https://api.openai.com/v1");
-    assert_eq!(openai.provider.api_key.as_deref(), Some("sk-o"));
-    assert_eq!(openai.model, "gpt-4o-mini");
-    let responses = resolve(
-        FileConfig::default(),
-        &env,
-        &with_provider("openai-responses"),
-    )
-    .unwrap();
-    assert_eq!(responses.provider.api, Api::OpenAiResponses);
-    let anthropic = resolve(FileConfig::default(), &env, &with_provider("anthropic")).unwrap();
-    assert_eq!(anthropic.provider.api, Api::AnthropicMessages);
-    assert_eq!(anthropic.provider.base_url, "https://api.anthropic.com/v1");
-    assert_eq!(anthropic.provider.api_key.as_deref(), Some("sk-a"));
-    assert!(anthropic.model.starts_with("claude"));
-}
-
-#[test]
-fn flags_beat_environment_beat_file() {
-    let file =
-        parse_file("model = \"from-file\"\nmax_iterations = 7\nbase_url = \"http://f:1/v1\"")
-            .unwrap();
-    let env = env_of(&[("KEEL_MODEL", "from-env")]);
-    let settings = resolve(file, &env, &flags()).unwrap();
-    assert_eq!(settings.model, "from-env");
-    assert_eq!(settings.max_iterations, Some(7));
-    assert_eq!(settings.provider.base_url, "http://f:1/v1");
-    let mut f = flags();
-    f.model = Some("from-flag".into());
-    f.base_url = Some("http://flag:2".into());
-    let file = parse_file("model = \"from-file\"\nbase_url = \"http://f:1/v1\"").unwrap();
-    let env = env_of(&[
-        ("KEEL_MODEL", "from-env"),
-        ("OPENAI_BASE_URL", "http://env:3/v1"),
-    ]);
-    let settings = resolve(file, &env, &f).unwrap();
-    assert_eq!(settings.model, "from-flag");
-    assert_eq!(settings.provider.base_url, "http://flag:2/v1");
-}
-
-#[test]
-fn named_providers_resolve_api_url_key_and_models() {
-    let file = parse_file(
-        r#"
-provider = "local"
-[providers.local]
-base_url = "http://localhost:11434"
-models = ["llama3.1", "qwen3"]
-
-[providers.claude]
-api_key_env = "WORK_CLAUDE_KEY"
-models = ["claude-haiku-4-5"]
-
-[providers.proxy]
-api = "openai-responses"
-base_url = "http://proxy:8080/v1"
-"#,
-    )
-    .unwrap();
-    let local = resolve(file, &no_env, &flags()).unwrap();
-    assert_eq!(local.provider.name, "local");
-    assert_eq!(
-        local.provider.api,
-        Api::OpenAiChat,
-        "no hint: chat-completions"
-    );
-    assert_eq!(local.provider.base_url, "http://localhost:11434/v1");
-    assert_eq!(local.provider.api_key, None, "a local server needs no key");
-    assert_eq!(local.model, "llama3.1", "first listed model");
-
-    let reparse = |text: &str| parse_file(text).unwrap();
-    let text = "[providers.claude]\napi_key_env = \"WORK_CLAUDE_KEY\"\nmodels = [\"claude-haiku-4-5\"]\n[providers.proxy]\napi = \"openai-responses\"\nbase_url = \"http://proxy:8080/v1\"\n";
-    // The name implies the API; its own key variable is required and named when missing.
-    let err = resolve(reparse(text), &no_env, &with_provider("claude")).unwrap_err();
-    assert!(err.0.starts_with("WORK_CLAUDE_KEY is not set"), "{err}");
-    let env = env_of(&[("WORK_CLAUDE_KEY", "k")]);
-    let claude = resolve(reparse(text), &env, &with_provider("claude")).unwrap();
-    assert_eq!(claude.provider.api, Api::AnthropicMessages);
-    assert_eq!(claude.provider.base_url, "https://api.anthropic.com/v1");
-    // A model listed by one provider picks it.
-    let mut f = flags();
-    f.model = Some("claude-haiku-4-5".into());
-    assert_eq!(
-        resolve(reparse(text), &env, &f).unwrap().provider.name,
-        "claude"
-    );
-    // An explicit api wins; OPENAI_BASE_URL does not redirect a configured provider.
-    let env = env_of(&[("OPENAI_BASE_URL", "http://elsewhere/v1")]);
-    let proxy = resolve(reparse(text), &env, &with_provider("proxy")).unwrap();
-    assert_eq!(proxy.provider.api, Api::OpenAiResponses);
-    assert_eq!(proxy.provider.base_url, "http://proxy:8080/v1");
-    // --api beats the configuration.
-    let mut f = with_provider("proxy");
-    f.api = Some("anthropic-messages".into());
-    assert_eq!(
-        resolve(reparse(text), &no_env, &f).unwrap().provider.api,
-        Api::AnthropicMessages
-    );
-}
-
-#[test]
-fn the_mock_speaks_any_api_and_needs_no_key() {
-    let mut f = with_provider("mock");
-    f.base_url = Some("http://127.0.0.1:5000".into());
-    f.api = Some("anthropic".into());
-    let mock = resolve(
-        FileConfig::default(),
-        &env_of(&[("ANTHROPIC_API_KEY", "k")]),
-        &f,
-    )
-    .unwrap();
-    assert_eq!(mock.provider.api, Api::AnthropicMessages);
-    assert_eq!(mock.provider.api_key, None);
-    assert_eq!(mock.model, "mock-model");
-    assert!(
-        resolve(FileConfig::default(), &no_env, &with_provider("mock"))
-            .unwrap_err()
-            .0
-            .contains("--base-url")
-    );
-}
-
-#[test]
-fn unknown_names_are_refused_with_the_choices() {
-    let err = resolve(FileConfig::default(), &no_env, &with_provider("gemini")).unwrap_err();
-    assert!(
-        err.0.contains("unknown provider `gemini`") && err.0.contains("anthropic"),
-        "{err}"
-    );
-    let mut f = with_provider("mock");
-    f.base_url = Some("http://h:1".into());
-    f.api = Some("grpc".into());
-    let err = resolve(FileConfig::default(), &no_env, &f).unwrap_err();
-    assert!(err.0.contains("unknown api `grpc`"), "{err}");
-}
 
 #[test]
 fn invalid_files_give_one_line_with_the_line_number() {
@@ -195,14 +14,75 @@ fn invalid_files_give_one_line_with_the_line_number() {
 }
 
 #[test]
-fn bare_host_urls_get_v1_and_bad_urls_are_refused() {
+fn the_file_is_validated_beyond_its_syntax() {
+    let bad = [
+        ("[providers.x]\napi = \"grpc\"\n", "api = \"grpc\""),
+        ("max_iterations = 0\n", "max_iterations"),
+        (
+            "[budgets]\nreserve_cost_fraction = 2.0\n",
+            "reserve_cost_fraction",
+        ),
+        ("[limits]\nhard_timeout_secs = -1\n", "hard_timeout_secs"),
+        ("[prices.\"m\"]\ninput = -1\noutput = 1\n", "prices"),
+    ];
+    for (text, needle) in bad {
+        let err = parse_file(text).unwrap().validate().unwrap_err();
+        assert!(err.contains(needle), "{text}: {err}");
+    }
+}
+
+#[test]
+fn a_broken_file_falls_back_to_its_last_good_copy() {
+    let home = tempfile::tempdir().unwrap();
+    let path = home.path().join("keel.toml");
+    std::fs::write(&path, "model = \"good\"\n").unwrap();
+    let loaded = load(None, home.path()).unwrap();
+    assert_eq!(loaded.file.model.as_deref(), Some("good"));
+    assert!(loaded.fallback.is_none());
+
+    // A successful model call saves the file as its last good copy.
+    let saver = LastGoodSaver::new(loaded.source);
+    saver.emit(&response_event());
     assert_eq!(
-        normalize_base_url("http://127.0.0.1:8080").unwrap(),
-        "http://127.0.0.1:8080/v1"
+        std::fs::read_to_string(lastgood_path(&path)).unwrap(),
+        "model = \"good\"\n"
     );
-    assert_eq!(
-        normalize_base_url("http://h/api/v1/").unwrap(),
-        "http://h/api/v1"
-    );
-    assert!(normalize_base_url("localhost:8080").is_err());
+
+    // The file breaks: the copy stands in, with a notice saying why.
+    std::fs::write(&path, "model = \"bad\"\nmax_iteratons = 3\n").unwrap();
+    let loaded = load(None, home.path()).unwrap();
+    assert_eq!(loaded.file.model.as_deref(), Some("good"));
+    assert!(loaded.source.is_none(), "the copy is not saved over itself");
+    let notice = loaded.fallback.unwrap();
+    assert!(notice.warning().contains("line 2") && notice.warning().contains("lastgood"));
+    assert_eq!(notice.event("s").kind.name(), "agent.config.fallback");
+
+    // Without a copy, the error stands.
+    std::fs::remove_file(lastgood_path(&path)).unwrap();
+    let err = load(None, home.path()).unwrap_err();
+    assert!(err.0.contains("invalid config file") && err.0.contains("max_iteratons"));
+}
+
+#[test]
+fn a_missing_default_file_is_fine_and_a_missing_explicit_one_is_not() {
+    let home = tempfile::tempdir().unwrap();
+    assert!(load(None, home.path()).unwrap().source.is_none());
+    let err = load(Some(&home.path().join("nope.toml")), home.path()).unwrap_err();
+    assert!(err.0.contains("cannot read config file"), "{err}");
+}
+
+fn response_event() -> Event {
+    Event {
+        ts: chrono::Utc::now(),
+        run_id: "r".into(),
+        session_id: "s".into(),
+        kind: EventKind::ModelResponse {
+            iteration: 1,
+            model: "m".into(),
+            stop_reason: keel_core::StopReason::EndTurn,
+            tool_calls: 0,
+            usage: keel_core::Usage::default(),
+            latency_ms: 1,
+        },
+    }
 }

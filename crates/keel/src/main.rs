@@ -7,6 +7,7 @@ mod cli;
 mod commands;
 mod config;
 mod output;
+mod resolve;
 mod setup;
 
 use std::process::ExitCode;
@@ -33,6 +34,7 @@ fn main() -> ExitCode {
         Command::Run(args) => runtime.block_on(commands::run::run(config, args)),
         Command::Chat(args) => commands::chat::chat(&runtime, config, args),
         Command::Sessions(args) => runtime.block_on(commands::sessions::sessions(args)),
+        Command::Users(args) => runtime.block_on(commands::users::users(args)),
         Command::Demo => runtime.block_on(commands::demo::demo()),
         Command::MockProvider(args) => runtime.block_on(commands::mock_provider::serve(args)),
     };

@@ -139,6 +139,52 @@ impl EventSink for TerminalOutput {
                 };
                 self.activity(&mut state, line);
             }
+            EventKind::ProviderRetry {
+                model,
+                attempt,
+                wait_ms,
+                kind,
+                ..
+            } => self.activity(
+                &mut state,
+                format!(
+                    "↻ {model} failed ({kind}); retry {attempt} in {:.1} s",
+                    *wait_ms as f64 / 1000.0
+                ),
+            ),
+            EventKind::ProviderFallback { from, to, kind, .. } => self.activity(
+                &mut state,
+                format!("↪ {from} failed ({kind}); falling back to {to}"),
+            ),
+            EventKind::ToolRetry {
+                name,
+                attempt,
+                wait_ms,
+                error,
+                ..
+            } => self.activity(
+                &mut state,
+                format!(
+                    "↻ {name} failed ({}); retry {attempt} in {:.1} s",
+                    one_line(error, 100),
+                    *wait_ms as f64 / 1000.0
+                ),
+            ),
+            EventKind::GuardrailEscalated { action, .. } => {
+                self.activity(&mut state, format!("⚠ loop guard: {action}"))
+            }
+            EventKind::BudgetNear { tokens, cost, .. } => self.activity(
+                &mut state,
+                format!("⚠ close to the budget ({tokens} tokens, ${cost:.4} so far)"),
+            ),
+            EventKind::SoftLimit { .. } => self.activity(
+                &mut state,
+                "⚠ soft time limit reached: asking for a summary".to_string(),
+            ),
+            EventKind::MaxTokensRecovery { attempt, limit } => self.activity(
+                &mut state,
+                format!("… answer cut at max_tokens; continuing ({attempt} of {limit})"),
+            ),
             EventKind::ModelError { .. }
             | EventKind::RunCompleted { .. }
             | EventKind::RunFailed { .. }

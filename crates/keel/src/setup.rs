@@ -1,4 +1,4 @@
-//! Putting the pieces together for one invocation: the store, the provider, the tools and the
+//! Putting the pieces together for one invocation: the store, the providers, the tools and the
 //! agent, from the effective settings.
 
 use std::path::Path;
@@ -8,10 +8,11 @@ use anyhow::Context;
 use keel_core::{Agent, EventSink, Provider, Store};
 use keel_providers::{Endpoint, connect};
 use keel_store::SqliteStore;
-use keel_tools::{Workspace, file_tools};
+use keel_tools::{HttpGetConfig, Workspace, file_tools, http_tools};
 
 use crate::cli::AgentArgs;
-use crate::config::{self, ConfigError, Settings};
+use crate::config::{self, ConfigError, FallbackNotice};
+use crate::resolve::{self, ProviderChoice, Settings};
 
 /// Opens the SQLite store at `$KEEL_HOME/keel.db`.
 pub async fn open_store(home: &Path) -> anyhow::Result<Arc<dyn Store>> {
@@ -19,19 +20,33 @@ pub async fn open_store(home: &Path) -> anyhow::Result<Arc<dyn Store>> {
     Ok(Arc::new(store))
 }
 
-/// Reads `keel.toml`, the environment and the flags into the effective settings.
+/// The effective settings and where they came from.
+pub struct Configured {
+    /// The settings.
+    pub settings: Settings,
+    /// Saves the file as its last good copy after the first successful model call.
+    pub lastgood: Arc<config::LastGoodSaver>,
+    /// Set when the file was broken and its last good copy was used.
+    pub fallback: Option<FallbackNotice>,
+}
+
+/// Reads `keel.toml` (or its last good copy), the environment and the flags.
 pub fn load_settings(
     config_file: Option<&Path>,
     home: &Path,
     flags: &AgentArgs,
-) -> Result<Settings, ConfigError> {
-    let file = config::load_file(config_file, home)?;
-    config::resolve(file, &|key| std::env::var(key).ok(), flags)
+) -> Result<Configured, ConfigError> {
+    let loaded = config::load(config_file, home)?;
+    let settings = resolve::resolve(loaded.file, &|key| std::env::var(key).ok(), flags)?;
+    Ok(Configured {
+        settings,
+        lastgood: Arc::new(config::LastGoodSaver::new(loaded.source)),
+        fallback: loaded.fallback,
+    })
 }
 
-/// The model provider the settings name.
-pub fn provider(settings: &Settings) -> Result<Arc<dyn Provider>, ConfigError> {
-    let choice = &settings.provider;
+/// The adapter for one resolved provider.
+pub fn provider(choice: &ProviderChoice) -> Result<Arc<dyn Provider>, ConfigError> {
     let endpoint = Endpoint {
         name: choice.name.clone(),
         api: choice.api,
@@ -43,7 +58,7 @@ pub fn provider(settings: &Settings) -> Result<Arc<dyn Provider>, ConfigError> {
         .map_err(|e| ConfigError(format!("cannot set up provider `{}`: {e}", choice.name)))
 }
 
-/// An agent with the file tools on the settings' workspace.
+/// An agent with the file tools on the settings' workspace and every setting applied.
 pub fn agent(
     settings: &Settings,
     store: Arc<dyn Store>,
@@ -56,20 +71,47 @@ pub fn agent(
         ))
     })?;
     let mut builder = Agent::builder()
-        .provider(provider(settings)?)
+        .provider(provider(&settings.provider)?)
         .model(settings.model.clone())
         .store(store)
         .system_prompt(settings.system_prompt.clone())
         .stream(settings.stream)
-        .tools(file_tools(Arc::new(workspace)));
+        .tools(file_tools(Arc::new(workspace)))
+        .tools(http_tools(HttpGetConfig {
+            allowed_hosts: settings.http_allowed_hosts.clone(),
+            ..HttpGetConfig::default()
+        }))
+        .retry_policy(settings.retry.clone())
+        .guardrails(settings.guard.clone())
+        .budgets(settings.budgets.clone())
+        .prices(settings.prices.clone())
+        .tool_retry_delays(settings.tool_retry_delays.clone());
+    for fallback in &settings.fallbacks {
+        builder = match &fallback.provider {
+            None => builder.fallback_model(fallback.model.clone()),
+            Some(choice) => builder.fallback(provider(choice)?, fallback.model.clone()),
+        };
+    }
     if let Some(n) = settings.max_iterations {
         builder = builder.max_iterations(n);
+    }
+    if let Some(n) = settings.iteration_cap {
+        builder = builder.iteration_cap(n);
     }
     if let Some(n) = settings.tool_result_max_chars {
         builder = builder.tool_result_max_chars(n);
     }
     if let Some(n) = settings.max_tokens {
         builder = builder.max_tokens(n);
+    }
+    if let Some(n) = settings.max_tokens_recoveries {
+        builder = builder.max_tokens_recoveries(n);
+    }
+    if let Some(limit) = settings.soft_timeout {
+        builder = builder.soft_timeout(limit);
+    }
+    if let Some(limit) = settings.hard_timeout {
+        builder = builder.hard_timeout(limit);
     }
     for sink in sinks {
         builder = builder.event_sink(sink);

@@ -17,12 +17,17 @@ fn only_session_transcript(home: &std::path::Path) -> String {
     stdout(&run(keel(home).args(["sessions", "show", &id])))
 }
 
+/// The error lines of stderr: everything but the notices of retries, which come first.
 fn error_lines(output: &std::process::Output) -> Vec<String> {
-    stderr(output)
+    let lines: Vec<String> = stderr(output)
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(str::to_string)
-        .collect()
+        .collect();
+    let (retries, errors): (Vec<String>, Vec<String>) =
+        lines.into_iter().partition(|l| l.starts_with('↻'));
+    assert!(retries.iter().all(|l| l.contains("retry")), "{retries:?}");
+    errors
 }
 
 #[test]
@@ -71,7 +76,7 @@ fn an_unreachable_base_url_is_one_line_and_the_message_is_stored() {
 fn a_malformed_response_is_one_line_and_the_message_is_stored() {
     // The body is cut in half: a 200 whose JSON never ends.
     let mock = Mock::start(
-        r#"{"steps": [{"text": "a perfectly fine answer", "cut_after_chunks": 1, "cut_mode": "eof"}]}"#,
+        r#"{"steps": [{"text": "a perfectly fine answer", "cut_after_chunks": 1, "cut_mode": "eof", "forever": true}]}"#,
     );
     let (_h, home) = temp();
     let output = run(keel(&home).args([
@@ -93,7 +98,7 @@ fn a_malformed_response_is_one_line_and_the_message_is_stored() {
 #[test]
 fn a_stream_that_breaks_is_an_error_not_a_truncated_answer() {
     let mock = Mock::start(
-        r#"{"steps": [{"text": "one two three four five six", "cut_after_chunks": 3}]}"#,
+        r#"{"steps": [{"text": "one two three four five six", "cut_after_chunks": 3, "forever": true}]}"#,
     );
     let (_h, home) = temp();
     let output = run(keel(&home).args([

@@ -4,16 +4,16 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use keel_core::{EventSink, RunRequest};
+use keel_core::RunRequest;
 use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
 use tokio::runtime::Runtime;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::ChatArgs;
-use crate::commands::run::{existing_or_new_session, show_result, watch_ctrl_c};
-use crate::config::{ConfigError, keel_home};
-use crate::output::{JsonLinesSink, TerminalOutput};
+use crate::commands::run::{build, existing_or_new_session, show_result, watch_ctrl_c};
+use crate::config::keel_home;
+use crate::output::TerminalOutput;
 use crate::setup;
 
 /// Runs `keel chat` until `/exit` or end of input.
@@ -28,25 +28,26 @@ pub fn chat(
         store.as_ref(),
         args.session.as_deref(),
     ))?;
-    let settings = setup::load_settings(config_file, &home, &args.agent)?;
     let output = Arc::new(TerminalOutput::new(true));
-    let mut sinks: Vec<Arc<dyn EventSink>> = vec![output.clone()];
-    if let Some(path) = &args.agent.events {
-        let sink = JsonLinesSink::open(path)
-            .map_err(|e| ConfigError(format!("cannot open events file {}: {e}", path.display())))?;
-        sinks.push(Arc::new(sink));
-    }
-    let agent = {
+    let (agent, user) = {
         let _guard = runtime.enter();
-        setup::agent(&settings, store, sinks)?
+        build(
+            config_file,
+            &home,
+            &args.agent,
+            store,
+            output.clone(),
+            &session,
+        )?
     };
+    let settings = agent.settings().clone();
 
     let mut editor = DefaultEditor::new()?;
     let history = home.join("chat_history.txt");
     let _ = editor.load_history(&history);
     println!(
         "keel chat — {} on {}, session {session}. /new starts a new conversation, /exit leaves.",
-        settings.model, settings.provider.name
+        settings.model, settings.provider
     );
     loop {
         let line = match editor.readline("› ") {
@@ -77,9 +78,10 @@ pub fn chat(
             _ => {}
         }
         let cancel = CancellationToken::new();
-        let request = RunRequest::new(line)
+        let mut request = RunRequest::new(line)
             .session(session.clone())
             .cancel_token(cancel.clone());
+        request.user_id = user.clone();
         let report = runtime.block_on(async {
             let watcher = watch_ctrl_c(cancel);
             let report = agent.run(request).await;

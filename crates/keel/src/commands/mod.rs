@@ -5,3 +5,4 @@ pub mod demo;
 pub mod mock_provider;
 pub mod run;
 pub mod sessions;
+pub mod users;

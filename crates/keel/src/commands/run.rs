@@ -20,14 +20,16 @@ pub async fn run(config_file: Option<&Path>, args: RunArgs) -> anyhow::Result<Ex
     let session_id = existing_or_new_session(store.as_ref(), args.session.as_deref()).await?;
 
     let output = Arc::new(TerminalOutput::new(!args.json));
-    let agent = match build(
+    let built = build(
         config_file,
         &home,
         &args.agent,
         store.clone(),
         output.clone(),
-    ) {
-        Ok(agent) => agent,
+        &session_id,
+    );
+    let (agent, user) = match built {
+        Ok(built) => built,
         Err(error) => {
             // Nothing is lost: the message is kept so the user can continue this session once
             // the configuration is fixed.
@@ -46,9 +48,10 @@ pub async fn run(config_file: Option<&Path>, args: RunArgs) -> anyhow::Result<Ex
 
     let cancel = CancellationToken::new();
     let watcher = watch_ctrl_c(cancel.clone());
-    let request = RunRequest::new(prompt)
+    let mut request = RunRequest::new(prompt)
         .session(session_id)
         .cancel_token(cancel);
+    request.user_id = user;
     let report = agent.run(request).await;
     watcher.abort();
     let report = report?;
@@ -104,21 +107,33 @@ pub async fn existing_or_new_session(
     }
 }
 
-fn build(
+/// Builds the agent for `keel run` and `keel chat`: settings, event sinks (the terminal, the
+/// events file, the last-good saver), and the config-fallback notice. Returns the agent and the
+/// user the runs are for.
+pub fn build(
     config_file: Option<&Path>,
     home: &Path,
     flags: &AgentArgs,
     store: Arc<dyn Store>,
     output: Arc<TerminalOutput>,
-) -> anyhow::Result<keel_core::Agent> {
-    let settings = setup::load_settings(config_file, home, flags)?;
-    let mut sinks: Vec<Arc<dyn EventSink>> = vec![output];
+    session_id: &str,
+) -> anyhow::Result<(keel_core::Agent, Option<String>)> {
+    let configured = setup::load_settings(config_file, home, flags)?;
+    let mut sinks: Vec<Arc<dyn EventSink>> = vec![output, configured.lastgood.clone()];
     if let Some(path) = &flags.events {
         let sink = JsonLinesSink::open(path)
             .map_err(|e| ConfigError(format!("cannot open events file {}: {e}", path.display())))?;
         sinks.push(Arc::new(sink));
     }
-    setup::agent(&settings, store, sinks)
+    if let Some(notice) = &configured.fallback {
+        eprintln!("{}", notice.warning());
+        let event = notice.event(session_id);
+        for sink in &sinks {
+            sink.emit(&event);
+        }
+    }
+    let agent = setup::agent(&configured.settings, store, sinks)?;
+    Ok((agent, configured.settings.user.clone()))
 }
 
 /// First Ctrl-C cancels the run at its next safe point; a second exits at once. Abort the

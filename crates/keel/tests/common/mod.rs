@@ -11,8 +11,17 @@ pub fn keel_bin() -> &'static str {
     env!("CARGO_BIN_EXE_keel")
 }
 
+/// What every test's KEEL_HOME holds unless a test writes its own `keel.toml`: backoffs of a
+/// millisecond, so that tests exercise retries without waiting real seconds.
+pub const FAST_RETRIES: &str =
+    "[retry]\nbase_delay_ms = 1\nmax_delay_ms = 5\n\n[tools]\nretry_delays_ms = [1, 1, 1]\n";
+
 /// A `keel` command with its own KEEL_HOME and none of the caller's provider settings.
 pub fn keel(home: &Path) -> Command {
+    let config = home.join("keel.toml");
+    if !config.exists() {
+        std::fs::write(&config, FAST_RETRIES).unwrap();
+    }
     let mut command = Command::new(keel_bin());
     command
         .env("KEEL_HOME", home)
