@@ -12,18 +12,20 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::agent_tools::{self, REQUEST_MORE_ITERATIONS};
+use crate::agent_tools;
 use crate::budget::BudgetStatus;
 use crate::event::EventKind;
-use crate::loop_guard::{Detection, Escalation, LoopGuard};
+use crate::loop_guard::{Detection, LoopGuard};
 use crate::message::{InternalReason, Message, Role, ToolCall};
 use crate::provider::{ChatRequest, ChatResponse, StopReason, ToolChoice, Usage};
 use crate::provider_error::ProviderError;
 use crate::recovery::{self, Recovery};
 use crate::run_settings::{ModelTarget, RunSettings};
 use crate::state::{AgentState, ErrorReason};
-use crate::store::RunRecord;
 use crate::tool::ToolSpec;
+
+mod escalation;
+mod view;
 
 pub use crate::run_settings::{
     DEFAULT_ITERATION_CAP, DEFAULT_MAX_ITERATIONS, DEFAULT_TOOL_RESULT_MAX_CHARS,
@@ -387,50 +389,6 @@ impl Run {
         self.next_model_call()
     }
 
-    /// Climbs the loop guard's ladder; returns the final step when the run must stop.
-    fn escalate(&mut self, detection: Detection) -> Option<Step> {
-        let human = self.settings.human_reachable && self.has_tool("ask_human");
-        let escalation = self.guard.escalate(&detection, human);
-        self.events.push(EventKind::LoopDetected {
-            tier: detection.tier().to_string(),
-            tool: detection.tool().map(str::to_string),
-            level: escalation.level(),
-        });
-        let (action, message) = match &escalation {
-            Escalation::Nudge(m) => ("nudge", m.clone()),
-            Escalation::Directive(m) => ("directive", m.clone()),
-            Escalation::AskHuman(m) => ("ask_human", m.clone()),
-            Escalation::Stuck(m) => ("stuck", m.clone()),
-        };
-        self.events.push(EventKind::GuardrailEscalated {
-            level: escalation.level(),
-            action: action.to_string(),
-            message: message.clone(),
-        });
-        match escalation {
-            Escalation::Stuck(message) => {
-                Some(self.fail(AgentState::Error, Some(ErrorReason::Stuck), message))
-            }
-            Escalation::Nudge(message) => {
-                self.messages
-                    .push(Message::internal_user(message, InternalReason::LoopNudge));
-                None
-            }
-            Escalation::Directive(message) => {
-                self.messages
-                    .push(Message::internal_user(message, InternalReason::LoopNudge));
-                self.next_tool_choice = Some(ToolChoice::None);
-                None
-            }
-            Escalation::AskHuman(message) => {
-                self.messages
-                    .push(Message::internal_user(message, InternalReason::LoopNudge));
-                self.next_tool_choice = Some(ToolChoice::Tool("ask_human".into()));
-                None
-            }
-        }
-    }
-
     /// Stops the run at a user's request. Nothing more is written to the transcript.
     pub fn cancel(&mut self) -> Step {
         if self.state.is_terminal() {
@@ -526,54 +484,6 @@ impl Run {
         Step::CallModel(self.model_call(Duration::ZERO))
     }
 
-    fn model_call(&self, wait: Duration) -> ModelCall {
-        let target = self.current();
-        let mut messages = Vec::with_capacity(self.messages.len() + 2);
-        if let Some(system) = &self.settings.system_prompt {
-            messages.push(Message::system(system.clone()));
-        }
-        messages.extend(self.messages.iter().cloned());
-        let mut messages = crate::fixup::fixup(messages);
-        // Ephemeral layers go into the request, never into the transcript; at the end, so the
-        // cached prefix of the prompt stays the same.
-        if let Some(warning) = &self.warning {
-            messages.push(Message::internal_user(
-                warning.clone(),
-                InternalReason::Warning,
-            ));
-            messages = crate::fixup::fixup(messages);
-        }
-        ModelCall {
-            provider: target.provider.clone(),
-            request: ChatRequest {
-                model: target.model.clone(),
-                messages,
-                tools: self.tools.clone(),
-                tool_choice: self.tool_choice.clone(),
-                max_tokens: self.settings.max_tokens,
-                stream: self.settings.stream,
-            },
-            wait,
-        }
-    }
-
-    fn answer_agent_tool(&mut self, call: &ToolCall) -> ToolResult {
-        debug_assert_eq!(call.name, REQUEST_MORE_ITERATIONS);
-        let extension =
-            agent_tools::extend_iterations(call, self.iteration_limit, self.settings.iteration_cap);
-        self.iteration_limit = extension.limit;
-        self.events.push(EventKind::IterationsExtended {
-            granted: extension.granted,
-            limit: extension.limit,
-            reason: extension.reason,
-        });
-        ToolResult {
-            call_id: call.id.clone(),
-            ok: extension.granted,
-            content: extension.answer,
-        }
-    }
-
     fn complete(&mut self, text: String) -> Step {
         self.state = AgentState::Completed;
         self.final_text = Some(text);
@@ -627,139 +537,10 @@ impl Run {
         self.rng ^= self.rng << 17;
         (self.rng >> 11) as f64 / (1u64 << 53) as f64
     }
-
-    /// What the run did before the iteration limit stopped it, for the user.
-    fn iteration_limit_summary(&self) -> String {
-        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-        for call in &self.tool_calls {
-            *counts.entry(call.name.as_str()).or_default() += 1;
-        }
-        let done = if counts.is_empty() {
-            "no tool calls".to_string()
-        } else {
-            counts
-                .iter()
-                .map(|(name, n)| format!("{name} ×{n}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        format!(
-            "Stopped: reached the limit of {} iterations before a final answer. Done so far: {done}. \
-             Send another message to continue, or raise max_iterations.",
-            self.iteration_limit
-        )
-    }
-
-    /// Messages not yet in the store, oldest first.
-    pub fn unpersisted(&self) -> &[Message] {
-        &self.messages[self.persisted..]
-    }
-
-    /// Records that everything so far is in the store.
-    pub fn mark_persisted(&mut self) {
-        self.persisted = self.messages.len();
-    }
-
-    /// Decision events since the last call, for the driver to stamp and emit.
-    pub fn drain_events(&mut self) -> Vec<EventKind> {
-        std::mem::take(&mut self.events)
-    }
-
-    /// The run as the store keeps it.
-    pub fn record(&self, now: DateTime<Utc>) -> RunRecord {
-        RunRecord {
-            id: self.id.clone(),
-            session_id: self.session_id.clone(),
-            state: self.state,
-            reason: self.reason,
-            provider: self.settings.provider.clone(),
-            model: self.settings.model.clone(),
-            model_used: self.model_used.clone(),
-            iterations: self.iteration,
-            usage: self.usage,
-            final_text: self.final_text.clone(),
-            error: self.error.clone(),
-            started_at: self.started_at,
-            updated_at: now,
-            finished_at: self.state.is_terminal().then_some(now),
-        }
-    }
-
-    /// Run id.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// Session id.
-    pub fn session_id(&self) -> &str {
-        &self.session_id
-    }
-
-    /// Settings.
-    pub fn settings(&self) -> &RunSettings {
-        &self.settings
-    }
-
-    /// Current state.
-    pub fn state(&self) -> AgentState {
-        self.state
-    }
-
-    /// Why the run ended in `error`.
-    pub fn reason(&self) -> Option<ErrorReason> {
-        self.reason
-    }
-
-    /// Model calls made so far.
-    pub fn iteration(&self) -> u32 {
-        self.iteration
-    }
-
-    /// The current iteration limit (raised by `request_more_iterations`).
-    pub fn iteration_limit(&self) -> u32 {
-        self.iteration_limit
-    }
-
-    /// Tokens used so far.
-    pub fn usage(&self) -> Usage {
-        self.usage
-    }
-
-    /// Dollars spent so far, at the price table's prices.
-    pub fn cost(&self) -> f64 {
-        self.cost
-    }
-
-    /// The model that last answered.
-    pub fn model_used(&self) -> Option<&str> {
-        self.model_used.as_deref()
-    }
-
-    /// The final answer, or the loop's note when it stopped without one.
-    pub fn final_text(&self) -> Option<&str> {
-        self.final_text.as_deref()
-    }
-
-    /// What went wrong, when something did.
-    pub fn error(&self) -> Option<&str> {
-        self.error.as_deref()
-    }
-
-    /// Every tool call of this run with its outcome.
-    pub fn tool_calls(&self) -> &[ToolCallReport] {
-        &self.tool_calls
-    }
-
-    /// The transcript as the model sees it.
-    pub fn messages(&self) -> &[Message] {
-        &self.messages
-    }
 }
 
 #[cfg(test)]
-#[path = "run_tests.rs"]
 mod tests;
 
 #[cfg(test)]
-#[path = "run_guardrail_tests.rs"]
 mod guardrail_tests;

@@ -8,6 +8,7 @@ use chrono::DateTime;
 use serde_json::json;
 
 use super::*;
+use crate::agent_tools::REQUEST_MORE_ITERATIONS;
 use crate::budget::Budgets;
 use crate::provider_error::ProviderErrorKind;
 use crate::run_settings::ModelTarget;

@@ -1,0 +1,98 @@
+//! The run's answers to what the model does beyond calling tools: climbing the loop guard's
+//! ladder, the agent-level tools the loop answers itself, and the note written when the
+//! iteration limit ends a run.
+
+use std::collections::BTreeMap;
+
+use super::{Run, Step, ToolResult};
+use crate::agent_tools::{self, REQUEST_MORE_ITERATIONS};
+use crate::event::EventKind;
+use crate::loop_guard::{Detection, Escalation};
+use crate::message::{InternalReason, Message, ToolCall};
+use crate::provider::ToolChoice;
+use crate::state::{AgentState, ErrorReason};
+
+impl Run {
+    /// Climbs the loop guard's ladder; returns the final step when the run must stop.
+    pub(super) fn escalate(&mut self, detection: Detection) -> Option<Step> {
+        let human = self.settings.human_reachable && self.has_tool("ask_human");
+        let escalation = self.guard.escalate(&detection, human);
+        self.events.push(EventKind::LoopDetected {
+            tier: detection.tier().to_string(),
+            tool: detection.tool().map(str::to_string),
+            level: escalation.level(),
+        });
+        let (action, message) = match &escalation {
+            Escalation::Nudge(m) => ("nudge", m.clone()),
+            Escalation::Directive(m) => ("directive", m.clone()),
+            Escalation::AskHuman(m) => ("ask_human", m.clone()),
+            Escalation::Stuck(m) => ("stuck", m.clone()),
+        };
+        self.events.push(EventKind::GuardrailEscalated {
+            level: escalation.level(),
+            action: action.to_string(),
+            message: message.clone(),
+        });
+        match escalation {
+            Escalation::Stuck(message) => {
+                Some(self.fail(AgentState::Error, Some(ErrorReason::Stuck), message))
+            }
+            Escalation::Nudge(message) => {
+                self.messages
+                    .push(Message::internal_user(message, InternalReason::LoopNudge));
+                None
+            }
+            Escalation::Directive(message) => {
+                self.messages
+                    .push(Message::internal_user(message, InternalReason::LoopNudge));
+                self.next_tool_choice = Some(ToolChoice::None);
+                None
+            }
+            Escalation::AskHuman(message) => {
+                self.messages
+                    .push(Message::internal_user(message, InternalReason::LoopNudge));
+                self.next_tool_choice = Some(ToolChoice::Tool("ask_human".into()));
+                None
+            }
+        }
+    }
+
+    pub(super) fn answer_agent_tool(&mut self, call: &ToolCall) -> ToolResult {
+        debug_assert_eq!(call.name, REQUEST_MORE_ITERATIONS);
+        let extension =
+            agent_tools::extend_iterations(call, self.iteration_limit, self.settings.iteration_cap);
+        self.iteration_limit = extension.limit;
+        self.events.push(EventKind::IterationsExtended {
+            granted: extension.granted,
+            limit: extension.limit,
+            reason: extension.reason,
+        });
+        ToolResult {
+            call_id: call.id.clone(),
+            ok: extension.granted,
+            content: extension.answer,
+        }
+    }
+
+    /// What the run did before the iteration limit stopped it, for the user.
+    pub(super) fn iteration_limit_summary(&self) -> String {
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for call in &self.tool_calls {
+            *counts.entry(call.name.as_str()).or_default() += 1;
+        }
+        let done = if counts.is_empty() {
+            "no tool calls".to_string()
+        } else {
+            counts
+                .iter()
+                .map(|(name, n)| format!("{name} ×{n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!(
+            "Stopped: reached the limit of {} iterations before a final answer. Done so far: {done}. \
+             Send another message to continue, or raise max_iterations.",
+            self.iteration_limit
+        )
+    }
+}
