@@ -58,6 +58,17 @@ impl Run {
     }
 
     pub(super) fn answer_agent_tool(&mut self, call: &ToolCall) -> ToolResult {
+        if self.tool_choice == ToolChoice::None {
+            return ToolResult {
+                call_id: call.id.clone(),
+                ok: false,
+                content: format!(
+                    "Error: `{}` was not run: tools are not allowed on this turn. Answer with \
+                     what you have.",
+                    call.name
+                ),
+            };
+        }
         debug_assert_eq!(call.name, REQUEST_MORE_ITERATIONS);
         let extension =
             agent_tools::extend_iterations(call, self.iteration_limit, self.settings.iteration_cap);

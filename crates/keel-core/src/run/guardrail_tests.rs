@@ -382,3 +382,42 @@ fn guardrail_counters_survive_a_checkpoint() {
     // The third identical call after the restore is still the third.
     assert!(names(&mut restored).contains(&"agent.loop.detected"));
 }
+
+#[test]
+fn tool_calls_made_after_the_directive_are_refused_not_run() {
+    let mut run = run(settings());
+    let mut step = run.start();
+    let mut ran = Vec::new();
+    for n in 1..=5 {
+        let Step::CallModel(call) = step else {
+            panic!("expected a model call")
+        };
+        let forbidden = call.request.tool_choice == ToolChoice::None;
+        let id = format!("c{n}");
+        step = match run.on_model_result(Ok(call_result(&id))) {
+            Step::RunTools(calls) => {
+                assert!(
+                    !forbidden,
+                    "a call made against tool_choice none must not run"
+                );
+                ran.push(calls[0].id.clone());
+                run.on_tool_results(result(&id, "same"))
+            }
+            other => other,
+        };
+    }
+    // The third call drew a nudge, the fourth a directive; the fifth came against it.
+    assert_eq!(ran, ["c1", "c2", "c3", "c4"]);
+    let refusal = run
+        .messages()
+        .iter()
+        .find(|m| m.tool_call_id.as_deref() == Some("c5"))
+        .unwrap();
+    assert!(
+        refusal.content.contains("not allowed on this turn"),
+        "{}",
+        refusal.content
+    );
+    assert_eq!(step, Step::Finish);
+    assert_eq!(run.reason(), Some(ErrorReason::Stuck));
+}

@@ -282,11 +282,14 @@ impl Run {
         }
         self.text_detection = self.guard.observe_text(&text);
         self.pending = calls;
+        // Tools were forbidden on this turn (a directive); a provider that ignores tool_choice
+        // still gets no side effect: the loop answers every call with a refusal.
+        let forbidden = self.tool_choice == ToolChoice::None;
         let (by_loop, for_tools): (Vec<ToolCall>, Vec<ToolCall>) = self
             .pending
             .iter()
             .cloned()
-            .partition(|call| agent_tools::is_agent_tool(&call.name));
+            .partition(|call| forbidden || agent_tools::is_agent_tool(&call.name));
         self.answered_by_loop = by_loop
             .iter()
             .map(|call| self.answer_agent_tool(call))
