@@ -119,3 +119,78 @@ pub fn temp() -> (tempfile::TempDir, PathBuf) {
     let path = dir.path().to_path_buf();
     (dir, path)
 }
+
+/// Writes `$home/keel.toml`: `top` (top-level keys), then [`FAST_RETRIES`], then `tables`
+/// (more tables), so a test's own configuration keeps the millisecond backoffs.
+pub fn write_config(home: &Path, top: &str, tables: &str) -> PathBuf {
+    let path = home.join("keel.toml");
+    std::fs::write(&path, format!("{top}\n{FAST_RETRIES}\n{tables}\n")).unwrap();
+    path
+}
+
+/// `keel run --json --events EVENTS --provider mock --base-url URL`; add flags and the prompt.
+pub fn keel_run(home: &Path, mock: &Mock, events: &Path) -> Command {
+    let mut command = keel(home);
+    command
+        .args(["run", "--json", "--events"])
+        .arg(events)
+        .args(["--provider", "mock", "--base-url", &mock.url]);
+    command
+}
+
+/// The `--json` report on stdout.
+pub fn report(output: &Output) -> serde_json::Value {
+    serde_json::from_str(&stdout(output)).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not a JSON report ({e}): {}\nstderr: {}",
+            stdout(output),
+            stderr(output)
+        )
+    })
+}
+
+/// Every event of an `--events` file, in order.
+pub fn events(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// The events named `name`.
+pub fn find<'a>(events: &'a [serde_json::Value], name: &str) -> Vec<&'a serde_json::Value> {
+    events.iter().filter(|e| e["event"] == name).collect()
+}
+
+/// The names of `events`, stream deltas left out.
+pub fn names(events: &[serde_json::Value]) -> Vec<&str> {
+    events
+        .iter()
+        .filter_map(|e| e["event"].as_str())
+        .filter(|name| *name != "agent.stream.delta")
+        .collect()
+}
+
+/// Where the first event named `name` is, or a panic that shows the names.
+pub fn position(events: &[serde_json::Value], name: &str) -> usize {
+    events
+        .iter()
+        .position(|e| e["event"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {:?}", names(events)))
+}
+
+/// `keel sessions show ID`.
+pub fn transcript(home: &Path, session: &str) -> String {
+    let output = run(keel(home).args(["sessions", "show", session]));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    stdout(&output)
+}
+
+/// The last message of a request body the mock received (chat-completions shape).
+pub fn last_message(request: &serde_json::Value) -> &serde_json::Value {
+    request["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .unwrap_or_else(|| panic!("a request without messages: {request}"))
+}
