@@ -24,6 +24,7 @@ pub mod run;
 pub mod run_settings;
 pub mod state;
 pub mod store;
+pub mod tokens;
 pub mod tool;
 pub mod tool_exec;
 
@@ -31,7 +32,9 @@ pub use agent::{Agent, AgentBuilder, AgentError, RunReport, RunRequest};
 pub use clock::{Clock, SystemClock};
 pub use event::{Emitter, Event, EventKind, EventLog, EventSink};
 pub use memory_store::MemoryStore;
-pub use message::{InternalReason, Message, MessageMeta, Reasoning, Role, ToolCall};
+pub use message::{
+    InternalReason, Message, MessageMeta, Reasoning, Role, SeqRange, TokenCount, ToolCall,
+};
 pub use provider::{
     ChatRequest, ChatResponse, DeltaSink, NoDeltas, Provider, StopReason, StreamDelta, ToolChoice,
     Usage,

@@ -73,6 +73,24 @@ pub struct Reasoning {
     pub replay: Option<serde_json::Value>,
 }
 
+/// The stored messages a compaction summary replaces in the context: `first..=last` by seq.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeqRange {
+    /// Seq of the first replaced message.
+    pub first: u64,
+    /// Seq of the last replaced message.
+    pub last: u64,
+}
+
+/// A message's token count under one encoding, cached so it is counted once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenCount {
+    /// The encoding it was counted with.
+    pub encoding: crate::tokens::Encoding,
+    /// How many tokens.
+    pub count: u32,
+}
+
 /// Metadata the loop keeps about a message; never sent to a provider as-is.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MessageMeta {
@@ -85,6 +103,12 @@ pub struct MessageMeta {
     /// How much this message matters for retrieval, 0.0–1.0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub importance: Option<f32>,
+    /// For a compaction summary: the stored messages it stands in for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_of: Option<SeqRange>,
+    /// The cached token count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<TokenCount>,
 }
 
 /// One message of a conversation.

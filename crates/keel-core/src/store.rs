@@ -118,6 +118,17 @@ pub trait Store: Send + Sync {
     /// Every message of a session, in order.
     async fn messages(&self, session_id: &str) -> Result<Vec<StoredMessage>, StoreError>;
 
+    /// What a new run of the session needs: every message after those the latest compaction
+    /// summary replaces (the summary itself among them), in order; every message when there is
+    /// no summary. Stores should answer without reading the replaced messages.
+    async fn context_messages(&self, session_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
+        let mut messages = self.messages(session_id).await?;
+        if let Some(last) = latest_summary_end(&messages) {
+            messages.retain(|stored| stored.seq > last);
+        }
+        Ok(messages)
+    }
+
     /// Appends messages to a session (created if missing), in one transaction.
     async fn append_messages(
         &self,
@@ -154,6 +165,14 @@ pub trait Store: Send + Sync {
 
     /// What `user_id` spent in `month` (zero when nothing was recorded).
     async fn monthly_usage(&self, user_id: &str, month: &str) -> Result<Usage, StoreError>;
+}
+
+/// The seq of the last message the latest compaction summary of `messages` replaces.
+pub fn latest_summary_end(messages: &[StoredMessage]) -> Option<u64> {
+    messages
+        .iter()
+        .rev()
+        .find_map(|stored| stored.message.meta.summary_of.map(|range| range.last))
 }
 
 /// The title of a session: its first user message, cut to 60 characters.

@@ -1,0 +1,150 @@
+//! Token accounting with a real BPE (cl100k_base, o200k_base), counted once per message and
+//! cached in its metadata, so preparing a turn costs work proportional to what is new.
+//!
+//! Counts drive thresholds (compaction at 70 % of the window), so they need to be close, not
+//! exact: messages get a small fixed overhead for the wire format, and models whose tokenizer is
+//! not public (Claude, local models) are counted with cl100k_base, as seed 001 does.
+
+use serde::{Deserialize, Serialize};
+
+use crate::message::{Message, TokenCount};
+use crate::tool::ToolSpec;
+
+/// Tokens every message costs beyond its text (role, separators).
+pub const MESSAGE_OVERHEAD: u32 = 4;
+/// Tokens every tool call costs beyond its name and arguments.
+pub const TOOL_CALL_OVERHEAD: u32 = 3;
+
+/// A BPE encoding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Encoding {
+    /// GPT-4, GPT-3.5; the proxy for every model without a public tokenizer.
+    Cl100kBase,
+    /// GPT-4o, GPT-4.1, GPT-5 and the o-series.
+    O200kBase,
+}
+
+impl Encoding {
+    /// The encoding to count `model`'s tokens with.
+    pub fn for_model(model: &str) -> Encoding {
+        let model = model.to_ascii_lowercase();
+        let o200k = [
+            "gpt-4o",
+            "gpt-4.1",
+            "gpt-4.5",
+            "gpt-5",
+            "chatgpt-4o",
+            "o1",
+            "o3",
+            "o4",
+        ];
+        if o200k.iter().any(|prefix| model.starts_with(prefix)) {
+            Encoding::O200kBase
+        } else {
+            Encoding::Cl100kBase
+        }
+    }
+
+    /// Tokens in `text`.
+    pub fn count(self, text: &str) -> u32 {
+        if text.is_empty() {
+            return 0;
+        }
+        let bpe = match self {
+            Encoding::Cl100kBase => tiktoken_rs::cl100k_base_singleton(),
+            Encoding::O200kBase => tiktoken_rs::o200k_base_singleton(),
+        };
+        u32::try_from(bpe.count_ordinary(text)).unwrap_or(u32::MAX)
+    }
+}
+
+/// Tokens `message` costs in a request: its cached count when it was counted with `encoding`,
+/// else counted now.
+pub fn message_tokens(encoding: Encoding, message: &Message) -> u32 {
+    match message.meta.tokens {
+        Some(cached) if cached.encoding == encoding => cached.count,
+        _ => count_message(encoding, message),
+    }
+}
+
+/// Counts `message` and caches the count in its metadata.
+pub fn cache_tokens(encoding: Encoding, message: &mut Message) -> u32 {
+    let count = message_tokens(encoding, message);
+    message.meta.tokens = Some(TokenCount { encoding, count });
+    count
+}
+
+fn count_message(encoding: Encoding, message: &Message) -> u32 {
+    let mut total = MESSAGE_OVERHEAD + encoding.count(&message.content);
+    for call in &message.tool_calls {
+        total += TOOL_CALL_OVERHEAD + encoding.count(&call.name) + encoding.count(&call.arguments);
+    }
+    if let Some(reasoning) = &message.reasoning {
+        total += encoding.count(&reasoning.text);
+    }
+    total
+}
+
+/// Tokens the tool definitions cost in every request.
+pub fn tools_tokens(encoding: Encoding, tools: &[ToolSpec]) -> u32 {
+    tools
+        .iter()
+        .map(|tool| {
+            TOOL_CALL_OVERHEAD
+                + encoding.count(&tool.name)
+                + encoding.count(&tool.description)
+                + encoding.count(&tool.parameters.to_string())
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::ToolCall;
+
+    #[test]
+    fn models_get_their_encoding() {
+        assert_eq!(
+            Encoding::for_model("gpt-4o-mini-2024-07-18"),
+            Encoding::O200kBase
+        );
+        assert_eq!(Encoding::for_model("o3"), Encoding::O200kBase);
+        assert_eq!(Encoding::for_model("gpt-4-turbo"), Encoding::Cl100kBase);
+        assert_eq!(
+            Encoding::for_model("claude-sonnet-4-5"),
+            Encoding::Cl100kBase
+        );
+    }
+
+    #[test]
+    fn counts_are_real_bpe_counts() {
+        // "hello world" is two tokens in both encodings.
+        assert_eq!(Encoding::Cl100kBase.count("hello world"), 2);
+        assert_eq!(Encoding::O200kBase.count("hello world"), 2);
+        assert_eq!(Encoding::Cl100kBase.count(""), 0);
+        let long = "The quick brown fox jumps over the lazy dog. ".repeat(100);
+        let n = Encoding::Cl100kBase.count(&long);
+        assert!((900..=1100).contains(&n), "{n}");
+    }
+
+    #[test]
+    fn a_message_is_counted_once_and_the_count_is_cached() {
+        let mut message = Message::assistant_with_calls(
+            "let me look",
+            vec![ToolCall {
+                id: "c".into(),
+                name: "read_file".into(),
+                arguments: r#"{"path":"a.txt"}"#.into(),
+            }],
+        );
+        let counted = cache_tokens(Encoding::Cl100kBase, &mut message);
+        assert!(counted > MESSAGE_OVERHEAD + TOOL_CALL_OVERHEAD);
+        // The cache answers even after the text changes: it is never recounted.
+        message.content = "x".repeat(10_000);
+        assert_eq!(message_tokens(Encoding::Cl100kBase, &message), counted);
+        // A different encoding counts afresh.
+        assert!(message_tokens(Encoding::O200kBase, &message) > 1000);
+    }
+}
