@@ -3,8 +3,10 @@
 //!
 //! Inside the caller's transaction, each chunk of up to [`ROWS_PER_QUERY`] messages is a single
 //! multi-statement query that (1) creates the session or bumps its count, `updated_at` and title,
-//! (2) inserts the rows, numbering them from the session's new count, so nothing is read back,
-//! and, in the last chunk, (3) upserts the run. The statements share numbered parameters:
+//! (2) inserts the rows, numbering them from the session's new count, so nothing is read back
+//! (a compaction summary's `summary_of.last` also goes to the `summary_last` column, see
+//! `migrations/0003_summaries.sql`), and, in the last chunk, (3) upserts the run. The statements
+//! share numbered parameters:
 //!
 //! | parameter | value |
 //! | --- | --- |
@@ -31,8 +33,9 @@ use crate::codec::{MessageColumns, RunCounts, timestamp};
 /// of distinct statement texts small.
 const ROWS_PER_QUERY: usize = 64;
 
-/// Parameters bound per message: role, content, tool_calls, tool_call_id, reasoning, meta.
-const MESSAGE_PARAMS: usize = 6;
+/// Parameters bound per message: role, content, tool_calls, tool_call_id, reasoning, meta,
+/// summary_last.
+const MESSAGE_PARAMS: usize = 7;
 
 /// The first per-message parameter.
 const FIRST_MESSAGE_PARAM: usize = 6;
@@ -49,8 +52,8 @@ const BUMP_SESSION: &str = "INSERT INTO sessions (id, created_at, updated_at, ti
          message_count = sessions.message_count + excluded.message_count";
 
 const INSERT_MESSAGES: &str = "INSERT INTO messages \
-     (session_id, seq, run_id, role, content, tool_calls, tool_call_id, reasoning, meta, created_at) \
-     VALUES ";
+     (session_id, seq, run_id, role, content, tool_calls, tool_call_id, reasoning, meta, \
+     summary_last, created_at) VALUES ";
 
 /// Each row's seq: the session's count (already bumped by `$4`) minus `$4`, plus its position.
 const ROW_SEQ: &str = "(SELECT message_count FROM sessions WHERE id = $1) - $4 + ";
@@ -126,7 +129,8 @@ pub(crate) async fn write(
                 .bind(columns.tool_calls)
                 .bind(&message.tool_call_id)
                 .bind(columns.reasoning)
-                .bind(columns.meta);
+                .bind(columns.meta)
+                .bind(columns.summary_last);
         }
         if let Some(RunWrite { run, counts }) = run {
             query = query
@@ -204,17 +208,17 @@ mod tests {
     fn parameters_are_numbered_without_gaps_or_overlap() {
         let sql = text(2, true);
         assert!(
-            sql.contains("- $4 + 1, $5, $6, $7, $8, $9, $10, $11, $2)"),
+            sql.contains("- $4 + 1, $5, $6, $7, $8, $9, $10, $11, $12, $2)"),
             "{sql}"
         );
         assert!(
-            sql.contains("- $4 + 2, $5, $12, $13, $14, $15, $16, $17, $2)"),
+            sql.contains("- $4 + 2, $5, $13, $14, $15, $16, $17, $18, $19, $2)"),
             "{sql}"
         );
-        assert!(sql.contains("VALUES ($5, $1, $18, "), "{sql}");
-        assert!(sql.contains(", $32) ON CONFLICT"), "{sql}");
-        assert!(sql.contains("started_at = $30 WHERE id = $5"), "{sql}");
-        assert!(!sql.contains("$33"));
+        assert!(sql.contains("VALUES ($5, $1, $20, "), "{sql}");
+        assert!(sql.contains(", $34) ON CONFLICT"), "{sql}");
+        assert!(sql.contains("started_at = $32 WHERE id = $5"), "{sql}");
+        assert!(!sql.contains("$35"));
     }
 
     #[test]

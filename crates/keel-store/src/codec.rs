@@ -146,6 +146,9 @@ pub(crate) struct MessageColumns {
     pub reasoning: Option<String>,
     /// JSON of the metadata; `None` when it is the default.
     pub meta: Option<String>,
+    /// For a compaction summary, the seq of the last message it replaces (`summary_of.last`),
+    /// kept in a column of its own so the latest summary is found through an index.
+    pub summary_last: Option<i64>,
 }
 
 impl MessageColumns {
@@ -171,11 +174,17 @@ impl MessageColumns {
         } else {
             Some(json(serde_json::to_string(&message.meta), "metadata")?)
         };
+        let summary_last = message
+            .meta
+            .summary_of
+            .map(|range| stored_count(range.last, "summary_of.last"))
+            .transpose()?;
         Ok(MessageColumns {
             role: message.role.as_str(),
             tool_calls,
             reasoning,
             meta,
+            summary_last,
         })
     }
 }
@@ -303,6 +312,7 @@ pub(crate) fn stored_count(value: u64, what: &str) -> Result<i64, StoreError> {
 mod tests {
     use super::*;
     use chrono::TimeZone;
+    use keel_core::SeqRange;
 
     #[test]
     fn timestamps_are_fixed_width_lossless_and_sort_as_text() {
@@ -340,7 +350,23 @@ mod tests {
         let columns = MessageColumns::encode(&Message::user("hi")).unwrap();
         assert_eq!(columns.role, "user");
         assert!(columns.tool_calls.is_none() && columns.reasoning.is_none());
-        assert!(columns.meta.is_none());
+        assert!(columns.meta.is_none() && columns.summary_last.is_none());
+    }
+
+    #[test]
+    fn a_summary_keeps_the_end_of_its_range_in_a_column() {
+        let mut summary = Message::user("earlier turns, summarized");
+        summary.meta.summary_of = Some(SeqRange { first: 2, last: 41 });
+        let columns = MessageColumns::encode(&summary).unwrap();
+        assert_eq!(columns.summary_last, Some(41));
+        assert!(columns.meta.unwrap().contains(r#""last":41"#));
+
+        summary.meta.summary_of = Some(SeqRange {
+            first: 1,
+            last: u64::MAX,
+        });
+        let err = MessageColumns::encode(&summary).err().unwrap();
+        assert!(err.to_string().contains("summary_of.last"), "{err}");
     }
 
     #[test]

@@ -23,6 +23,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0002_users.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            3,
+            "summaries".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0003_summaries.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

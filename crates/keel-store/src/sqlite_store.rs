@@ -48,6 +48,24 @@ const LIST_SESSIONS: &str = "SELECT id, created_at, updated_at, title, message_c
 const SELECT_MESSAGES: &str = "SELECT seq, run_id, role, content, tool_calls, tool_call_id, \
      reasoning, meta, created_at FROM messages WHERE session_id = $1 ORDER BY seq";
 
+/// The messages a new run needs: those after the range the session's latest compaction summary
+/// replaces (every message when there is none), in one statement of two indexed lookups.
+///
+/// Indexed, because this is read at the start of every run of a session that may hold thousands
+/// of replaced messages: the subquery finds the latest summary in the partial index
+/// `messages_summaries` (summaries only, a handful per session, and covering, so one short seek
+/// reads `summary_last` without touching the table; it applies because the query repeats the
+/// index's `summary_last IS NOT NULL`), then the primary key `(session_id, seq)` seeks straight
+/// to the first message after it. Neither reads nor decodes a replaced message. `COALESCE(…, 0)`
+/// keeps every message (seqs start at 1) when there is no summary.
+const SELECT_CONTEXT_MESSAGES: &str = "SELECT seq, run_id, role, content, tool_calls, \
+     tool_call_id, reasoning, meta, created_at FROM messages \
+     WHERE session_id = $1 AND seq > COALESCE(( \
+         SELECT summary_last FROM messages \
+         WHERE session_id = $1 AND summary_last IS NOT NULL \
+         ORDER BY seq DESC LIMIT 1), 0) \
+     ORDER BY seq";
+
 const SELECT_RUN: &str = concat!("SELECT ", run_columns!(), " FROM runs WHERE id = $1");
 
 const LIST_RUNS: &str = concat!(
@@ -222,6 +240,17 @@ impl Store for SqliteStore {
             .collect()
     }
 
+    async fn context_messages(&self, session_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
+        let rows = sqlx::query(SELECT_CONTEXT_MESSAGES)
+            .bind(session_id)
+            .fetch_all(&self.reader)
+            .await
+            .or_backend(|| format!("cannot read the context of session `{session_id}`"))?;
+        rows.iter()
+            .map(|row| codec::decode_message(row, session_id))
+            .collect()
+    }
+
     async fn append_messages(
         &self,
         session_id: &str,
@@ -359,6 +388,7 @@ impl Store for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sqlx::AssertSqlSafe;
 
     async fn pragma(pool: &SqlitePool, sql: &'static str) -> i64 {
         sqlx::query_scalar(sql).fetch_one(pool).await.unwrap()
@@ -381,6 +411,53 @@ mod tests {
                 .execute(&store.reader)
                 .await;
         assert!(write.is_err(), "reader connections are read-only");
+    }
+
+    /// The details of `EXPLAIN QUERY PLAN` for the context query, one step a line.
+    async fn context_plan(store: &SqliteStore) -> String {
+        // Rows of EXPLAIN QUERY PLAN are (id, parent, notused, detail).
+        let rows: Vec<(i64, i64, i64, String)> = sqlx::query_as(AssertSqlSafe(format!(
+            "EXPLAIN QUERY PLAN {SELECT_CONTEXT_MESSAGES}"
+        )))
+        .bind("s")
+        .fetch_all(&store.reader)
+        .await
+        .unwrap();
+        rows.into_iter()
+            .map(|row| row.3)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[tokio::test]
+    async fn the_context_is_found_through_indexes_without_a_scan() {
+        let store = SqliteStore::open_in_memory().await.unwrap();
+        let mut plans = vec![context_plan(&store).await];
+        // Also once the planner has statistics of a long, twice compacted session.
+        let mut messages: Vec<Message> = (0..500)
+            .map(|i| Message::assistant(i.to_string()))
+            .collect();
+        for (at, last) in [(200, 200), (400, 400)] {
+            messages[at].meta.summary_of = Some(keel_core::SeqRange { first: 1, last });
+        }
+        store.append_messages("s", None, &messages).await.unwrap();
+        store.append_messages("t", None, &messages).await.unwrap();
+        sqlx::query("ANALYZE").execute(&store.writer).await.unwrap();
+        plans.push(context_plan(&store).await);
+
+        for text in plans {
+            assert!(
+                text.contains("COVERING INDEX messages_summaries (session_id=?)"),
+                "the latest summary comes from the partial index:\n{text}"
+            );
+            assert!(
+                text.contains("sqlite_autoindex_messages_1 (session_id=? AND seq>?)"),
+                "the messages after it come from the primary key:\n{text}"
+            );
+            assert!(!text.contains("SCAN"), "nothing is scanned:\n{text}");
+            assert!(!text.contains("TEMP B-TREE"), "nothing is sorted:\n{text}");
+        }
+        assert_eq!(store.context_messages("s").await.unwrap().len(), 100);
     }
 
     #[tokio::test]

@@ -3,9 +3,10 @@
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use keel_core::store::session_title;
+use keel_core::tokens::Encoding;
 use keel_core::{
-    AgentState, ErrorReason, InternalReason, MemoryStore, Message, Reasoning, RunRecord, Store,
-    ToolCall, Usage, UserRecord,
+    AgentState, ErrorReason, InternalReason, MemoryStore, Message, Reasoning, RunRecord, SeqRange,
+    Store, TokenCount, ToolCall, Usage, UserRecord,
 };
 use keel_store::SqliteStore;
 use serde_json::json;
@@ -50,6 +51,12 @@ macro_rules! contract_tests {
             async fn runs_list_newest_first_with_filter_and_limit() {
                 let (store, _guard) = $make.await;
                 run_listing_on(&store).await;
+            }
+
+            #[tokio::test]
+            async fn the_context_starts_after_the_latest_summary() {
+                let (store, _guard) = $make.await;
+                context_messages_on(&store).await;
             }
 
             #[tokio::test]
@@ -402,6 +409,120 @@ async fn run_listing_on(store: &dyn Store) {
     assert_eq!(ids(store.list_runs(None, 1).await.unwrap()), ["r-b2"]);
     assert!(store.list_runs(Some("none"), 10).await.unwrap().is_empty());
     assert!(store.list_runs(None, 0).await.unwrap().is_empty());
+}
+
+/// A compaction summary standing in for messages `first..=last`, with a cached token count.
+fn summary(first: u64, last: u64) -> Message {
+    let mut message = Message::internal_user(
+        format!("Summary of messages {first} to {last}."),
+        InternalReason::CompactionSummary,
+    );
+    message.meta.summary_of = Some(SeqRange { first, last });
+    message.meta.tokens = Some(TokenCount {
+        encoding: Encoding::O200kBase,
+        count: 12,
+    });
+    message
+}
+
+/// Checks that the context of `session` is exactly its stored messages from seq `from` on, and
+/// returns their seqs.
+async fn context_from(store: &dyn Store, session: &str, from: u64) -> Vec<u64> {
+    let context = store.context_messages(session).await.unwrap();
+    let mut expected = store.messages(session).await.unwrap();
+    expected.retain(|stored| stored.seq >= from);
+    assert_eq!(context, expected, "context of `{session}` from seq {from}");
+    context.iter().map(|stored| stored.seq).collect()
+}
+
+async fn context_messages_on(store: &dyn Store) {
+    assert!(store.context_messages("nobody").await.unwrap().is_empty());
+    store.ensure_session("empty").await.unwrap();
+    assert!(store.context_messages("empty").await.unwrap().is_empty());
+
+    // No summary: every message.
+    let mut counted = Message::assistant("a1");
+    counted.meta.tokens = Some(TokenCount {
+        encoding: Encoding::Cl100kBase,
+        count: 7,
+    });
+    let opening = [
+        Message::system("be brief"),
+        Message::user("q1"),
+        counted,
+        Message::user("q2"),
+    ];
+    store
+        .append_messages("s", Some("r1"), &opening)
+        .await
+        .unwrap();
+    assert_eq!(context_from(store, "s", 1).await, [1, 2, 3, 4]);
+
+    // One summary (seq 5, replacing 2..=3): from seq 4 on, the summary among them.
+    store
+        .save_run(
+            &run_record("r2", "s", at(1)),
+            &[summary(2, 3), Message::assistant("a2")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(context_from(store, "s", 4).await, [4, 5, 6]);
+    let context = store.context_messages("s").await.unwrap();
+    // Metadata round-trips, the summary's range and every cached token count included.
+    assert_eq!(context[1].message, summary(2, 3));
+    assert_eq!(context[1].run_id.as_deref(), Some("r2"));
+    let all: Vec<Message> = store
+        .messages("s")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.message)
+        .collect();
+    assert_eq!(all[..4], opening);
+
+    // Two summaries: only the latest counts (seq 8, replacing 2..=6).
+    let more = [Message::user("q3"), summary(2, 6), Message::assistant("a3")];
+    store.append_messages("s", None, &more).await.unwrap();
+    assert_eq!(context_from(store, "s", 7).await, [7, 8, 9]);
+    // The latest by position, even when it replaces less than an earlier one did.
+    store
+        .append_messages("s", None, &[summary(1, 4)])
+        .await
+        .unwrap();
+    assert_eq!(context_from(store, "s", 5).await, [5, 6, 7, 8, 9, 10]);
+    assert_eq!(store.messages("s").await.unwrap().len(), 10);
+
+    // A summary whose range ends at the last message: the summary alone, then what follows.
+    let turns = [
+        Message::user("q"),
+        Message::assistant("a"),
+        Message::user("q"),
+    ];
+    store.append_messages("t", None, &turns).await.unwrap();
+    store
+        .append_messages("t", None, &[summary(1, 3)])
+        .await
+        .unwrap();
+    assert_eq!(context_from(store, "t", 4).await, [4]);
+    store
+        .append_messages("t", None, &[Message::assistant("after")])
+        .await
+        .unwrap();
+    assert_eq!(context_from(store, "t", 4).await, [4, 5]);
+
+    // A summary deep in a long batch (written in several statements by a SQL store).
+    let mut long: Vec<Message> = (0..200)
+        .map(|i| Message::assistant(i.to_string()))
+        .collect();
+    long[150] = summary(1, 150);
+    store.append_messages("long", None, &long).await.unwrap();
+    assert_eq!(context_from(store, "long", 151).await.len(), 50);
+    // Other sessions' summaries do not count.
+    store
+        .append_messages("u", None, &[Message::user("fresh")])
+        .await
+        .unwrap();
+    assert_eq!(context_from(store, "u", 1).await, [1]);
 }
 
 /// A fixed instant `minutes` after a base time, with a sub-microsecond part.
