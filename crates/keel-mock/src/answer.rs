@@ -246,9 +246,15 @@ pub(crate) fn default_error_message(kind: ProviderErrorKind, model: &str) -> Str
     }
 }
 
-/// The message of the answer to a request that finds the script exhausted.
-pub(crate) fn exhausted_message(served: usize) -> String {
-    format!("keel-mock: script exhausted after {served} responses")
+/// The message of the answer to a request that finds its step list exhausted: the top-level
+/// steps (`model` is `None`), or the steps of its model.
+pub(crate) fn exhausted_message(served: usize, model: Option<&str>) -> String {
+    match model {
+        None => format!("keel-mock: script exhausted after {served} responses"),
+        Some(model) => {
+            format!("keel-mock: script for model `{model}` exhausted after {served} responses")
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
-//! The step cursor: which step answers the next request. Shared by every wire API and by the
+//! The step cursors: which step answers the next request. One cursor walks the top-level steps,
+//! and one more each model with steps of its own. Shared by every wire API and by the
 //! in-process provider.
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use crate::script::{Script, Step};
@@ -8,16 +10,55 @@ use crate::script::{Script, Step};
 /// What the next request gets.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Turn {
-    /// Answer with `step`; `number` counts the answers served before this one.
+    /// Answer with `step`; `number` counts the answers its step list served before this one.
     Answer { number: usize, step: Box<Step> },
-    /// No step is left; `served` answers were given.
-    Exhausted { served: usize },
+    /// No step is left; `served` answers were given from the list. `model` names the model
+    /// whose own list ran out (`None`: the top-level steps).
+    Exhausted {
+        served: usize,
+        model: Option<String>,
+    },
 }
 
-/// Walks a script, honouring `times` and `forever`. Safe to share between concurrent requests:
-/// each call to [`Cursor::next`] takes exactly one turn.
+/// Routes each request to its step list (the model's own, else the top-level one) and walks
+/// it, honouring `times` and `forever`. Safe to share between concurrent requests: each call to
+/// [`Cursor::next`] takes exactly one turn of one list.
 #[derive(Debug)]
 pub(crate) struct Cursor {
+    steps: Walk,
+    models: BTreeMap<String, Walk>,
+}
+
+impl Cursor {
+    pub(crate) fn new(script: Script) -> Cursor {
+        Cursor {
+            steps: Walk::new(script.steps),
+            models: script
+                .models
+                .into_iter()
+                .map(|(model, script)| (model, Walk::new(script.steps)))
+                .collect(),
+        }
+    }
+
+    /// Takes the next turn for a request asking for `model`.
+    pub(crate) fn next(&self, model: &str) -> Turn {
+        match self.models.get_key_value(model) {
+            Some((name, walk)) => walk.next().unwrap_or_else(|served| Turn::Exhausted {
+                served,
+                model: Some(name.clone()),
+            }),
+            None => self.steps.next().unwrap_or_else(|served| Turn::Exhausted {
+                served,
+                model: None,
+            }),
+        }
+    }
+}
+
+/// One step list and how far requests have got through it.
+#[derive(Debug)]
+struct Walk {
     state: Mutex<State>,
 }
 
@@ -29,11 +70,11 @@ struct State {
     served: usize,
 }
 
-impl Cursor {
-    pub(crate) fn new(script: Script) -> Cursor {
-        Cursor {
+impl Walk {
+    fn new(steps: Vec<Step>) -> Walk {
+        Walk {
             state: Mutex::new(State {
-                steps: script.steps,
+                steps,
                 position: 0,
                 used: 0,
                 served: 0,
@@ -41,8 +82,8 @@ impl Cursor {
         }
     }
 
-    /// Takes the next turn.
-    pub(crate) fn next(&self) -> Turn {
+    /// Takes the next answer, or fails with the number of answers served once none is left.
+    fn next(&self) -> Result<Turn, usize> {
         // A panic while holding the lock cannot leave the state half-updated (every update
         // below is a plain assignment), so a poisoned lock is safe to keep using.
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -54,17 +95,15 @@ impl Cursor {
                 state.used += 1;
                 let number = state.served;
                 state.served += 1;
-                return Turn::Answer {
+                return Ok(Turn::Answer {
                     number,
                     step: Box::new(step.clone()),
-                };
+                });
             }
             state.position += 1;
             state.used = 0;
         }
-        Turn::Exhausted {
-            served: state.served,
-        }
+        Err(state.served)
     }
 }
 
@@ -74,9 +113,11 @@ mod tests {
 
     fn texts(cursor: &Cursor, n: usize) -> Vec<String> {
         (0..n)
-            .map(|_| match cursor.next() {
+            .map(|_| match cursor.next("m") {
                 Turn::Answer { step, .. } => step.text.unwrap_or_default(),
-                Turn::Exhausted { served } => format!("exhausted after {served}"),
+                Turn::Exhausted { served, model } => {
+                    format!("exhausted after {served}{}", model.unwrap_or_default())
+                }
             })
             .collect()
     }
@@ -115,7 +156,7 @@ mod tests {
             Step::text("b"),
         ]));
         let numbers: Vec<_> = (0..3)
-            .map(|_| match cursor.next() {
+            .map(|_| match cursor.next("m") {
                 Turn::Answer { number, .. } => number,
                 Turn::Exhausted { .. } => usize::MAX,
             })
@@ -126,6 +167,54 @@ mod tests {
     #[test]
     fn empty_script_is_exhausted_at_once() {
         let cursor = Cursor::new(Script::default());
-        assert_eq!(cursor.next(), Turn::Exhausted { served: 0 });
+        assert_eq!(
+            cursor.next("m"),
+            Turn::Exhausted {
+                served: 0,
+                model: None
+            }
+        );
+    }
+
+    fn text_for(cursor: &Cursor, model: &str) -> String {
+        match cursor.next(model) {
+            Turn::Answer { number, step } => format!("{}#{number}", step.text.unwrap_or_default()),
+            Turn::Exhausted { served, model } => {
+                format!("exhausted after {served} ({})", model.unwrap_or_default())
+            }
+        }
+    }
+
+    #[test]
+    fn models_with_steps_of_their_own_walk_them() {
+        let script = Script::new(vec![Step::text("a"), Step::text("b").repeat(2)])
+            .with_model("sum", vec![Step::text("s")]);
+        let cursor = Cursor::new(script);
+        let taken: Vec<_> = ["m", "sum", "other", "sum", "m", "m"]
+            .iter()
+            .map(|model| text_for(&cursor, model))
+            .collect();
+        assert_eq!(
+            taken,
+            [
+                "a#0",
+                "s#0",
+                "b#1",
+                "exhausted after 1 (sum)",
+                "b#2",
+                "exhausted after 3 ()"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_model_list_can_repeat_forever_alone() {
+        let cursor = Cursor::new(
+            Script::default().with_model("sum", vec![Step::text("s").repeat_forever()]),
+        );
+        assert_eq!(text_for(&cursor, "sum"), "s#0");
+        assert_eq!(text_for(&cursor, "sum"), "s#1");
+        assert_eq!(text_for(&cursor, "m"), "exhausted after 0 ()");
+        assert_eq!(text_for(&cursor, "Sum"), "exhausted after 0 ()");
     }
 }

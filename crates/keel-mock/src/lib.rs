@@ -4,7 +4,8 @@
 //! API's request rules as pure functions ([`validate`]).
 //!
 //! It owns the [`Script`] format (one [`Step`] per request: text, tool calls, reasoning, errors,
-//! delays, cut streams, mid-stream error events), the step cursor, and its own encoding of each
+//! delays, cut streams, mid-stream error events; per-model step lists), the step cursors, and
+//! its own encoding of each
 //! wire API. It depends on `keel-core` for the `Provider` vocabulary only, and must not depend
 //! on any adapter crate (`keel-providers`): a test of an adapter against this mock is a test of
 //! two independent readings of the same public protocol.
@@ -19,7 +20,8 @@
 //! | `GET /v1/_mock/requests` | the request bodies received, in arrival order | | |
 //!
 //! Every API route takes the next step of one shared script: a chat request, then an Anthropic
-//! one, then a Responses one consume steps 1, 2 and 3. A request the real API would reject is
+//! one, then a Responses one consume steps 1, 2 and 3 (unless their model has steps of its own:
+//! see [Per-model steps](#per-model-steps)). A request the real API would reject is
 //! answered 400 in that API's error format and takes no step. A step's reply is written in the
 //! route's format: `reasoning` is `reasoning_content`, an Anthropic `thinking` block (with a
 //! made-up signature) or a Responses `reasoning` item; `finish_reason: "length"` is
@@ -63,19 +65,57 @@
 //! a 529). The in-process provider sends the first `after_chunks` deltas, then
 //! `Finished { stop_reason: None }` and a `ProviderError` of the kind.
 //!
-//! The same in Rust, against the in-process provider:
+//! # Per-model steps
+//!
+//! Beside (or instead of) the top-level `steps`, a script may give models step lists of their
+//! own under `models`. A request whose `model` is one of its keys (matched exactly) consumes the
+//! next step of that list, with a cursor of its own; every other request consumes the top-level
+//! steps. Here the agent's calls to `gpt-test` take the top-level steps and the compaction
+//! summaries sent to `summary-model` take theirs, however the two interleave:
+//!
+//! ```json
+//! {"steps": [
+//!   {"tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]},
+//!   {"text": "The file says hello."}
+//! ],
+//!  "models": {
+//!   "summary-model": {"steps": [
+//!     {"error": {"status": 529}},
+//!     {"text": "Summary: the user asked to read a.txt.", "forever": true}
+//!   ]}
+//! }}
+//! ```
+//!
+//! A model's list takes every field a step takes (`times`, `forever`, errors, delays, cuts,
+//! stream errors) and is checked the same way, problems naming their place
+//! (`models.summary-model.steps[1]: ...`). When it runs out, that model's requests get the 500
+//! ``keel-mock: script for model `summary-model` exhausted after N responses``; the top-level
+//! steps running out answer `keel-mock: script exhausted after N responses`. Each list numbers
+//! its own answers, so default tool-call ids (`call_<n>_<i>`) do not depend on how the lists'
+//! requests interleave (give `id`s explicitly where two lists' ids must differ). The request log
+//! keeps every request, of every model, in arrival order. The in-process [`ScriptedProvider`]
+//! routes by `ChatRequest::model` the same way; in Rust,
+//! `Script::new(agent_steps).with_model("summary-model", summary_steps)`.
+//!
+//! # In Rust
+//!
+//! Scripts built with [`Step`]'s builders, against the in-process provider; the summary call
+//! between the agent's two calls takes its own step:
 //!
 //! ```
 //! use keel_core::{ChatRequest, Message, NoDeltas, Provider, ProviderErrorKind, ToolChoice};
-//! use keel_mock::{ScriptedProvider, Step};
+//! use keel_mock::{Script, ScriptedProvider, Step};
 //! use serde_json::json;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
-//! let provider = ScriptedProvider::from_steps(vec![
-//!     Step::error(429).with_header("retry-after", "1"),
-//!     Step::tool_call("read_file", json!({"path": "a.txt"})),
-//! ]);
+//! let provider = ScriptedProvider::new(
+//!     Script::new(vec![
+//!         Step::error(429).with_header("retry-after", "1"),
+//!         Step::tool_call("read_file", json!({"path": "a.txt"})),
+//!     ])
+//!     .with_model("summary-model", vec![Step::text("Summary: reading a.txt.")]),
+//! );
 //! let request = ChatRequest {
 //!     model: "gpt-test".into(),
 //!     messages: vec![Message::user("read a.txt")],
@@ -86,6 +126,11 @@
 //! };
 //! let error = provider.chat(&request, &NoDeltas).await.unwrap_err();
 //! assert_eq!(error.kind, ProviderErrorKind::RateLimit);
+//!
+//! let summary_request = ChatRequest { model: "summary-model".into(), ..request.clone() };
+//! let summary = provider.chat(&summary_request, &NoDeltas).await.unwrap();
+//! assert_eq!(summary.message.content, "Summary: reading a.txt.");
+//!
 //! let answer = provider.chat(&request, &NoDeltas).await.unwrap();
 //! assert_eq!(answer.message.tool_calls[0].id, "call_1_0");
 //! # }
@@ -105,8 +150,8 @@ pub mod validate;
 mod wire;
 
 pub use script::{
-    CutMode, ErrorReply, FinishReason, ResponsesErrorEvent, Script, ScriptError, ScriptToolCall,
-    ScriptUsage, Step, StreamError, ToolArguments,
+    CutMode, ErrorReply, FinishReason, ModelScript, ResponsesErrorEvent, Script, ScriptError,
+    ScriptToolCall, ScriptUsage, Step, StreamError, ToolArguments,
 };
 pub use scripted::ScriptedProvider;
 pub use server::{MockError, MockServer, serve_forever};

@@ -1,5 +1,6 @@
-//! The script: what the mock answers, one step per request, in order. Nothing here knows any
-//! wire API; the HTTP encoders and the in-process provider read the same steps.
+//! The script: what the mock answers, one step per request, in order, with separate step lists
+//! for the models that have their own. Nothing here knows any wire API; the HTTP encoders and
+//! the in-process provider read the same steps.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -20,11 +21,36 @@ pub struct ScriptError {
 }
 
 /// A scripted model: each request consumes the next step, in order.
+///
+/// A request whose `model` has an entry in [`Script::models`] consumes that entry's steps
+/// instead, with a cursor of its own; every other request consumes [`Script::steps`]. So a
+/// test can script the calls of a second model (e.g. compaction summaries) without knowing how
+/// they interleave with the agent's calls.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Script {
-    /// The answers, in the order requests consume them.
+    /// The answers to requests for models without an entry in `models`, in the order those
+    /// requests consume them. May be left out of a script file (no steps).
+    #[serde(default)]
     pub steps: Vec<Step>,
+    /// Step lists of their own for requests asking for these models (matched exactly).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub models: BTreeMap<String, ModelScript>,
+}
+
+/// The steps answering the requests for one model of [`Script::models`], in order.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelScript {
+    /// The answers, in the order this model's requests consume them.
+    pub steps: Vec<Step>,
+}
+
+impl ModelScript {
+    /// A model script of these steps.
+    pub fn new(steps: Vec<Step>) -> ModelScript {
+        ModelScript { steps }
+    }
 }
 
 /// One scripted answer: a model reply (text, tool calls, reasoning) or an HTTP error, with the
@@ -268,9 +294,19 @@ pub struct ErrorReply {
 }
 
 impl Script {
-    /// A script of these steps.
+    /// A script of these steps, answering requests for every model.
     pub fn new(steps: Vec<Step>) -> Script {
-        Script { steps }
+        Script {
+            steps,
+            models: BTreeMap::new(),
+        }
+    }
+
+    /// Gives requests for `model` their own steps (replacing any given before): they consume
+    /// these, and no longer the top-level steps.
+    pub fn with_model(mut self, model: impl Into<String>, steps: Vec<Step>) -> Script {
+        self.models.insert(model.into(), ModelScript::new(steps));
+        self
     }
 
     /// Loads and checks a script file.
@@ -309,21 +345,33 @@ impl Script {
     }
 
     fn check(&self) -> Result<(), String> {
-        let mut forever_at = None;
-        for (i, step) in self.steps.iter().enumerate() {
-            if let Some(j) = forever_at {
-                return Err(format!(
-                    "steps[{i}] can never be reached: steps[{j}] repeats forever"
-                ));
+        check_steps("steps", &self.steps)?;
+        for (model, script) in &self.models {
+            if model.is_empty() {
+                return Err("models: a model name cannot be empty".into());
             }
-            step.check()
-                .map_err(|problem| format!("steps[{i}]: {problem}"))?;
-            if step.forever {
-                forever_at = Some(i);
-            }
+            check_steps(&format!("models.{model}.steps"), &script.steps)?;
         }
         Ok(())
     }
+}
+
+/// Checks one step list, naming a problem's place as `<place>[<index>]`.
+fn check_steps(place: &str, steps: &[Step]) -> Result<(), String> {
+    let mut forever_at = None;
+    for (i, step) in steps.iter().enumerate() {
+        if let Some(j) = forever_at {
+            return Err(format!(
+                "{place}[{i}] can never be reached: {place}[{j}] repeats forever"
+            ));
+        }
+        step.check()
+            .map_err(|problem| format!("{place}[{i}]: {problem}"))?;
+        if step.forever {
+            forever_at = Some(i);
+        }
+    }
+    Ok(())
 }
 
 impl Step {

@@ -88,9 +88,14 @@ fn documented_examples_load() {
                     .join("\n")
             })
             .collect();
-        assert_eq!(blocks.len(), 1);
-        let script = Script::from_json(&blocks[0]).unwrap();
-        assert!(script.steps.iter().any(|s| s.stream_error.is_some()));
+        assert_eq!(blocks.len(), 2);
+        let scripts: Vec<Script> = blocks
+            .iter()
+            .map(|block| Script::from_json(block).unwrap())
+            .collect();
+        assert!(scripts[0].steps.iter().any(|s| s.stream_error.is_some()));
+        assert!(scripts[1].models["summary-model"].steps[1].forever);
+        assert_eq!(scripts[1].steps.len(), 2);
     }
 }
 
@@ -107,6 +112,93 @@ fn round_trips_through_json() {
     ]);
     let json = serde_json::to_string(&script).unwrap();
     assert_eq!(Script::from_json(&json).unwrap(), script);
+}
+
+#[test]
+fn parses_model_scripts_beside_or_instead_of_steps() {
+    let script = Script::from_json(
+        r#"{"steps": [{"text": "agent"}],
+            "models": {"summary-model": {"steps": [{"text": "s", "times": 2},
+                                                   {"error": {"status": 529}}]},
+                       "other": {"steps": []}}}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        script,
+        Script::new(vec![Step::text("agent")])
+            .with_model(
+                "summary-model",
+                vec![Step::text("s").repeat(2), Step::error(529)]
+            )
+            .with_model("other", Vec::new())
+    );
+
+    let only_models =
+        Script::from_json(r#"{"models": {"summary-model": {"steps": [{"text": "s"}]}}}"#).unwrap();
+    assert!(only_models.steps.is_empty());
+    assert_eq!(
+        only_models.models["summary-model"],
+        ModelScript::new(vec![Step::text("s")])
+    );
+    // Without `models`, a script serializes as before.
+    assert_eq!(
+        serde_json::to_value(Script::new(vec![Step::text("a")])).unwrap(),
+        json!({"steps": [{"text": "a"}]})
+    );
+}
+
+#[test]
+fn model_scripts_round_trip_through_json() {
+    let script = Script::new(vec![Step::text("a")]).with_model(
+        "summary-model",
+        vec![
+            Step::text("s").fail_stream_after(1, ProviderErrorKind::Overloaded),
+            Step::text("t").cut_after(2).repeat_forever(),
+        ],
+    );
+    let json = serde_json::to_string(&script).unwrap();
+    assert_eq!(Script::from_json(&json).unwrap(), script);
+    assert!(script.validate().is_ok());
+}
+
+#[test]
+fn rejects_problems_of_model_scripts_naming_the_place() {
+    let cases = [
+        (
+            r#"{"models": {"summary-model": {"steps": [{}, {}, {"times": 0}]}}}"#,
+            "models.summary-model.steps[2]: `times` must be at least 1",
+        ),
+        (
+            r#"{"steps": [], "models": {"s": {"steps": [{"forever": true}, {"text": "x"}]}}}"#,
+            "models.s.steps[1] can never be reached: models.s.steps[0] repeats forever",
+        ),
+        (
+            r#"{"models": {"s": {"steps": [{"error": {"status": 500}, "text": "x"}]}}}"#,
+            "models.s.steps[0]: an `error` step cannot also have `text`",
+        ),
+        (
+            r#"{"models": {"": {"steps": []}}}"#,
+            "models: a model name cannot be empty",
+        ),
+        (
+            r#"{"models": {"s": {"steps": [{"txt": "x"}]}}}"#,
+            "unknown field `txt`",
+        ),
+        (r#"{"models": {"s": {"step": []}}}"#, "unknown field `step`"),
+        (r#"{"models": {"s": {}}}"#, "missing field `steps`"),
+        (
+            r#"{"models": {"s": [{"text": "x"}]}}"#,
+            "not a valid script",
+        ),
+    ];
+    for (json, expected) in cases {
+        let message = problem(json);
+        assert!(message.contains(expected), "{json}: {message}");
+    }
+    let built = Script::default().with_model("s", vec![Step::text("x").repeat(0)]);
+    let error = built.validate().unwrap_err();
+    assert_eq!(error.origin, "(built in code)");
+    assert!(error.problem.starts_with("models.s.steps[0]: "), "{error}");
 }
 
 fn problem(json: &str) -> String {

@@ -18,7 +18,8 @@ use crate::answer::{
 use crate::cursor::{Cursor, Turn};
 use crate::script::{CutMode, ErrorReply, FinishReason, Script, Step, StreamError};
 
-/// A [`Provider`] that answers from a script.
+/// A [`Provider`] that answers from a script: a request whose `model` has steps of its own in
+/// [`Script::models`] takes the next of those, any other request the next top-level step.
 ///
 /// Streaming calls (`request.stream`) send text and reasoning word by word, each tool call as
 /// `ToolCallStarted` and several `ToolCallArguments` fragments, and always exactly one
@@ -58,7 +59,7 @@ impl ScriptedProvider {
         self
     }
 
-    /// The requests received so far, in order.
+    /// The requests received so far, for every model, in order.
     pub fn requests(&self) -> Vec<ChatRequest> {
         self.recorded().clone()
     }
@@ -88,12 +89,11 @@ impl Provider for ScriptedProvider {
             }
             Err(error)
         };
-        let (number, step) = match self.cursor.next() {
+        let (number, step) = match self.cursor.next(&request.model) {
             Turn::Answer { number, step } => (number, step),
-            Turn::Exhausted { served } => {
-                let error =
-                    ProviderError::new(ProviderErrorKind::Server, exhausted_message(served))
-                        .with_status(500);
+            Turn::Exhausted { served, model } => {
+                let message = exhausted_message(served, model.as_deref());
+                let error = ProviderError::new(ProviderErrorKind::Server, message).with_status(500);
                 return fail(error);
             }
         };

@@ -335,3 +335,109 @@ async fn records_requests_in_order() {
     assert!(recorded[1].stream);
     assert_eq!(provider.name(), "second");
 }
+
+fn for_model(model: &str, stream: bool) -> ChatRequest {
+    ChatRequest {
+        model: model.into(),
+        ..request(stream)
+    }
+}
+
+#[tokio::test]
+async fn routes_requests_by_model_between_the_agent_and_its_summaries() {
+    let provider = ScriptedProvider::new(
+        Script::new(vec![
+            Step::tool_call("f", json!({})),
+            Step::text("agent done"),
+        ])
+        .with_model(
+            "summary-model",
+            vec![Step::text("summary one"), Step::text("summary two")],
+        ),
+    );
+    // Agent, summary, agent, summary: each list is consumed in its own order.
+    let first = provider.chat(&request(false), &NoDeltas).await.unwrap();
+    assert_eq!(first.message.tool_calls[0].id, "call_0_0");
+    let sink = Collect::default();
+    let summary = provider
+        .chat(&for_model("summary-model", true), &sink)
+        .await
+        .unwrap();
+    assert_eq!(summary.message.content, "summary one");
+    assert_eq!(summary.model, "summary-model");
+    assert_eq!(sink.text(), "summary one");
+    let second = provider.chat(&request(false), &NoDeltas).await.unwrap();
+    assert_eq!(second.message.content, "agent done");
+    let summary = provider
+        .chat(&for_model("summary-model", false), &NoDeltas)
+        .await
+        .unwrap();
+    assert_eq!(summary.message.content, "summary two");
+
+    let models: Vec<_> = provider.requests().into_iter().map(|r| r.model).collect();
+    assert_eq!(
+        models,
+        ["gpt-test", "summary-model", "gpt-test", "summary-model"]
+    );
+}
+
+#[tokio::test]
+async fn each_model_list_runs_out_on_its_own() {
+    let provider = ScriptedProvider::new(
+        Script::new(vec![Step::text("agent").repeat_forever()]).with_model(
+            "summary-model",
+            vec![
+                Step::error(529),
+                Step::text("a b c").fail_stream_after(1, ProviderErrorKind::Server),
+            ],
+        ),
+    );
+    let overloaded = provider
+        .chat(&for_model("summary-model", false), &NoDeltas)
+        .await
+        .unwrap_err();
+    assert_eq!(overloaded.kind, ProviderErrorKind::Overloaded);
+    let sink = Collect::default();
+    let broken = provider
+        .chat(&for_model("summary-model", true), &sink)
+        .await
+        .unwrap_err();
+    assert_eq!(broken.kind, ProviderErrorKind::Server);
+    assert_eq!(sink.text(), "a");
+
+    let sink = Collect::default();
+    let exhausted = provider
+        .chat(&for_model("summary-model", true), &sink)
+        .await
+        .unwrap_err();
+    assert_eq!(exhausted.status, Some(500));
+    assert_eq!(
+        exhausted.message,
+        "keel-mock: script for model `summary-model` exhausted after 2 responses"
+    );
+    assert_eq!(sink.finished(), [None]);
+    // The agent's list is untouched and still answers, for any other model too.
+    for model in ["gpt-test", "Summary-Model"] {
+        let response = provider
+            .chat(&for_model(model, false), &NoDeltas)
+            .await
+            .unwrap();
+        assert_eq!(response.message.content, "agent");
+    }
+}
+
+#[tokio::test]
+async fn a_script_of_models_only_exhausts_other_models_at_once() {
+    let provider =
+        ScriptedProvider::new(Script::default().with_model("summary-model", vec![Step::text("s")]));
+    let error = provider.chat(&request(false), &NoDeltas).await.unwrap_err();
+    assert_eq!(
+        error.message,
+        "keel-mock: script exhausted after 0 responses"
+    );
+    let summary = provider
+        .chat(&for_model("summary-model", false), &NoDeltas)
+        .await
+        .unwrap();
+    assert_eq!(summary.message.content, "s");
+}

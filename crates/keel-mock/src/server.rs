@@ -1,7 +1,8 @@
 //! The HTTP mock server: axum routes that take the next script step and answer it in the wire
 //! format of the route's API, injecting the step's faults (delays, errors, cut streams,
 //! mid-stream error events). One script cursor serves every route: each request takes one step,
-//! whatever its API.
+//! whatever its API, from its model's own steps if the script has some, else from the
+//! top-level steps.
 
 use std::io;
 use std::net::SocketAddr;
@@ -194,7 +195,7 @@ async fn unknown_route(method: Method, uri: Uri) -> Response {
     json_response(StatusCode::NOT_FOUND, body)
 }
 
-/// Answers one request of API `A` with the script's next step. Every body is recorded; an
+/// Answers one request of API `A` with the next step for its model. Every body is recorded; an
 /// invalid request (headers or body) is answered 400 without consuming a step.
 async fn answer<A: WireApi>(
     State(shared): State<Arc<Shared>>,
@@ -208,10 +209,11 @@ async fn answer<A: WireApi>(
             return json_response(StatusCode::BAD_REQUEST, A::invalid_request_body(&invalid));
         }
     };
-    let (number, step) = match shared.cursor.next() {
+    let (number, step) = match shared.cursor.next(&request.model) {
         Turn::Answer { number, step } => (number, step),
-        Turn::Exhausted { served } => {
-            let body = A::error_body(500, ProviderErrorKind::Server, &exhausted_message(served));
+        Turn::Exhausted { served, model } => {
+            let message = exhausted_message(served, model.as_deref());
+            let body = A::error_body(500, ProviderErrorKind::Server, &message);
             return json_response(StatusCode::INTERNAL_SERVER_ERROR, body);
         }
     };
