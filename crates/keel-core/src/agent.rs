@@ -141,6 +141,7 @@ pub struct AgentBuilder {
     provider: Option<Arc<dyn Provider>>,
     model: Option<String>,
     fallbacks: Vec<(Option<Arc<dyn Provider>>, String)>,
+    summary: Option<(Option<Arc<dyn Provider>>, String)>,
     tools: Vec<Arc<dyn Tool>>,
     store: Option<Arc<dyn Store>>,
     sinks: Vec<Arc<dyn EventSink>>,
@@ -222,6 +223,29 @@ impl AgentBuilder {
     /// 0.5 s, 2 s, 8 s); empty turns tool retries off.
     pub fn tool_retry_delays(self, delays: Vec<Duration>) -> Self {
         self.tune(move |s| s.tool_retry_delays = delays)
+    }
+
+    /// How the context is kept under the model's window.
+    pub fn context(self, context: crate::context::ContextSettings) -> Self {
+        self.tune(move |s| s.context = context)
+    }
+
+    /// Overrides the context window of every model.
+    pub fn context_window(self, tokens: u32) -> Self {
+        self.tune(move |s| s.context.window = Some(tokens))
+    }
+
+    /// The model that writes compaction summaries, on the primary provider (default: the run's
+    /// current model).
+    pub fn summary_model(mut self, model: impl Into<String>) -> Self {
+        self.summary = Some((None, model.into()));
+        self
+    }
+
+    /// The model that writes compaction summaries, on another provider.
+    pub fn summary(mut self, provider: Arc<dyn Provider>, model: impl Into<String>) -> Self {
+        self.summary = Some((Some(provider), model.into()));
+        self
     }
 
     /// Someone can answer `ask_human` (an interactive chat).
@@ -333,19 +357,12 @@ impl AgentBuilder {
         let mut providers: HashMap<String, Arc<dyn Provider>> = HashMap::new();
         providers.insert(provider.name().to_string(), provider.clone());
         for (fallback_provider, model) in self.fallbacks {
-            let provider = fallback_provider.unwrap_or_else(|| provider.clone());
-            let name = provider.name().to_string();
-            if let Some(existing) = providers.get(&name)
-                && !Arc::ptr_eq(existing, &provider)
-            {
-                return Err(AgentError::Config(format!(
-                    "two different providers are named `{name}`; give each its own name"
-                )));
-            }
-            settings
-                .fallbacks
-                .push(ModelTarget::new(name.clone(), model));
-            providers.insert(name, provider);
+            let target = register(&mut providers, &provider, fallback_provider, model)?;
+            settings.fallbacks.push(target);
+        }
+        if let Some((summary_provider, model)) = self.summary {
+            let target = register(&mut providers, &provider, summary_provider, model)?;
+            settings.context.summary_model = Some(target);
         }
         Ok(Agent {
             providers,
@@ -357,6 +374,26 @@ impl AgentBuilder {
             chat_session: Mutex::new(None),
         })
     }
+}
+
+/// Adds `provider` (or the primary one) to `providers` and names the target.
+fn register(
+    providers: &mut HashMap<String, Arc<dyn Provider>>,
+    primary: &Arc<dyn Provider>,
+    provider: Option<Arc<dyn Provider>>,
+    model: String,
+) -> Result<ModelTarget, AgentError> {
+    let provider = provider.unwrap_or_else(|| primary.clone());
+    let name = provider.name().to_string();
+    if let Some(existing) = providers.get(&name)
+        && !Arc::ptr_eq(existing, &provider)
+    {
+        return Err(AgentError::Config(format!(
+            "two different providers are named `{name}`; give each its own name"
+        )));
+    }
+    providers.insert(name.clone(), provider);
+    Ok(ModelTarget::new(name, model))
 }
 
 /// A configured agent: runs messages through the loop. Cheap to share behind an `Arc`; runs
@@ -387,6 +424,7 @@ impl Agent {
             max_tokens: None,
             stream: true,
             fallbacks: Vec::new(),
+            summary: None,
             tune: Vec::new(),
         }
     }
@@ -416,13 +454,8 @@ impl Agent {
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         let run_id = uuid::Uuid::now_v7().to_string();
         self.store.ensure_session(&session_id).await?;
-        let history: Vec<Message> = self
-            .store
-            .messages(&session_id)
-            .await?
-            .into_iter()
-            .map(|stored| stored.message)
-            .collect();
+        // Only the live context: what the latest compaction summary replaced stays in the store.
+        let history = self.store.context_messages(&session_id).await?;
         let month = usage_month(self.clock.now());
         let mut settings = self.settings.clone();
         let over_budget = match &request.user_id {

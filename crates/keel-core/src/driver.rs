@@ -100,6 +100,14 @@ impl Driver<'_> {
                         Raced::HardLimit => run.on_hard_limit(hard.unwrap_or_default()),
                     }
                 }
+                Step::Summarize(call) => {
+                    let work = self.summarize(call);
+                    match self.race(hard_at, Interruptible::Yes, work).await {
+                        Raced::Done(result) => run.on_summary(result),
+                        Raced::Cancelled => run.cancel(),
+                        Raced::HardLimit => run.on_hard_limit(hard.unwrap_or_default()),
+                    }
+                }
                 Step::RunTools(calls) => {
                     // Cancellation waits for running tools: they finish and are stored, and the
                     // flag is seen at the next boundary.
@@ -159,6 +167,22 @@ impl Driver<'_> {
             }),
         }
         result
+    }
+
+    /// Asks a model for a compaction summary: whole, never streamed to the user.
+    async fn summarize(
+        &self,
+        call: ModelCall,
+    ) -> Result<crate::provider::ChatResponse, crate::provider_error::ProviderError> {
+        let Some(provider) = self.providers.get(&call.provider) else {
+            return Err(crate::provider_error::ProviderError::new(
+                crate::provider_error::ProviderErrorKind::InvalidRequest,
+                format!("no provider named `{}` is configured", call.provider),
+            ));
+        };
+        provider
+            .chat(&call.request, &crate::provider::NoDeltas)
+            .await
     }
 
     /// Runs `work` until it finishes, the hard limit passes, or (when interruptible) the run

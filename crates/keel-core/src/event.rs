@@ -204,6 +204,40 @@ pub enum EventKind {
         /// Model calls made so far.
         iterations: u32,
     },
+    /// Older messages were summarized (R1) or dropped (sliding window) to fit the window.
+    #[serde(rename = "agent.compaction.run")]
+    CompactionRun {
+        /// `compact` or `sliding_window`.
+        strategy: String,
+        /// Estimated context tokens before.
+        before_tokens: u64,
+        /// Estimated context tokens after.
+        after_tokens: u64,
+        /// Messages in the context before.
+        before_messages: usize,
+        /// Messages in the context after.
+        after_messages: usize,
+        /// Tool results pinned into the summary.
+        pinned: usize,
+        /// The summary model failed and the context was truncated instead.
+        summary_failed: bool,
+    },
+    /// A deeper context recovery fired: R2 (deep prune) or R3 (ask the human).
+    #[serde(rename = "agent.recovery.fired")]
+    RecoveryFired {
+        /// `r2` or `r3`.
+        tier: String,
+        /// Why: `threshold` or `context_overflow`.
+        reason: String,
+        /// Estimated context tokens before.
+        before_tokens: u64,
+        /// Estimated context tokens after.
+        after_tokens: u64,
+        /// Messages in the context before.
+        before_messages: usize,
+        /// Messages in the context after.
+        after_messages: usize,
+    },
     /// The configuration file could not be used; the last good one was.
     #[serde(rename = "agent.config.fallback")]
     ConfigFallback {
@@ -263,6 +297,8 @@ impl EventKind {
             EventKind::BudgetNear { .. } => "agent.budget.near",
             EventKind::SoftLimit { .. } => "agent.exhaustion.soft_limit",
             EventKind::ConfigFallback { .. } => "agent.config.fallback",
+            EventKind::CompactionRun { .. } => "agent.compaction.run",
+            EventKind::RecoveryFired { .. } => "agent.recovery.fired",
             EventKind::RunCompleted { .. } => "agent_run.completed",
             EventKind::RunCancelled { .. } => "agent_run.cancelled",
             EventKind::RunFailed { .. } => "agent_run.failed",

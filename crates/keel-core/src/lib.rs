@@ -10,6 +10,7 @@ pub mod agent;
 pub mod agent_tools;
 pub mod budget;
 pub mod clock;
+pub mod context;
 pub mod driver;
 pub mod event;
 pub mod fixup;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::budget::{Budgets, PriceTable};
+use crate::context::ContextSettings;
 use crate::loop_guard::GuardConfig;
 use crate::recovery::RetryPolicy;
 
@@ -94,6 +95,9 @@ pub struct RunSettings {
     /// The waits before each retry of a transient failure of an idempotent tool.
     #[serde(default = "default_tool_retry_delays", with = "millis_list")]
     pub tool_retry_delays: Vec<Duration>,
+    /// How the context is kept under the model's window.
+    #[serde(default)]
+    pub context: ContextSettings,
 }
 
 /// The waits before each retry of a transient tool failure (seed 001): 0.5 s, 2 s, 8 s.
@@ -135,6 +139,7 @@ impl RunSettings {
             hard_timeout: None,
             human_reachable: false,
             tool_retry_delays: default_tool_retry_delays(),
+            context: ContextSettings::default(),
         }
     }
 

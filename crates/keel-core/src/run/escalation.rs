@@ -38,19 +38,16 @@ impl Run {
                 Some(self.fail(AgentState::Error, Some(ErrorReason::Stuck), message))
             }
             Escalation::Nudge(message) => {
-                self.messages
-                    .push(Message::internal_user(message, InternalReason::LoopNudge));
+                self.push(Message::internal_user(message, InternalReason::LoopNudge));
                 None
             }
             Escalation::Directive(message) => {
-                self.messages
-                    .push(Message::internal_user(message, InternalReason::LoopNudge));
+                self.push(Message::internal_user(message, InternalReason::LoopNudge));
                 self.next_tool_choice = Some(ToolChoice::None);
                 None
             }
             Escalation::AskHuman(message) => {
-                self.messages
-                    .push(Message::internal_user(message, InternalReason::LoopNudge));
+                self.push(Message::internal_user(message, InternalReason::LoopNudge));
                 self.next_tool_choice = Some(ToolChoice::Tool("ask_human".into()));
                 None
             }

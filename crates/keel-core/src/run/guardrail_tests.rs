@@ -30,7 +30,7 @@ fn run(settings: RunSettings) -> Run {
         "s1",
         settings,
         tools,
-        vec![],
+        Vec::new(),
         Message::user("find it"),
         DateTime::from_timestamp(0, 0).unwrap(),
     )

@@ -22,8 +22,11 @@ use crate::provider_error::ProviderError;
 use crate::recovery::{self, Recovery};
 use crate::run_settings::{ModelTarget, RunSettings};
 use crate::state::{AgentState, ErrorReason};
+use crate::store::StoredMessage;
+use crate::tokens::{self, Encoding};
 use crate::tool::ToolSpec;
 
+mod context;
 mod escalation;
 mod view;
 
@@ -46,6 +49,9 @@ pub enum Step {
     CallModel(ModelCall),
     /// Run these tool calls (results in this order) and feed them to [`Run::on_tool_results`].
     RunTools(Vec<ToolCall>),
+    /// Ask a model to summarize older messages (compaction) and feed the answer to
+    /// [`Run::on_summary`]. Not an iteration; its deltas are not streamed.
+    Summarize(ModelCall),
     /// The run is over; its state is terminal.
     Finish,
 }
@@ -105,10 +111,28 @@ pub struct Run {
     session_id: String,
     settings: RunSettings,
     tools: Vec<ToolSpec>,
-    /// The conversation as the model sees it: stored history, then this turn.
+    /// The conversation: the stored history this run loaded, then this turn. Compaction never
+    /// removes anything from it; it changes what part of it is sent.
     messages: Vec<Message>,
+    /// The cached token count of each message.
+    counts: Vec<u32>,
+    /// The seq of each loaded message; messages after them get `next_seq`, `next_seq + 1`, ...
+    seqs: Vec<u64>,
+    next_seq: u64,
     /// How many of `messages` (a prefix) are already in the store.
     persisted: usize,
+    /// The encoding tokens are counted with.
+    encoding: Encoding,
+    /// Tokens of the system prompt and the tool definitions, sent with every call.
+    fixed_tokens: u32,
+    /// Where the verbatim part of the context starts, and the summary that stands in for what
+    /// comes before it.
+    context_start: usize,
+    summary_index: Option<usize>,
+    /// The first user message, which the sliding window always keeps.
+    first_user: Option<usize>,
+    ladder: context::Ladder,
+    pending_summary: Option<context::PendingSummary>,
     iteration: u32,
     iteration_limit: u32,
     state: AgentState,
@@ -121,9 +145,9 @@ pub struct Run {
     chain_index: usize,
     /// Retries spent on the current call.
     retries: u32,
-    /// The tool choice and warning layer of the current iteration (kept for its retries).
+    /// The tool choice and warning layers of the current iteration (kept for its retries).
     tool_choice: ToolChoice,
-    warning: Option<String>,
+    warnings: Vec<String>,
     /// Set by the loop guard for the next iteration.
     next_tool_choice: Option<ToolChoice>,
     guard: LoopGuard,
@@ -146,21 +170,19 @@ pub struct Run {
 }
 
 impl Run {
-    /// A new run: `history` is what the store already holds for the session, `input` the new
-    /// user message (not yet stored).
+    /// A new run: `history` is what the store holds for the session (all of it, or what
+    /// [`crate::Store::context_messages`] returns), `input` the new user message (not yet
+    /// stored).
     pub fn new(
         id: impl Into<String>,
         session_id: impl Into<String>,
         settings: RunSettings,
         tools: Vec<ToolSpec>,
-        history: Vec<Message>,
+        history: Vec<StoredMessage>,
         input: Message,
         started_at: DateTime<Utc>,
     ) -> Run {
         let id = id.into();
-        let persisted = history.len();
-        let mut messages = history;
-        messages.push(input);
         let mut tools = tools;
         if settings.iteration_cap > settings.max_iterations {
             tools.push(agent_tools::request_more_iterations_spec());
@@ -168,15 +190,30 @@ impl Run {
         let rng = id.bytes().fold(0x9E37_79B9_7F4A_7C15u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
         }) | 1;
-        Run {
+        let encoding = Encoding::for_model(&settings.model);
+        let fixed_tokens = settings.system_prompt.as_deref().map_or(0, |prompt| {
+            encoding.count(prompt) + tokens::MESSAGE_OVERHEAD
+        }) + tokens::tools_tokens(encoding, &tools);
+        let next_seq = history.last().map_or(1, |stored| stored.seq + 1);
+        let mut run = Run {
             session_id: session_id.into(),
             chain: settings.chain(),
             iteration_limit: settings.max_iterations,
             guard: LoopGuard::new(settings.guard.clone()),
             settings,
             tools,
-            messages,
-            persisted,
+            messages: Vec::with_capacity(history.len() + 8),
+            counts: Vec::with_capacity(history.len() + 8),
+            seqs: history.iter().map(|stored| stored.seq).collect(),
+            next_seq,
+            persisted: history.len(),
+            encoding,
+            fixed_tokens,
+            context_start: 0,
+            summary_index: None,
+            first_user: None,
+            ladder: context::Ladder::default(),
+            pending_summary: None,
             iteration: 0,
             state: AgentState::Running,
             reason: None,
@@ -186,7 +223,7 @@ impl Run {
             chain_index: 0,
             retries: 0,
             tool_choice: ToolChoice::Auto,
-            warning: None,
+            warnings: Vec::new(),
             next_tool_choice: None,
             text_detection: None,
             continued_text: String::new(),
@@ -202,7 +239,38 @@ impl Run {
             rng,
             events: Vec::new(),
             id,
+        };
+        for stored in history {
+            run.push(stored.message);
         }
+        run.resume_context();
+        run.push(input);
+        run
+    }
+
+    /// `messages` as a stored history numbered from 1, for runs whose history did not come
+    /// from a store.
+    pub fn history(messages: Vec<Message>) -> Vec<StoredMessage> {
+        messages
+            .into_iter()
+            .enumerate()
+            .map(|(i, message)| StoredMessage {
+                seq: i as u64 + 1,
+                run_id: None,
+                created_at: DateTime::<Utc>::UNIX_EPOCH,
+                message,
+            })
+            .collect()
+    }
+
+    /// Appends a message to the transcript, counting its tokens once.
+    fn push(&mut self, mut message: Message) {
+        let count = tokens::cache_tokens(self.encoding, &mut message);
+        if self.first_user.is_none() && message.role == Role::User && !message.is_internal() {
+            self.first_user = Some(self.messages.len());
+        }
+        self.messages.push(message);
+        self.counts.push(count);
     }
 
     /// The first step.
@@ -256,7 +324,7 @@ impl Run {
             if response.stop_reason == StopReason::MaxTokens && self.max_tokens_recoveries < limit {
                 self.max_tokens_recoveries += 1;
                 self.continued_text.push_str(&text);
-                self.messages.push(Message::internal_user(
+                self.push(Message::internal_user(
                     CONTINUE_PROMPT,
                     InternalReason::MaxTokensRecovery,
                 ));
@@ -334,14 +402,7 @@ impl Run {
                 });
                 Step::CallModel(self.model_call(Duration::ZERO))
             }
-            Recovery::ContextOverflow => self.fail(
-                AgentState::Error,
-                Some(ErrorReason::ContextExhausted),
-                format!(
-                    "the conversation no longer fits {}'s context window: {error}",
-                    self.current().model
-                ),
-            ),
+            Recovery::ContextOverflow => self.on_context_overflow(&error),
             Recovery::Fail(message) => {
                 self.fail(AgentState::Error, Some(ErrorReason::ProviderFatal), message)
             }
@@ -373,7 +434,7 @@ impl Run {
                 ok: result.ok,
                 output: result.content.clone(),
             });
-            self.messages.push(Message::tool_result(
+            self.push(Message::tool_result(
                 call.id.clone(),
                 result.content.clone(),
             ));
@@ -450,11 +511,11 @@ impl Run {
             let text = self.iteration_limit_summary();
             let mut note = Message::assistant(text.clone());
             note.meta.internal = Some(InternalReason::IterationLimit);
-            self.messages.push(note);
+            self.push(note);
             self.final_text = Some(text.clone());
             return self.fail(AgentState::MaxSteps, None, text);
         }
-        self.warning = None;
+        self.warnings.clear();
         match self.settings.budgets.check(self.usage.total(), self.cost) {
             BudgetStatus::Exceeded(message) => {
                 return self.fail(AgentState::BudgetExceeded, None, message);
@@ -468,14 +529,17 @@ impl Run {
                         message: message.clone(),
                     });
                 }
-                self.warning = Some(message);
+                self.warnings.push(message);
             }
             BudgetStatus::Ok => {}
+        }
+        if let Some(step) = self.fit_context() {
+            return step;
         }
         self.tool_choice = self.next_tool_choice.take().unwrap_or_default();
         if self.soft_limit == SoftLimit::Reached {
             self.soft_limit = SoftLimit::Summarizing;
-            self.messages.push(Message::internal_user(
+            self.push(Message::internal_user(
                 SUMMARIZE_PROMPT,
                 InternalReason::TimeLimitSummary,
             ));
@@ -513,7 +577,7 @@ impl Run {
 
     fn push_assistant(&mut self, message: Message) {
         if !message.content.is_empty() || !message.tool_calls.is_empty() {
-            self.messages.push(message);
+            self.push(message);
         }
     }
 
@@ -547,3 +611,6 @@ mod tests;
 
 #[cfg(test)]
 mod guardrail_tests;
+
+#[cfg(test)]
+mod context_tests;

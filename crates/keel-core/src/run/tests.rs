@@ -24,7 +24,7 @@ fn run_with(max_iterations: u32, history: Vec<Message>) -> Run {
         "s1",
         settings(max_iterations),
         vec![tool],
-        history,
+        Run::history(history),
         Message::user("hello"),
         DateTime::from_timestamp(0, 0).unwrap(),
     )

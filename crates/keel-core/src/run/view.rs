@@ -16,17 +16,17 @@ use crate::store::RunRecord;
 impl Run {
     pub(super) fn model_call(&self, wait: Duration) -> ModelCall {
         let target = self.current();
-        let mut messages = Vec::with_capacity(self.messages.len() + 2);
+        let mut messages = Vec::with_capacity(self.messages.len() - self.context_start + 3);
         if let Some(system) = &self.settings.system_prompt {
             messages.push(Message::system(system.clone()));
         }
-        messages.extend(self.messages.iter().cloned());
+        messages.extend(self.context_messages());
         let mut messages = crate::fixup::fixup(messages);
         // Ephemeral layers go into the request, never into the transcript; at the end, so the
         // cached prefix of the prompt stays the same.
-        if let Some(warning) = &self.warning {
+        if !self.warnings.is_empty() {
             messages.push(Message::internal_user(
-                warning.clone(),
+                self.warnings.join("\n\n"),
                 InternalReason::Warning,
             ));
             messages = crate::fixup::fixup(messages);

@@ -1,0 +1,260 @@
+//! Context management (DESIGN.md section 6): how much of a model's window a conversation may
+//! fill, where to cut when it fills up (never between a tool call and its result), which tool
+//! results to pin, and what the summarizer is asked. Pure functions and settings; the run state
+//! machine decides when to use them.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::message::{InternalReason, Message, Role};
+use crate::run_settings::ModelTarget;
+
+/// The window assumed for a model missing from the table.
+pub const DEFAULT_WINDOW: u32 = 32_768;
+
+/// The longest a pinned tool result may be, in characters.
+pub const PINNED_RESULT_MAX_CHARS: usize = 2_000;
+
+/// The longest one message may be in the text sent to the summarizer, in characters.
+pub const SUMMARY_INPUT_MAX_CHARS: usize = 2_000;
+
+/// What the summarizer is told.
+pub const SUMMARY_INSTRUCTIONS: &str = "You compress the working history of an AI agent so that \
+it can keep working without it. Write a concise summary of the conversation below: the task and \
+the user's requirements, what has been done, what was found (facts, file paths, numbers, \
+decisions), what failed and why, and what is still open. Keep every detail the agent would need \
+to continue; drop chatter. Answer with the summary only.";
+
+/// How the context is kept under its budget.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// Summarize older messages with a model call (R1), then deep-prune (R2), then ask a
+    /// human (R3).
+    #[default]
+    Compact,
+    /// Drop the oldest messages, keeping the first user message; no model call.
+    SlidingWindow,
+}
+
+/// Context windows by model, looked up by the longest matching name prefix.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WindowTable {
+    windows: BTreeMap<String, u32>,
+}
+
+impl Default for WindowTable {
+    /// Windows of common models (input tokens) at the time of writing.
+    fn default() -> Self {
+        let known = [
+            ("gpt-3.5-turbo", 16_385),
+            ("gpt-4", 8_192),
+            ("gpt-4-turbo", 128_000),
+            ("gpt-4o", 128_000),
+            ("gpt-4.1", 1_047_576),
+            ("gpt-5", 400_000),
+            ("o1", 200_000),
+            ("o3", 200_000),
+            ("o4-mini", 200_000),
+            ("claude", 200_000),
+        ];
+        WindowTable {
+            windows: known
+                .into_iter()
+                .map(|(model, window)| (model.to_string(), window))
+                .collect(),
+        }
+    }
+}
+
+impl WindowTable {
+    /// Adds or replaces a model's window.
+    pub fn set(&mut self, model: impl Into<String>, window: u32) {
+        self.windows.insert(model.into(), window);
+    }
+
+    /// The window of `model`: an exact entry, else the longest entry that prefixes it, else
+    /// [`DEFAULT_WINDOW`].
+    pub fn window(&self, model: &str) -> u32 {
+        self.windows.get(model).copied().unwrap_or_else(|| {
+            self.windows
+                .iter()
+                .filter(|(name, _)| model.starts_with(name.as_str()))
+                .max_by_key(|(name, _)| name.len())
+                .map_or(DEFAULT_WINDOW, |(_, window)| *window)
+        })
+    }
+}
+
+/// How a run keeps its context under the model's window (`[context]` in keel.toml).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ContextSettings {
+    /// Compaction (default) or a sliding window.
+    pub strategy: Strategy,
+    /// A window that overrides the table (`--context-window`).
+    pub window: Option<u32>,
+    /// Windows by model.
+    pub windows: WindowTable,
+    /// The fraction of the window at which recovery starts (0.70).
+    pub compact_threshold: f64,
+    /// Messages kept verbatim by compaction (R1).
+    pub keep_last: usize,
+    /// Messages kept verbatim by a deep prune (R2).
+    pub deep_keep: usize,
+    /// A recovery within this many iterations of the previous one climbs the ladder.
+    pub recovery_gap: u32,
+    /// Recoveries allowed in one turn; after that the loop runs on without.
+    pub max_recoveries: u32,
+    /// The model that writes summaries (default: the run's current model).
+    pub summary_model: Option<ModelTarget>,
+    /// Output tokens a summary may use.
+    pub summary_max_tokens: u32,
+}
+
+impl Default for ContextSettings {
+    fn default() -> Self {
+        ContextSettings {
+            strategy: Strategy::Compact,
+            window: None,
+            windows: WindowTable::default(),
+            compact_threshold: 0.70,
+            keep_last: 10,
+            deep_keep: 4,
+            recovery_gap: 20,
+            max_recoveries: 4,
+            summary_model: None,
+            summary_max_tokens: 1024,
+        }
+    }
+}
+
+impl ContextSettings {
+    /// The window for `model`.
+    pub fn window_for(&self, model: &str) -> u32 {
+        self.window.unwrap_or_else(|| self.windows.window(model))
+    }
+}
+
+/// True for a stored compaction summary.
+pub fn is_summary(message: &Message) -> bool {
+    message.meta.internal == Some(InternalReason::CompactionSummary)
+}
+
+/// Where to cut `messages[start..]` so that at most `keep` messages stay verbatim after the cut,
+/// never separating a tool result from the call it answers: the cut moves back to the assistant
+/// message whose calls the first kept results answer. Returns `start` when nothing can go.
+pub fn cut_point(messages: &[Message], start: usize, keep: usize) -> usize {
+    let mut cut = messages.len().saturating_sub(keep).max(start);
+    while cut > start && messages.get(cut).is_some_and(|m| m.role == Role::Tool) {
+        cut -= 1;
+    }
+    cut
+}
+
+/// The latest successful result of each tool among `messages`, as (tool, arguments, result),
+/// in the order the tools were first used. Failed results are never pinned: pinning an error
+/// would tell the next turn "this is what you know".
+pub fn pinned_results(messages: &[&Message]) -> Vec<(String, String, String)> {
+    let mut calls: HashMap<&str, (&str, &str)> = HashMap::new();
+    let mut order: Vec<String> = Vec::new();
+    let mut latest: HashMap<String, (String, String)> = HashMap::new();
+    for message in messages {
+        for call in &message.tool_calls {
+            calls.insert(&call.id, (&call.name, &call.arguments));
+        }
+        if message.role != Role::Tool || is_error_result(&message.content) {
+            continue;
+        }
+        let Some((name, arguments)) = message.tool_call_id.as_deref().and_then(|id| calls.get(id))
+        else {
+            continue;
+        };
+        if !latest.contains_key(*name) {
+            order.push(name.to_string());
+        }
+        latest.insert(
+            name.to_string(),
+            (
+                arguments.to_string(),
+                clip(&message.content, PINNED_RESULT_MAX_CHARS),
+            ),
+        );
+    }
+    order
+        .into_iter()
+        .filter_map(|name| {
+            let (arguments, result) = latest.remove(&name)?;
+            Some((name, arguments, result))
+        })
+        .collect()
+}
+
+/// True for a tool result that reports a failure (keel writes them as `Error: ...`).
+pub fn is_error_result(content: &str) -> bool {
+    let trimmed = content.trim_start();
+    trimmed.is_empty() || trimmed.starts_with("Error")
+}
+
+/// The pinned results as a section of a summary.
+pub fn pinned_section(pinned: &[(String, String, String)]) -> String {
+    if pinned.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\n\nPinned results (the latest successful result of each tool):");
+    for (tool, arguments, result) in pinned {
+        out.push_str(&format!("\n- {tool} {arguments}:\n{result}"));
+    }
+    out
+}
+
+/// The text the summarizer gets: the previous summary, then each message on its own lines,
+/// then the pinned results.
+pub fn summary_input(
+    previous: Option<&Message>,
+    messages: &[&Message],
+    pinned: &[(String, String, String)],
+) -> String {
+    let mut out = String::new();
+    if let Some(previous) = previous {
+        out.push_str("Summary of what came before:\n");
+        out.push_str(&previous.content);
+        out.push_str("\n\n");
+    }
+    out.push_str("Conversation:\n");
+    for message in messages {
+        let who = match (message.role, message.meta.internal) {
+            (_, Some(_)) => "note",
+            (Role::Tool, None) => "tool result",
+            (role, None) => role.as_str(),
+        };
+        if !message.content.is_empty() {
+            out.push_str(&format!(
+                "[{who}] {}\n",
+                clip(&message.content, SUMMARY_INPUT_MAX_CHARS)
+            ));
+        }
+        for call in &message.tool_calls {
+            out.push_str(&format!(
+                "[tool call] {} {}\n",
+                call.name,
+                clip(&call.arguments, 500)
+            ));
+        }
+    }
+    out.push_str(&pinned_section(pinned));
+    out
+}
+
+/// `text` cut to `max` characters with an ellipsis.
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+#[path = "context_tests.rs"]
+mod tests;

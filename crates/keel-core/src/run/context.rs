@@ -1,0 +1,403 @@
+//! The run's context: what part of the transcript the model sees, and the recovery ladder that
+//! keeps it under the window (DESIGN.md section 6, seed 001).
+//!
+//! - R1, compaction: when the estimate crosses `compact_threshold` of the window, everything but
+//!   the last `keep_last` messages is summarized by one model call, with the latest successful
+//!   result of each tool pinned into the summary. If that call fails, the messages are dropped
+//!   with a deterministic note instead, so work never stalls.
+//! - R2, deep prune: still over within `recovery_gap` iterations of R1 — the same, keeping only
+//!   the last `deep_keep` messages, marked "deep pruned". A provider's context-overflow error
+//!   fires R2 at once and the call is retried once.
+//! - R3: still over within `recovery_gap` iterations of R2 — the model must ask the human
+//!   where one can answer; otherwise the run stops as `error: context_exhausted`.
+//!
+//! At most `max_recoveries` fire in one turn. Nothing is ever removed from the transcript: a
+//! summary is stored as an internal message that names the seqs it stands in for.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{ModelCall, Run, Step};
+use crate::context::{self, Strategy};
+use crate::event::EventKind;
+use crate::message::{InternalReason, Message, Role, SeqRange};
+use crate::provider::{ChatRequest, ChatResponse, ToolChoice};
+use crate::provider_error::ProviderError;
+use crate::state::{AgentState, ErrorReason};
+
+/// The question R3 makes the model put to the human (seed 001).
+pub const CONTEXT_HELP_QUESTION: &str = "I've made progress but I'm losing context faster than \
+I can recover. Keep going, change direction, or stop?";
+
+/// Where the run stands on the recovery ladder this turn.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(super) struct Ladder {
+    recoveries: u32,
+    last_r1: Option<u32>,
+    last_r2: Option<u32>,
+    overflow_retried: bool,
+}
+
+/// Which summary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) enum Tier {
+    R1,
+    R2,
+}
+
+/// What to do once a summary is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) enum Then {
+    /// Go on to the next model call.
+    NextCall,
+    /// Retry the call the provider refused as too long.
+    RetryCall,
+}
+
+/// A summary call in flight.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct PendingSummary {
+    tier: Tier,
+    then: Then,
+    reason: String,
+    cut: usize,
+    first_seq: u64,
+    pinned: Vec<(String, String, String)>,
+    summarized: usize,
+    before_tokens: u64,
+    before_messages: usize,
+}
+
+impl Run {
+    /// Places the context after loading: it starts after what the latest stored summary
+    /// stands in for.
+    pub(super) fn resume_context(&mut self) {
+        let latest = (0..self.messages.len())
+            .rev()
+            .find(|&i| self.messages[i].meta.summary_of.is_some());
+        if let Some(index) = latest {
+            let last = self.messages[index]
+                .meta
+                .summary_of
+                .map_or(0, |range| range.last);
+            self.summary_index = Some(index);
+            self.context_start = (0..self.messages.len())
+                .find(|&i| self.seq_of(i) > last)
+                .unwrap_or(self.messages.len());
+        }
+    }
+
+    /// The seq a message has (or will have) in the store.
+    pub(super) fn seq_of(&self, index: usize) -> u64 {
+        match self.seqs.get(index) {
+            Some(seq) => *seq,
+            None => self.next_seq + (index - self.seqs.len()) as u64,
+        }
+    }
+
+    /// The window of the model the next call goes to.
+    pub(super) fn window(&self) -> u32 {
+        self.settings.context.window_for(&self.current().model)
+    }
+
+    /// The indices of the messages sent verbatim, in order: the first user message when the
+    /// sliding window dropped it, then everything from the context start but summaries.
+    fn verbatim(&self) -> impl Iterator<Item = usize> + '_ {
+        let first = self.first_user.filter(|&i| {
+            i < self.context_start && self.settings.context.strategy == Strategy::SlidingWindow
+        });
+        first.into_iter().chain(
+            (self.context_start..self.messages.len())
+                .filter(|&i| !context::is_summary(&self.messages[i])),
+        )
+    }
+
+    /// The messages the model sees: the summary, then the verbatim part.
+    pub(super) fn context_messages(&self) -> Vec<Message> {
+        let summary = self.summary_index.map(|i| self.messages[i].clone());
+        summary
+            .into_iter()
+            .chain(self.verbatim().map(|i| self.messages[i].clone()))
+            .collect()
+    }
+
+    /// Estimated tokens of the next request (before ephemeral layers).
+    pub fn context_tokens(&self) -> u64 {
+        let summary = self.summary_index.map_or(0, |i| u64::from(self.counts[i]));
+        u64::from(self.fixed_tokens)
+            + summary
+            + self
+                .verbatim()
+                .map(|i| u64::from(self.counts[i]))
+                .sum::<u64>()
+    }
+
+    fn context_len(&self) -> usize {
+        usize::from(self.summary_index.is_some()) + self.verbatim().count()
+    }
+
+    fn threshold(&self) -> u64 {
+        (f64::from(self.window()) * self.settings.context.compact_threshold) as u64
+    }
+
+    /// Before a model call: keeps the context under the threshold. Returns the step to take
+    /// instead of the call (a summary, or the end of the run), or `None` to go on. Adds a
+    /// context-pressure warning layer when the context stays close to full.
+    pub(super) fn fit_context(&mut self) -> Option<Step> {
+        let threshold = self.threshold();
+        let estimate = self.context_tokens();
+        let can_recover = self.ladder.recoveries < self.settings.context.max_recoveries;
+        if estimate > threshold && can_recover {
+            if let Some(step) = self.recover() {
+                return Some(step);
+            }
+        }
+        let estimate = self.context_tokens();
+        if estimate * 10 >= threshold * 9 {
+            let percent = estimate * 100 / u64::from(self.window().max(1));
+            self.warnings.push(format!(
+                "Context notice: this conversation fills about {percent}% of the model's context \
+                 window. Be brief, avoid reading large files whole, and finish soon."
+            ));
+        }
+        None
+    }
+
+    /// Climbs the ladder one rung; `None` when the run can go on without a model call.
+    fn recover(&mut self) -> Option<Step> {
+        if self.settings.context.strategy == Strategy::SlidingWindow {
+            self.slide();
+            return None;
+        }
+        let gap = self.settings.context.recovery_gap;
+        let recent =
+            |at: Option<u32>| at.is_some_and(|at| self.iteration.saturating_sub(at) <= gap);
+        if recent(self.ladder.last_r2) {
+            return self.ask_for_help();
+        }
+        let tier = if recent(self.ladder.last_r1) {
+            Tier::R2
+        } else {
+            Tier::R1
+        };
+        self.summarize(tier, Then::NextCall, "threshold")
+            .or_else(|| self.ask_for_help())
+    }
+
+    /// After a provider said the prompt is too long: R2 and one retry, else the end.
+    pub(super) fn on_context_overflow(&mut self, error: &ProviderError) -> Step {
+        if !self.ladder.overflow_retried {
+            self.ladder.overflow_retried = true;
+            if let Some(step) = self.summarize(Tier::R2, Then::RetryCall, "context_overflow") {
+                return step;
+            }
+        }
+        self.fail(
+            AgentState::Error,
+            Some(ErrorReason::ContextExhausted),
+            format!(
+                "the conversation no longer fits {}'s context window: {error}",
+                self.current().model
+            ),
+        )
+    }
+
+    /// Starts a summary of everything before the last `keep` messages; `None` when there is
+    /// nothing to summarize.
+    fn summarize(&mut self, tier: Tier, then: Then, reason: &str) -> Option<Step> {
+        let keep = match tier {
+            Tier::R1 => self.settings.context.keep_last,
+            Tier::R2 => self.settings.context.deep_keep,
+        };
+        let cut = context::cut_point(&self.messages, self.context_start, keep);
+        let head: Vec<usize> = (self.context_start..cut)
+            .filter(|&i| !context::is_summary(&self.messages[i]))
+            .collect();
+        if head.is_empty() {
+            return None;
+        }
+        self.ladder.recoveries += 1;
+        match tier {
+            Tier::R1 => self.ladder.last_r1 = Some(self.iteration),
+            Tier::R2 => self.ladder.last_r2 = Some(self.iteration),
+        }
+        let head_messages: Vec<&Message> = head.iter().map(|&i| &self.messages[i]).collect();
+        let pinned = context::pinned_results(&head_messages);
+        let previous = self.summary_index.map(|i| &self.messages[i]);
+        let input = context::summary_input(previous, &head_messages, &pinned);
+        let first_seq = previous
+            .and_then(|summary| summary.meta.summary_of)
+            .map_or(self.seq_of(head[0]), |range| range.first);
+        let target = self
+            .settings
+            .context
+            .summary_model
+            .clone()
+            .unwrap_or_else(|| self.current().clone());
+        self.pending_summary = Some(PendingSummary {
+            tier,
+            then,
+            reason: reason.to_string(),
+            cut,
+            first_seq,
+            pinned,
+            summarized: head.len(),
+            before_tokens: self.context_tokens(),
+            before_messages: self.context_len(),
+        });
+        Some(Step::Summarize(ModelCall {
+            provider: target.provider,
+            request: ChatRequest {
+                model: target.model,
+                messages: vec![
+                    Message::system(context::SUMMARY_INSTRUCTIONS),
+                    Message::user(input),
+                ],
+                tools: Vec::new(),
+                tool_choice: ToolChoice::Auto,
+                max_tokens: Some(self.settings.context.summary_max_tokens),
+                stream: false,
+            },
+            wait: Duration::ZERO,
+        }))
+    }
+
+    /// Feeds back the summary (or its failure) of the last [`Step::Summarize`] and returns the
+    /// next step. A failed summary becomes a deterministic note: the context shrinks anyway.
+    pub fn on_summary(&mut self, result: Result<ChatResponse, ProviderError>) -> Step {
+        let Some(pending) = self.pending_summary.take() else {
+            return self.next_model_call();
+        };
+        let (text, failed) = match result {
+            Ok(response) => {
+                self.usage += response.usage;
+                self.cost += self
+                    .settings
+                    .prices
+                    .price(&response.model)
+                    .map_or(0.0, |price| price.cost(&response.usage));
+                let text = response.message.content.trim().to_string();
+                if text.is_empty() {
+                    (self.truncation_note(&pending, "it answered nothing"), true)
+                } else {
+                    (text, false)
+                }
+            }
+            Err(error) => (self.truncation_note(&pending, &error.to_string()), true),
+        };
+        let last_seq = self.seq_of(pending.cut - 1);
+        let header = match pending.tier {
+            Tier::R1 => format!(
+                "Summary of the earlier conversation (messages {}–{last_seq}):",
+                pending.first_seq
+            ),
+            Tier::R2 => format!(
+                "[deep pruned] Summary of the earlier conversation (messages {}–{last_seq}):",
+                pending.first_seq
+            ),
+        };
+        let mut summary = Message::internal_user(
+            format!(
+                "{header}\n{text}{}",
+                context::pinned_section(&pending.pinned)
+            ),
+            InternalReason::CompactionSummary,
+        );
+        summary.meta.summary_of = Some(SeqRange {
+            first: pending.first_seq,
+            last: last_seq,
+        });
+        self.push(summary);
+        self.summary_index = Some(self.messages.len() - 1);
+        self.context_start = pending.cut;
+        let (after_tokens, after_messages) = (self.context_tokens(), self.context_len());
+        self.events.push(match pending.tier {
+            Tier::R1 => EventKind::CompactionRun {
+                strategy: "compact".into(),
+                before_tokens: pending.before_tokens,
+                after_tokens,
+                before_messages: pending.before_messages,
+                after_messages,
+                pinned: pending.pinned.len(),
+                summary_failed: failed,
+            },
+            Tier::R2 => EventKind::RecoveryFired {
+                tier: "r2".into(),
+                reason: pending.reason.clone(),
+                before_tokens: pending.before_tokens,
+                after_tokens,
+                before_messages: pending.before_messages,
+                after_messages,
+            },
+        });
+        match pending.then {
+            Then::NextCall => self.next_model_call(),
+            Then::RetryCall => Step::CallModel(self.model_call(Duration::ZERO)),
+        }
+    }
+
+    fn truncation_note(&self, pending: &PendingSummary, why: &str) -> String {
+        format!(
+            "[{} earlier messages were dropped from the context: the summary model failed ({why}). \
+             The pinned results below are what they found.]",
+            pending.summarized
+        )
+    }
+
+    /// R3: the model must ask the human, or the run ends when no human can answer.
+    fn ask_for_help(&mut self) -> Option<Step> {
+        self.ladder.recoveries += 1;
+        let (tokens, messages) = (self.context_tokens(), self.context_len());
+        self.events.push(EventKind::RecoveryFired {
+            tier: "r3".into(),
+            reason: "threshold".into(),
+            before_tokens: tokens,
+            after_tokens: tokens,
+            before_messages: messages,
+            after_messages: messages,
+        });
+        if self.settings.human_reachable && self.tools.iter().any(|t| t.name == "ask_human") {
+            self.push(Message::internal_user(
+                format!("Call ask_human now with this question: {CONTEXT_HELP_QUESTION}"),
+                InternalReason::LoopNudge,
+            ));
+            self.next_tool_choice = Some(ToolChoice::Tool("ask_human".into()));
+            return None;
+        }
+        Some(self.fail(
+            AgentState::Error,
+            Some(ErrorReason::ContextExhausted),
+            format!(
+                "Stopped: the conversation keeps outgrowing the model's context window ({} \
+                 tokens) even after summarizing twice. {CONTEXT_HELP_QUESTION}",
+                self.window()
+            ),
+        ))
+    }
+
+    /// The sliding window: drops the oldest messages (never splitting a call from its
+    /// results, always keeping the first user message) until the context fits.
+    fn slide(&mut self) {
+        let threshold = self.threshold();
+        let (before_tokens, before_messages) = (self.context_tokens(), self.context_len());
+        let last = self.messages.len().saturating_sub(1);
+        while self.context_tokens() > threshold && self.context_start < last {
+            self.context_start += 1;
+            while self.context_start < last && self.messages[self.context_start].role == Role::Tool
+            {
+                self.context_start += 1;
+            }
+        }
+        self.ladder.recoveries += 1;
+        self.events.push(EventKind::CompactionRun {
+            strategy: "sliding_window".into(),
+            before_tokens,
+            after_tokens: self.context_tokens(),
+            before_messages,
+            after_messages: self.context_len(),
+            pinned: 0,
+            summary_failed: false,
+        });
+    }
+}
