@@ -95,6 +95,10 @@ pub struct AgentArgs {
     /// The user the run is for: their monthly token budget applies (see `keel users`).
     #[arg(long, value_name = "ID")]
     pub user: Option<String>,
+
+    /// The model's context window in tokens, overriding the built-in table.
+    #[arg(long, value_name = "TOKENS")]
+    pub context_window: Option<u32>,
 }
 
 /// `keel run`.

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use keel_core::budget::Price;
+use keel_core::context::Strategy;
 use keel_core::{Event, EventKind, EventSink};
 use keel_providers::Api;
 use serde::Deserialize;
@@ -66,6 +67,9 @@ pub struct FileConfig {
     /// `[tools]`: tool settings.
     #[serde(default)]
     pub tools: ToolsConfig,
+    /// `[context]`: how the context is kept under the window.
+    #[serde(default)]
+    pub context: ContextConfig,
 }
 
 /// One `[providers.NAME]` table.
@@ -94,6 +98,9 @@ pub struct ModelsConfig {
     /// the primary provider.
     #[serde(default)]
     pub fallback: Vec<String>,
+    /// The model that writes compaction summaries: `provider:model` or a model of the primary
+    /// provider (default: the run's model).
+    pub summary: Option<String>,
 }
 
 /// `[retry]`.
@@ -165,6 +172,27 @@ pub struct ToolsConfig {
     pub http_allowed_hosts: Option<Vec<String>>,
 }
 
+/// `[context]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextConfig {
+    /// `compact` (default) or `sliding_window`.
+    pub strategy: Option<Strategy>,
+    /// The fraction of the window at which recovery starts (0.70).
+    pub compact_threshold: Option<f64>,
+    /// Messages compaction keeps verbatim (10).
+    pub keep_last: Option<usize>,
+    /// Messages a deep prune keeps verbatim (4).
+    pub deep_keep: Option<usize>,
+    /// Recoveries allowed in one turn (4).
+    pub max_recoveries: Option<u32>,
+    /// Output tokens a summary may use (1024).
+    pub summary_max_tokens: Option<u32>,
+    /// `[context.windows]`: context windows by model, added to the built-in table.
+    #[serde(default)]
+    pub windows: BTreeMap<String, u32>,
+}
+
 impl FileConfig {
     /// Checks what the file alone can get wrong: unknown APIs, impossible limits, bad prices.
     pub fn validate(&self) -> Result<(), String> {
@@ -198,6 +226,21 @@ impl FileConfig {
             .is_some_and(|f| !(0.0..=1.0).contains(&f))
         {
             return Err("[budgets] reserve_cost_fraction must be between 0 and 1".into());
+        }
+        let context = &self.context;
+        if context
+            .compact_threshold
+            .is_some_and(|t| t.is_nan() || t <= 0.0 || t > 1.0)
+        {
+            return Err("[context] compact_threshold must be above 0 and at most 1".into());
+        }
+        if context.keep_last == Some(0) || context.deep_keep == Some(0) {
+            return Err("[context] keep_last and deep_keep must be at least 1".into());
+        }
+        if let Some((model, _)) = context.windows.iter().find(|(_, w)| **w < 256) {
+            return Err(format!(
+                "[context.windows] \"{model}\": a window must be at least 256 tokens"
+            ));
         }
         for (key, secs) in [
             ("soft_timeout_secs", self.limits.soft_timeout_secs),

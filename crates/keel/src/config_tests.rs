@@ -86,3 +86,17 @@ fn response_event() -> Event {
         },
     }
 }
+
+#[test]
+fn context_settings_are_validated() {
+    for (text, needle) in [
+        ("[context]\ncompact_threshold = 1.5\n", "compact_threshold"),
+        ("[context]\nkeep_last = 0\n", "keep_last"),
+        ("[context.windows]\n\"m\" = 10\n", "at least 256"),
+    ] {
+        let err = parse_file(text).unwrap().validate().unwrap_err();
+        assert!(err.contains(needle), "{text}: {err}");
+    }
+    let err = parse_file("[context]\nstrategy = \"fold\"\n").unwrap_err();
+    assert!(err.contains("fold") && err.starts_with("line 2"), "{err}");
+}

@@ -185,6 +185,34 @@ impl EventSink for TerminalOutput {
                 &mut state,
                 format!("… answer cut at max_tokens; continuing ({attempt} of {limit})"),
             ),
+            EventKind::CompactionRun {
+                strategy,
+                before_tokens,
+                after_tokens,
+                before_messages,
+                after_messages,
+                summary_failed,
+                ..
+            } => self.activity(
+                &mut state,
+                format!(
+                    "⟳ context {}: {before_tokens} → {after_tokens} tokens ({before_messages} → \
+                     {after_messages} messages){}",
+                    if strategy == "sliding_window" {
+                        "trimmed"
+                    } else {
+                        "compacted"
+                    },
+                    if *summary_failed {
+                        "; the summary model failed, truncated instead"
+                    } else {
+                        ""
+                    }
+                ),
+            ),
+            EventKind::RecoveryFired { tier, reason, .. } => {
+                self.activity(&mut state, format!("⚠ context recovery {tier} ({reason})"))
+            }
             EventKind::ModelError { .. }
             | EventKind::RunCompleted { .. }
             | EventKind::RunFailed { .. }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use keel_core::budget::{Budgets, PriceTable};
+use keel_core::context::ContextSettings;
 use keel_core::loop_guard::GuardConfig;
 use keel_core::recovery::RetryPolicy;
 use keel_core::run_settings::default_tool_retry_delays;
@@ -34,9 +35,9 @@ pub struct ProviderChoice {
     pub prompt_caching: bool,
 }
 
-/// One model of the fallback chain.
+/// A model named in the configuration: a fallback, or the summary model.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Fallback {
+pub struct ModelRef {
     /// Its provider, when not the primary one.
     pub provider: Option<ProviderChoice>,
     /// The model.
@@ -51,7 +52,7 @@ pub struct Settings {
     /// The primary model.
     pub model: String,
     /// Models tried in order when the primary fails for good.
-    pub fallbacks: Vec<Fallback>,
+    pub fallbacks: Vec<ModelRef>,
     /// System prompt.
     pub system_prompt: String,
     /// Cap on model calls per turn.
@@ -86,6 +87,10 @@ pub struct Settings {
     pub user: Option<String>,
     /// Hosts `http_get` may fetch from; empty: any.
     pub http_allowed_hosts: Vec<String>,
+    /// How the context is kept under the window.
+    pub context: ContextSettings,
+    /// The model that writes compaction summaries, when not the run's own.
+    pub summary: Option<ModelRef>,
 }
 
 /// Combines file, environment and flags into the effective settings.
@@ -120,8 +125,19 @@ pub fn resolve(
         .fallback_models
         .iter()
         .chain(&file.models.fallback)
-        .map(|spec| fallback(spec, &name, &file, env))
+        .map(|spec| model_ref(spec, &name, &file, env))
         .collect::<Result<Vec<_>, _>>()?;
+    let summary = file
+        .models
+        .summary
+        .as_deref()
+        .map(|spec| model_ref(spec, &name, &file, env))
+        .transpose()?;
+    if flags.context_window.is_some_and(|w| w < 256) {
+        return Err(ConfigError(
+            "--context-window must be at least 256 tokens".into(),
+        ));
+    }
     let mut prices = PriceTable::default();
     for (model, price) in &file.prices {
         prices.set(model.clone(), *price);
@@ -181,6 +197,8 @@ pub fn resolve(
             .unwrap_or_else(default_tool_retry_delays),
         user: flags.user.clone(),
         http_allowed_hosts: file.tools.http_allowed_hosts.clone().unwrap_or_default(),
+        context: context_settings(&file, flags.context_window),
+        summary,
     })
 }
 
@@ -200,23 +218,23 @@ fn definition(file: &FileConfig, name: &str) -> Result<ProviderConfig, ConfigErr
     }
 }
 
-/// Reads a fallback: `provider:model` when the prefix names a provider, else a model of the
-/// primary provider (model names may contain `:`, e.g. `llama3.1:8b`).
-fn fallback(
+/// Reads a model reference: `provider:model` when the prefix names a provider, else a model of
+/// the primary provider (model names may contain `:`, e.g. `llama3.1:8b`).
+fn model_ref(
     spec: &str,
     primary: &str,
     file: &FileConfig,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Fallback, ConfigError> {
+) -> Result<ModelRef, ConfigError> {
     let spec = spec.trim();
     if let Some((provider, model)) = spec.split_once(':')
         && (BUILTIN_PROVIDERS.contains(&provider) || file.providers.contains_key(provider))
     {
         if model.trim().is_empty() {
-            return Err(ConfigError(format!("fallback `{spec}` names no model")));
+            return Err(ConfigError(format!("model `{spec}` names no model")));
         }
         if provider == primary {
-            return Ok(Fallback {
+            return Ok(ModelRef {
                 provider: None,
                 model: model.to_string(),
             });
@@ -224,19 +242,39 @@ fn fallback(
         let defined = definition(file, provider)?;
         let no_flags = AgentArgs::default();
         let choice = choose_provider(provider, &defined, None, env, &no_flags)
-            .map_err(|e| ConfigError(format!("fallback `{spec}`: {e}")))?;
-        return Ok(Fallback {
+            .map_err(|e| ConfigError(format!("model `{spec}`: {e}")))?;
+        return Ok(ModelRef {
             provider: Some(choice),
             model: model.to_string(),
         });
     }
     if spec.is_empty() {
-        return Err(ConfigError("a fallback model is empty".into()));
+        return Err(ConfigError("a model name in [models] is empty".into()));
     }
-    Ok(Fallback {
+    Ok(ModelRef {
         provider: None,
         model: spec.to_string(),
     })
+}
+
+fn context_settings(file: &FileConfig, window: Option<u32>) -> ContextSettings {
+    let defaults = ContextSettings::default();
+    let c = &file.context;
+    let mut windows = defaults.windows.clone();
+    for (model, tokens) in &c.windows {
+        windows.set(model.clone(), *tokens);
+    }
+    ContextSettings {
+        strategy: c.strategy.unwrap_or(defaults.strategy),
+        window,
+        windows,
+        compact_threshold: c.compact_threshold.unwrap_or(defaults.compact_threshold),
+        keep_last: c.keep_last.unwrap_or(defaults.keep_last),
+        deep_keep: c.deep_keep.unwrap_or(defaults.deep_keep),
+        max_recoveries: c.max_recoveries.unwrap_or(defaults.max_recoveries),
+        summary_max_tokens: c.summary_max_tokens.unwrap_or(defaults.summary_max_tokens),
+        ..defaults
+    }
 }
 
 fn retry_policy(file: &FileConfig) -> RetryPolicy {

@@ -286,3 +286,59 @@ retry_delays_ms = [1, 2]
             .contains("--soft-timeout")
     );
 }
+
+#[test]
+fn context_settings_and_the_summary_model_come_from_file_and_flags() {
+    let file = parse_file(
+        r#"
+base_url = "http://local:1/v1"
+[models]
+summary = "anthropic:claude-haiku-4-5"
+[context]
+strategy = "sliding_window"
+compact_threshold = 0.5
+keep_last = 6
+[context.windows]
+"llama3.1" = 131072
+"#,
+    )
+    .unwrap();
+    let mut f = flags();
+    f.model = Some("llama3.1:8b".into());
+    let env = env_of(&[("ANTHROPIC_API_KEY", "a")]);
+    let s = resolve(file, &env, &f).unwrap();
+    assert_eq!(
+        s.context.strategy,
+        keel_core::context::Strategy::SlidingWindow
+    );
+    assert_eq!(s.context.compact_threshold, 0.5);
+    assert_eq!(s.context.keep_last, 6);
+    assert_eq!(s.context.deep_keep, 4, "unset keys keep their defaults");
+    assert_eq!(s.context.window_for("llama3.1:8b"), 131_072);
+    assert_eq!(
+        s.context.window_for("gpt-4o"),
+        128_000,
+        "the built-in table stays"
+    );
+    let summary = s.summary.unwrap();
+    assert_eq!(summary.model, "claude-haiku-4-5");
+    assert_eq!(summary.provider.unwrap().api, Api::AnthropicMessages);
+
+    let mut f = flags();
+    f.base_url = Some("http://h:1".into());
+    f.context_window = Some(4000);
+    let s = resolve(FileConfig::default(), &no_env, &f).unwrap();
+    assert_eq!(
+        s.context.window_for("gpt-4o"),
+        4000,
+        "--context-window overrides the table"
+    );
+    assert!(s.summary.is_none());
+    f.context_window = Some(100);
+    assert!(
+        resolve(FileConfig::default(), &no_env, &f)
+            .unwrap_err()
+            .0
+            .contains("--context-window")
+    );
+}

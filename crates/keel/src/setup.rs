@@ -85,7 +85,14 @@ pub fn agent(
         .guardrails(settings.guard.clone())
         .budgets(settings.budgets.clone())
         .prices(settings.prices.clone())
-        .tool_retry_delays(settings.tool_retry_delays.clone());
+        .tool_retry_delays(settings.tool_retry_delays.clone())
+        .context(settings.context.clone());
+    if let Some(summary) = &settings.summary {
+        builder = match &summary.provider {
+            None => builder.summary_model(summary.model.clone()),
+            Some(choice) => builder.summary(provider(choice)?, summary.model.clone()),
+        };
+    }
     for fallback in &settings.fallbacks {
         builder = match &fallback.provider {
             None => builder.fallback_model(fallback.model.clone()),

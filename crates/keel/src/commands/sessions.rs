@@ -57,11 +57,15 @@ pub fn transcript(messages: &[StoredMessage]) -> String {
         let m = &stored.message;
         let label = match (m.role, m.meta.internal) {
             (_, Some(reason)) => format!(
-                "{} (internal: {})",
+                "{} (internal: {}{})",
                 m.role.as_str(),
                 serde_json::to_value(reason)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                m.meta
+                    .summary_of
+                    .map(|range| format!(", stands in for messages {}–{}", range.first, range.last))
                     .unwrap_or_default()
             ),
             (Role::Tool, None) => {
