@@ -106,6 +106,17 @@ impl Store for MemoryStore {
         Ok(sessions)
     }
 
+    async fn context_messages(&self, session_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
+        let data = self.lock()?;
+        let Some((_, messages)) = data.sessions.get(session_id) else {
+            return Ok(Vec::new());
+        };
+        // Seqs are 1, 2, ...: the messages after seq `last` start at index `last`. The scan for
+        // the latest summary reads references only; just the live context is cloned.
+        let start = crate::store::latest_summary_end(messages).map_or(0, |last| last as usize);
+        Ok(messages.get(start..).map(<[_]>::to_vec).unwrap_or_default())
+    }
+
     async fn messages(&self, session_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
         Ok(self
             .lock()?

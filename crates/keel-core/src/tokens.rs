@@ -5,6 +5,11 @@
 //! exact: messages get a small fixed overhead for the wire format, and models whose tokenizer is
 //! not public (Claude, local models) are counted with cl100k_base, as seed 001 does.
 
+use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::{LazyLock, Mutex};
+
 use serde::{Deserialize, Serialize};
 
 use crate::message::{Message, TokenCount};
@@ -59,6 +64,32 @@ impl Encoding {
     }
 }
 
+/// How many counts [`Encoding::count_repeated`] remembers before starting over.
+const MEMO_CAPACITY: usize = 1024;
+
+impl Encoding {
+    /// Tokens in `text`, remembered for the life of the process: for the texts sent with every
+    /// call (system prompts, tool definitions), so a turn does not count them again.
+    pub fn count_repeated(self, text: &str) -> u32 {
+        static MEMO: LazyLock<Mutex<HashMap<(Encoding, u64), u32>>> =
+            LazyLock::new(|| Mutex::new(HashMap::new()));
+        let mut hasher = DefaultHasher::new();
+        text.hash(&mut hasher);
+        let key = (self, hasher.finish());
+        if let Some(count) = MEMO.lock().ok().and_then(|memo| memo.get(&key).copied()) {
+            return count;
+        }
+        let count = self.count(text);
+        if let Ok(mut memo) = MEMO.lock() {
+            if memo.len() >= MEMO_CAPACITY {
+                memo.clear();
+            }
+            memo.insert(key, count);
+        }
+        count
+    }
+}
+
 /// Tokens `message` costs in a request: its cached count when it was counted with `encoding`,
 /// else counted now.
 pub fn message_tokens(encoding: Encoding, message: &Message) -> u32 {
@@ -92,9 +123,9 @@ pub fn tools_tokens(encoding: Encoding, tools: &[ToolSpec]) -> u32 {
         .iter()
         .map(|tool| {
             TOOL_CALL_OVERHEAD
-                + encoding.count(&tool.name)
-                + encoding.count(&tool.description)
-                + encoding.count(&tool.parameters.to_string())
+                + encoding.count_repeated(&tool.name)
+                + encoding.count_repeated(&tool.description)
+                + encoding.count_repeated(&tool.parameters.to_string())
         })
         .sum()
 }
@@ -127,6 +158,19 @@ mod tests {
         let long = "The quick brown fox jumps over the lazy dog. ".repeat(100);
         let n = Encoding::Cl100kBase.count(&long);
         assert!((900..=1100).contains(&n), "{n}");
+    }
+
+    #[test]
+    fn repeated_texts_are_counted_once_with_the_same_result() {
+        let prompt = "You are a careful agent. ".repeat(50);
+        let first = Encoding::Cl100kBase.count_repeated(&prompt);
+        assert_eq!(first, Encoding::Cl100kBase.count(&prompt));
+        assert_eq!(Encoding::Cl100kBase.count_repeated(&prompt), first);
+        assert_eq!(
+            Encoding::O200kBase.count_repeated(&prompt),
+            Encoding::O200kBase.count(&prompt),
+            "each encoding has its own entry"
+        );
     }
 
     #[test]

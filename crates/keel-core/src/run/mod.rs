@@ -192,7 +192,7 @@ impl Run {
         }) | 1;
         let encoding = Encoding::for_model(&settings.model);
         let fixed_tokens = settings.system_prompt.as_deref().map_or(0, |prompt| {
-            encoding.count(prompt) + tokens::MESSAGE_OVERHEAD
+            encoding.count_repeated(prompt) + tokens::MESSAGE_OVERHEAD
         }) + tokens::tools_tokens(encoding, &tools);
         let next_seq = history.last().map_or(1, |stored| stored.seq + 1);
         let mut run = Run {
