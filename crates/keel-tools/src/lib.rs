@@ -1,6 +1,8 @@
 //! keel-tools owns keel's built-in tools, each implementing [`keel_core::Tool`]:
 //!
-//! - [`files`]: `read_file`, `write_file` and `list_dir`, each confined to a [`Workspace`] root;
+//! - [`files`]: `read_file`, `write_file`, `append_file` and `list_dir`, each confined to a
+//!   [`Workspace`] root. `write_file` and `append_file` are side effects, never retried or re-run
+//!   on resume: appending twice would add the text twice;
 //! - [`http`]: `http_get`, one GET request per call, with a timeout, a body size limit and an
 //!   optional host allow-list ([`HttpGetConfig`]). Its errors are classified so that keel
 //!   retries only what may pass next time (timeouts, network failures, 429, 5xx).
@@ -15,6 +17,6 @@ pub mod http;
 mod schema;
 pub mod workspace;
 
-pub use files::{FILES_MODULE, ListDir, ReadFile, WriteFile, file_tools};
+pub use files::{AppendFile, FILES_MODULE, ListDir, ReadFile, WriteFile, file_tools};
 pub use http::{HTTP_MODULE, HttpGet, HttpGetConfig, http_tools};
 pub use workspace::{Access, Workspace, WorkspaceError};

@@ -35,7 +35,7 @@ pub enum WorkspaceError {
 pub enum Access {
     /// Read a file or list a directory.
     Read,
-    /// Create or replace a file.
+    /// Create, replace or append to a file.
     Write,
 }
 

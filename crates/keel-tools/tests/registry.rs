@@ -31,7 +31,10 @@ fn specs_are_plain_object_schemas_with_the_right_flags() {
     let fx = Fixture::new();
     let specs = registry(&fx).specs();
     let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, ["read_file", "write_file", "list_dir"]);
+    assert_eq!(
+        names,
+        ["read_file", "write_file", "append_file", "list_dir"]
+    );
     for spec in &specs {
         let schema = &spec.parameters;
         assert_eq!(schema["type"], "object", "{}", spec.name);
@@ -41,19 +44,23 @@ fn specs_are_plain_object_schemas_with_the_right_flags() {
         assert!(!spec.description.is_empty() && !spec.interactive);
         assert_eq!(spec.module.as_deref(), Some(FILES_MODULE));
     }
-    assert!(specs[0].idempotent && !specs[1].idempotent && specs[2].idempotent);
+    assert!(specs[0].idempotent && !specs[1].idempotent && !specs[2].idempotent);
+    assert!(specs[3].idempotent);
     assert_eq!(specs[0].parameters["required"], json!(["path"]));
     assert_eq!(specs[0].parameters["properties"]["offset"]["minimum"], 1);
-    let mut required: Vec<&str> = specs[1].parameters["required"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
-    required.sort();
-    assert_eq!(required, ["content", "path"]);
-    assert_eq!(specs[2].parameters["properties"]["path"]["default"], ".");
-    assert!(specs[2].parameters.get("required").is_none());
+    for spec in &specs[1..3] {
+        let mut required: Vec<&str> = spec.parameters["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        required.sort();
+        assert_eq!(required, ["content", "path"], "{}", spec.name);
+        assert_eq!(spec.parameters["properties"]["content"]["type"], "string");
+    }
+    assert_eq!(specs[3].parameters["properties"]["path"]["default"], ".");
+    assert!(specs[3].parameters.get("required").is_none());
 }
 
 #[test]
@@ -71,6 +78,13 @@ fn wrong_arguments_are_rejected_before_a_tool_runs() {
             "write_file",
             r#"{"path": "a", "content": ["x"]}"#,
             "/content",
+        ),
+        ("append_file", r#"{"path": "a"}"#, "content"),
+        ("append_file", r#"{"path": "a", "content": 1}"#, "/content"),
+        (
+            "append_file",
+            r#"{"path": "a", "content": "x", "newline": true}"#,
+            "newline",
         ),
         ("list_dir", r#"{"path": true}"#, "/path"),
         ("list_dir", r#"{"dir": "src"}"#, "dir"),
@@ -90,9 +104,14 @@ async fn prepared_calls_run() {
         .unwrap();
     prepared.tool.call(prepared.args, &ctx()).await.unwrap();
     for (name, arguments, expected) in [
-        ("read_file", r#"{"path": "n.txt"}"#, "hi"),
-        ("read_file", r#"{"path": "n.txt", "offset": null}"#, "hi"),
-        ("list_dir", "", "./ (1 entry)\nn.txt  (2 bytes)"),
+        (
+            "append_file",
+            r#"{"path": "n.txt", "content": "!"}"#,
+            "appended 1 bytes to n.txt (it now has 3 bytes)",
+        ),
+        ("read_file", r#"{"path": "n.txt"}"#, "hi!"),
+        ("read_file", r#"{"path": "n.txt", "offset": null}"#, "hi!"),
+        ("list_dir", "", "./ (1 entry)\nn.txt  (3 bytes)"),
     ] {
         let prepared = registry.prepare(&call(name, arguments)).ok().unwrap();
         let out = prepared.tool.call(prepared.args, &ctx()).await.unwrap();

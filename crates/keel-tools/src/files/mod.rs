@@ -1,5 +1,6 @@
-//! File tools: read, write and list files inside a [`Workspace`].
+//! File tools: read, write, append to and list files inside a [`Workspace`].
 
+mod append_file;
 mod list_dir;
 mod read_file;
 mod write_file;
@@ -11,6 +12,7 @@ use keel_core::{Tool, ToolError};
 use crate::schema::parse_args;
 use crate::workspace::Workspace;
 
+pub use append_file::AppendFile;
 pub use list_dir::{ListDir, MAX_LIST_ENTRIES};
 pub use read_file::{MAX_READ_BYTES, ReadFile};
 pub use write_file::WriteFile;
@@ -18,11 +20,14 @@ pub use write_file::WriteFile;
 /// The module name file tools declare in their specs, for persona filtering.
 pub const FILES_MODULE: &str = "files";
 
-/// The three file tools (`read_file`, `write_file`, `list_dir`), all confined to `workspace`.
+/// The four file tools (`read_file`, `write_file`, `append_file`, `list_dir`), all confined to
+/// `workspace`. `write_file` and `append_file` are side effects (not idempotent); the other two
+/// are idempotent.
 pub fn file_tools(workspace: Arc<Workspace>) -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(ReadFile::new(workspace.clone())),
         Arc::new(WriteFile::new(workspace.clone())),
+        Arc::new(AppendFile::new(workspace.clone())),
         Arc::new(ListDir::new(workspace)),
     ]
 }

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use keel_core::{Tool, ToolContext, ToolError};
-use keel_tools::{ListDir, ReadFile, Workspace, WriteFile};
+use keel_tools::{AppendFile, ListDir, ReadFile, Workspace, WriteFile};
 use tokio_util::sync::CancellationToken;
 
-/// A workspace in a temp directory, with the three file tools.
+/// A workspace in a temp directory, with the four file tools.
 pub struct Fixture {
     /// Keeps the temp directory alive.
     _dir: tempfile::TempDir,
@@ -21,6 +21,7 @@ pub struct Fixture {
     pub outside: PathBuf,
     pub read: ReadFile,
     pub write: WriteFile,
+    pub append: AppendFile,
     pub list: ListDir,
 }
 
@@ -37,6 +38,7 @@ impl Fixture {
             outside: base.join("outside"),
             read: ReadFile::new(workspace.clone()),
             write: WriteFile::new(workspace.clone()),
+            append: AppendFile::new(workspace.clone()),
             list: ListDir::new(workspace),
         }
     }
