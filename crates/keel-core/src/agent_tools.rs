@@ -1,6 +1,7 @@
 //! Tools the loop answers itself instead of sending to the registry: they change the run, not
-//! the world. Today: `request_more_iterations` (seed 000: +10 per call with a reason, up to a
-//! hard cap).
+//! the world. `request_more_iterations` (seed 000: +10 per call with a reason, up to a hard
+//! cap), the run journal's three tools (see [`crate::journal`]), and `ask_human`, whose answer
+//! comes from a human — at the chat prompt, or later through `keel answer`.
 
 use serde_json::json;
 
@@ -13,9 +14,28 @@ pub const REQUEST_MORE_ITERATIONS: &str = "request_more_iterations";
 /// How many iterations one granted request adds.
 pub const ITERATIONS_PER_REQUEST: u32 = 10;
 
+/// The name of the tool that asks the human.
+pub const ASK_HUMAN: &str = "ask_human";
+
 /// True when the loop itself answers calls to `name`.
 pub fn is_agent_tool(name: &str) -> bool {
-    name == REQUEST_MORE_ITERATIONS
+    name == REQUEST_MORE_ITERATIONS || name == ASK_HUMAN || crate::journal::is_journal_tool(name)
+}
+
+/// The spec the model sees for `ask_human`.
+pub fn ask_human_spec() -> ToolSpec {
+    ToolSpec::new(
+        ASK_HUMAN,
+        "Ask the human a question and wait for the answer. Use it when you cannot go on without \
+         a decision or information only they have; say exactly what you need.",
+        json!({
+            "type": "object",
+            "properties": {"question": {"type": "string"}},
+            "required": ["question"],
+            "additionalProperties": false
+        }),
+    )
+    .interactive()
 }
 
 /// The spec the model sees for `request_more_iterations`.

@@ -1,22 +1,29 @@
-//! The async driver: performs the steps a [`Run`] decides, persists every safe boundary, and
-//! emits the events. All decisions stay in the run; this file only does what they say, and
-//! enforces the two things only a clock can: the time limits and the cancel flag.
+//! The async driver: performs the steps a [`Run`] decides and makes each safe boundary durable
+//! — the run record, its new messages, a checkpoint, the tool-call envelope and the step's
+//! events, in one store transaction — before anything else happens. All decisions stay in the
+//! run; the driver enforces only what needs a clock or the outside world: time limits, the
+//! cancel flag (local, or set by another process through the store), the heartbeat, and the
+//! human.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::checkpoint::ToolCallRecord;
 use crate::clock::Clock;
 use crate::event::{Emitter, EventKind};
-use crate::provider::Provider;
+use crate::human::HumanChannel;
+use crate::provider::{ChatResponse, DeltaSink, NoDeltas, Provider};
+use crate::provider_error::{ProviderError, ProviderErrorKind};
 use crate::registry::ToolRegistry;
 use crate::run::{ModelCall, Run, Step};
-use crate::store::{Store, StoreError};
+use crate::store::{Commit, Store, StoreError};
 use crate::tool::ToolContext;
-use crate::tool_exec::ToolExecutor;
+use crate::tool_exec::{BatchOutcome, Replay, ToolExecutor};
 
 /// What a driver needs to perform steps.
 pub struct Driver<'a> {
@@ -26,14 +33,19 @@ pub struct Driver<'a> {
     pub registry: &'a Arc<ToolRegistry>,
     /// Where boundaries are persisted.
     pub store: &'a dyn Store,
-    /// Where events go.
+    /// Where events go; it must be keeping (see [`Emitter::keeping`]) for events to be stored.
     pub emitter: &'a Emitter,
     /// Timestamps for records.
     pub clock: &'a dyn Clock,
-    /// Fires when the user asks to stop.
+    /// Fires when the run must stop: set by the caller, or by the driver when another process
+    /// asked through the store.
     pub cancel: &'a CancellationToken,
     /// The user, when known.
     pub user_id: Option<String>,
+    /// Someone to ask `ask_human` questions; without one, the run waits for `keel answer`.
+    pub human: Option<&'a dyn HumanChannel>,
+    /// How often a long step shows the worker is alive (and learns of a cancel request).
+    pub heartbeat_interval: Duration,
 }
 
 /// Whether cancelling may interrupt a step in flight.
@@ -50,10 +62,32 @@ enum Raced<T> {
     HardLimit,
 }
 
+/// Where a drive starts: a new run's first step, or a restored run's owed step with what the
+/// envelope knows.
+pub struct Resume {
+    /// The step to perform first.
+    pub step: Step,
+    /// The envelope of calls made before the worker died.
+    pub replay: Replay,
+    /// The seq of the latest stored checkpoint.
+    pub checkpoint_seq: u32,
+}
+
 impl Driver<'_> {
-    /// Drives `run` from its first step to a terminal state. Fails only when the store does;
-    /// every other failure ends the run in a terminal state instead.
+    /// Drives a new run from its first step to a terminal state or a pause for a human. Fails
+    /// only when the store does; every other failure ends the run in a terminal state.
     pub async fn drive(&self, run: &mut Run) -> Result<(), StoreError> {
+        let step = run.start();
+        let resume = Resume {
+            step,
+            replay: Replay::default(),
+            checkpoint_seq: 0,
+        };
+        self.drive_from(run, resume).await
+    }
+
+    /// Drives a run from `resume`.
+    pub async fn drive_from(&self, run: &mut Run, resume: Resume) -> Result<(), StoreError> {
         let started = Instant::now();
         let soft = run.settings().soft_timeout.map(|limit| started + limit);
         let hard = run.settings().hard_timeout;
@@ -73,12 +107,21 @@ impl Driver<'_> {
             max_chars: run.settings().tool_result_max_chars,
             emitter: self.emitter,
             retry_delays: &retry_delays,
+            store: self.store,
+            clock: self.clock,
         };
-        let mut step = run.start();
+        let Resume {
+            mut step,
+            replay,
+            checkpoint_seq,
+        } = resume;
+        let mut seq = checkpoint_seq;
+        let mut envelope: Vec<ToolCallRecord> = Vec::new();
         loop {
             // Safe boundary: everything the run decided so far becomes durable before anything
-            // else happens (input, llm_response, tool_result, final).
-            self.persist(run).await?;
+            // else happens.
+            seq += 1;
+            self.persist(run, seq, &mut envelope).await?;
             if matches!(step, Step::Finish) {
                 return Ok(());
             }
@@ -89,8 +132,8 @@ impl Driver<'_> {
             step = match step {
                 Step::Finish => Step::Finish,
                 Step::CallModel(call) => {
-                    let work = self.call_model(run.iteration(), call);
-                    match self.race(hard_at, Interruptible::Yes, work).await {
+                    let work = self.call_model(run.iteration(), call, self.emitter, true);
+                    match self.race(run.id(), hard_at, Interruptible::Yes, work).await {
                         Raced::Done(result) => {
                             note_soft_limit(run, soft);
                             run.on_model_result(result)
@@ -101,8 +144,8 @@ impl Driver<'_> {
                     }
                 }
                 Step::Summarize(call) => {
-                    let work = self.summarize(call);
-                    match self.race(hard_at, Interruptible::Yes, work).await {
+                    let work = self.call_model(run.iteration(), call, &NoDeltas, false);
+                    match self.race(run.id(), hard_at, Interruptible::Yes, work).await {
                         Raced::Done(result) => run.on_summary(result),
                         Raced::Cancelled => run.cancel(),
                         Raced::HardLimit => run.on_hard_limit(hard.unwrap_or_default()),
@@ -111,12 +154,29 @@ impl Driver<'_> {
                 Step::RunTools(calls) => {
                     // Cancellation waits for running tools: they finish and are stored, and the
                     // flag is seen at the next boundary.
-                    let work = executor.run_batch(&calls);
-                    match self.race(hard_at, Interruptible::No, work).await {
-                        Raced::Done(results) => {
+                    let work = executor.run_batch(&calls, &replay);
+                    match self.race(run.id(), hard_at, Interruptible::No, work).await {
+                        Raced::Done(BatchOutcome::Done(results, records)) => {
+                            envelope.extend(records);
                             note_soft_limit(run, soft);
                             run.on_tool_results(results)
                         }
+                        Raced::Done(BatchOutcome::Unsafe(call)) => run.halt_resume_unsafe(&call),
+                        Raced::Cancelled => run.cancel(),
+                        Raced::HardLimit => run.on_hard_limit(hard.unwrap_or_default()),
+                    }
+                }
+                Step::AskHuman(question) => {
+                    let Some(human) = self.human else {
+                        // Paused: the boundary above stored the question; `keel answer` goes on.
+                        return Ok(());
+                    };
+                    match self
+                        .race(run.id(), None, Interruptible::Yes, human.ask(&question))
+                        .await
+                    {
+                        Raced::Done(Some(answer)) => run.on_human_answer(answer),
+                        Raced::Done(None) => return Ok(()),
                         Raced::Cancelled => run.cancel(),
                         Raced::HardLimit => run.on_hard_limit(hard.unwrap_or_default()),
                     }
@@ -125,70 +185,63 @@ impl Driver<'_> {
         }
     }
 
-    /// Waits out a retry's backoff, then calls the model.
+    /// Waits out a retry's backoff, then calls the model. `announce`: emit the model events
+    /// (the agent's own calls; not compaction summaries).
     async fn call_model(
         &self,
         iteration: u32,
         call: ModelCall,
-    ) -> Result<crate::provider::ChatResponse, crate::provider_error::ProviderError> {
+        sink: &dyn DeltaSink,
+        announce: bool,
+    ) -> Result<ChatResponse, ProviderError> {
         if !call.wait.is_zero() {
             tokio::time::sleep(call.wait).await;
         }
         let Some(provider) = self.providers.get(&call.provider) else {
-            return Err(crate::provider_error::ProviderError::new(
-                crate::provider_error::ProviderErrorKind::InvalidRequest,
+            return Err(ProviderError::new(
+                ProviderErrorKind::InvalidRequest,
                 format!("no provider named `{}` is configured", call.provider),
             ));
         };
         let request = &call.request;
-        self.emitter.emit(EventKind::ModelRequest {
-            iteration,
-            model: request.model.clone(),
-            messages: request.messages.len(),
-            tools: request.tools.len(),
-            stream: request.stream,
-        });
+        if announce {
+            self.emitter.emit(EventKind::ModelRequest {
+                iteration,
+                model: request.model.clone(),
+                messages: request.messages.len(),
+                tools: request.tools.len(),
+                stream: request.stream,
+            });
+        }
         let started = Instant::now();
-        let result = provider.chat(request, self.emitter).await;
-        match &result {
-            Ok(response) => self.emitter.emit(EventKind::ModelResponse {
-                iteration,
-                model: response.model.clone(),
-                stop_reason: response.stop_reason,
-                tool_calls: response.message.tool_calls.len(),
-                usage: response.usage,
-                latency_ms: started.elapsed().as_millis() as u64,
-            }),
-            Err(error) => self.emitter.emit(EventKind::ModelError {
-                iteration,
-                kind: error.kind,
-                status: error.status,
-                message: error.message.clone(),
-            }),
+        let result = provider.chat(request, sink).await;
+        if announce {
+            match &result {
+                Ok(response) => self.emitter.emit(EventKind::ModelResponse {
+                    iteration,
+                    model: response.model.clone(),
+                    stop_reason: response.stop_reason,
+                    tool_calls: response.message.tool_calls.len(),
+                    usage: response.usage,
+                    latency_ms: started.elapsed().as_millis() as u64,
+                }),
+                Err(error) => self.emitter.emit(EventKind::ModelError {
+                    iteration,
+                    kind: error.kind,
+                    status: error.status,
+                    message: error.message.clone(),
+                }),
+            }
         }
         result
     }
 
-    /// Asks a model for a compaction summary: whole, never streamed to the user.
-    async fn summarize(
-        &self,
-        call: ModelCall,
-    ) -> Result<crate::provider::ChatResponse, crate::provider_error::ProviderError> {
-        let Some(provider) = self.providers.get(&call.provider) else {
-            return Err(crate::provider_error::ProviderError::new(
-                crate::provider_error::ProviderErrorKind::InvalidRequest,
-                format!("no provider named `{}` is configured", call.provider),
-            ));
-        };
-        provider
-            .chat(&call.request, &crate::provider::NoDeltas)
-            .await
-    }
-
     /// Runs `work` until it finishes, the hard limit passes, or (when interruptible) the run
-    /// is cancelled.
+    /// is cancelled — showing the worker alive meanwhile, and learning of cancel requests from
+    /// other processes through the heartbeat.
     async fn race<T>(
         &self,
+        run_id: &str,
         hard_at: Option<Instant>,
         interruptible: Interruptible,
         work: impl Future<Output = T>,
@@ -205,25 +258,72 @@ impl Driver<'_> {
                 Interruptible::No => std::future::pending().await,
             }
         };
+        let heartbeat = async {
+            let mut tick = tokio::time::interval(self.heartbeat_interval);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                if let Ok(true) = self.store.heartbeat(run_id, self.clock.now()).await {
+                    self.cancel.cancel();
+                }
+            }
+        };
         tokio::select! {
             done = work => Raced::Done(done),
             _ = cancelled => Raced::Cancelled,
             _ = deadline => Raced::HardLimit,
+            _ = heartbeat => unreachable!("the heartbeat never ends"),
         }
     }
 
     /// Persists a run that ended before it started (e.g. refused for its budget) and emits its
     /// events.
     pub async fn settle(&self, run: &mut Run) -> Result<(), StoreError> {
-        self.persist(run).await
+        self.persist(run, 1, &mut Vec::new()).await
     }
 
-    async fn persist(&self, run: &mut Run) -> Result<(), StoreError> {
-        let record = run.record(self.clock.now());
-        self.store.save_run(&record, run.unpersisted()).await?;
+    /// One safe boundary: one transaction, then the decision events go to the sinks.
+    async fn persist(
+        &self,
+        run: &mut Run,
+        seq: u32,
+        envelope: &mut Vec<ToolCallRecord>,
+    ) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        let record = run.record(now);
+        let checkpoint = run
+            .checkpoint(seq, now)
+            .map_err(|e| StoreError::Corrupt(format!("cannot encode run `{}`: {e}", run.id())))?;
+        // The checkpoint first, so that a run's terminal event is the last one anyone sees.
+        let decisions: Vec<_> = [EventKind::Checkpoint {
+            boundary: checkpoint.boundary,
+            seq,
+        }]
+        .into_iter()
+        .chain(run.drain_events())
+        .map(|kind| self.emitter.stamp(kind))
+        .collect();
+        let mut events = self.emitter.take_kept();
+        events.extend(decisions.iter().cloned());
+        let journal = run.take_journal_change();
+        let outcome = self
+            .store
+            .commit(&Commit {
+                run: &record,
+                messages: run.unpersisted(),
+                checkpoint: Some(&checkpoint),
+                tool_calls: envelope,
+                events: &events,
+                journal: journal.as_ref(),
+            })
+            .await?;
         run.mark_persisted();
-        for kind in run.drain_events() {
-            self.emitter.emit(kind);
+        envelope.clear();
+        for event in &decisions {
+            self.emitter.send(event);
+        }
+        if outcome.cancel_requested {
+            self.cancel.cancel();
         }
         Ok(())
     }

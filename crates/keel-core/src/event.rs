@@ -238,6 +238,52 @@ pub enum EventKind {
         /// Messages in the context after.
         after_messages: usize,
     },
+    /// The run wrote a checkpoint at a safe boundary.
+    #[serde(rename = "agent.checkpoint")]
+    Checkpoint {
+        /// Which boundary.
+        boundary: crate::checkpoint::Boundary,
+        /// The checkpoint's position among the run's checkpoints.
+        seq: u32,
+    },
+    /// The model asked the human a question.
+    #[serde(rename = "agent.human.asked")]
+    HumanAsked {
+        /// The question.
+        question: String,
+    },
+    /// The human answered.
+    #[serde(rename = "agent.human.answered")]
+    HumanAnswered {
+        /// The answer.
+        answer: String,
+    },
+    /// A resume stopped before a side-effecting call that may already have run.
+    #[serde(rename = "agent_run.resume_unsafe")]
+    ResumeUnsafe {
+        /// The call.
+        call_id: String,
+        /// Its tool.
+        tool: String,
+    },
+    /// A run was resumed from its latest checkpoint.
+    #[serde(rename = "agent_run.resumed")]
+    Resumed {
+        /// The checkpoint's boundary.
+        boundary: crate::checkpoint::Boundary,
+        /// Completed calls replayed instead of run again.
+        replayed: usize,
+    },
+    /// The reconciler swept runs whose workers died or whose cancel timed out.
+    #[serde(rename = "agent_run.reconcile")]
+    Reconcile {
+        /// Runs marked timed_out.
+        timed_out: usize,
+        /// Of those, how many can be resumed.
+        resumable: usize,
+        /// Runs marked cancelled.
+        cancelled: usize,
+    },
     /// The configuration file could not be used; the last good one was.
     #[serde(rename = "agent.config.fallback")]
     ConfigFallback {
@@ -298,6 +344,12 @@ impl EventKind {
             EventKind::SoftLimit { .. } => "agent.exhaustion.soft_limit",
             EventKind::ConfigFallback { .. } => "agent.config.fallback",
             EventKind::CompactionRun { .. } => "agent.compaction.run",
+            EventKind::Checkpoint { .. } => "agent.checkpoint",
+            EventKind::HumanAsked { .. } => "agent.human.asked",
+            EventKind::HumanAnswered { .. } => "agent.human.answered",
+            EventKind::ResumeUnsafe { .. } => "agent_run.resume_unsafe",
+            EventKind::Resumed { .. } => "agent_run.resumed",
+            EventKind::Reconcile { .. } => "agent_run.reconcile",
             EventKind::RecoveryFired { .. } => "agent.recovery.fired",
             EventKind::RunCompleted { .. } => "agent_run.completed",
             EventKind::RunCancelled { .. } => "agent_run.cancelled",
@@ -372,13 +424,15 @@ mod tests {
 }
 
 /// Stamps events of one run and hands them to every sink. Also a [`DeltaSink`], so stream
-/// deltas become `agent.stream.delta` events.
+/// deltas become `agent.stream.delta` events. When keeping, it also holds every event but the
+/// deltas until the driver stores them with the next boundary.
 #[derive(Clone)]
 pub struct Emitter {
     sinks: std::sync::Arc<[std::sync::Arc<dyn EventSink>]>,
     clock: std::sync::Arc<dyn crate::clock::Clock>,
     run_id: String,
     session_id: String,
+    kept: Option<std::sync::Arc<Mutex<Vec<Event>>>>,
 }
 
 impl Emitter {
@@ -394,23 +448,55 @@ impl Emitter {
             clock,
             run_id: run_id.into(),
             session_id: session_id.into(),
+            kept: None,
         }
     }
 
-    /// Stamps `kind` and sends it to every sink.
+    /// The same emitter, keeping events (but deltas) for [`Emitter::take_kept`].
+    pub fn keeping(mut self) -> Self {
+        self.kept = Some(std::sync::Arc::new(Mutex::new(Vec::new())));
+        self
+    }
+
+    /// Stamps `kind` and sends it to every sink (and keeps it, when keeping).
     pub fn emit(&self, kind: EventKind) {
-        if self.sinks.is_empty() {
+        let keep = self.kept.is_some() && !matches!(kind, EventKind::StreamDelta { .. });
+        if self.sinks.is_empty() && !keep {
             return;
         }
-        let event = Event {
+        let event = self.stamp(kind);
+        self.send(&event);
+        if keep
+            && let Some(kept) = &self.kept
+            && let Ok(mut kept) = kept.lock()
+        {
+            kept.push(event);
+        }
+    }
+
+    /// `kind` as an event of this run, stamped now.
+    pub fn stamp(&self, kind: EventKind) -> Event {
+        Event {
             ts: self.clock.now(),
             run_id: self.run_id.clone(),
             session_id: self.session_id.clone(),
             kind,
-        };
-        for sink in self.sinks.iter() {
-            sink.emit(&event);
         }
+    }
+
+    /// Sends an already stamped event to every sink, without keeping it.
+    pub fn send(&self, event: &Event) {
+        for sink in self.sinks.iter() {
+            sink.emit(event);
+        }
+    }
+
+    /// The events kept since the last call.
+    pub fn take_kept(&self) -> Vec<Event> {
+        self.kept
+            .as_ref()
+            .and_then(|kept| kept.lock().ok().map(|mut kept| std::mem::take(&mut *kept)))
+            .unwrap_or_default()
     }
 }
 

@@ -9,16 +9,20 @@
 pub mod agent;
 pub mod agent_tools;
 pub mod budget;
+pub mod checkpoint;
 pub mod clock;
 pub mod context;
 pub mod driver;
 pub mod event;
 pub mod fixup;
+pub mod human;
+pub mod journal;
 pub mod loop_guard;
 pub mod memory_store;
 pub mod message;
 pub mod provider;
 pub mod provider_error;
+pub mod reconcile;
 pub mod recovery;
 pub mod registry;
 pub mod run;
@@ -29,9 +33,14 @@ pub mod tokens;
 pub mod tool;
 pub mod tool_exec;
 
-pub use agent::{Agent, AgentBuilder, AgentError, RunReport, RunRequest};
+pub use agent::{
+    Agent, AgentBuilder, AgentError, ResumeOptions, RunReport, RunRequest, UnsafeCall,
+};
+pub use checkpoint::{Boundary, Checkpoint, ToolCallRecord};
 pub use clock::{Clock, SystemClock};
 pub use event::{Emitter, Event, EventKind, EventLog, EventSink};
+pub use human::HumanChannel;
+pub use journal::Journal;
 pub use memory_store::MemoryStore;
 pub use message::{
     InternalReason, Message, MessageMeta, Reasoning, Role, SeqRange, TokenCount, ToolCall,

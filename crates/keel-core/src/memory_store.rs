@@ -4,12 +4,17 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use chrono::Utc;
 
 use crate::message::{Message, Role};
+use chrono::{DateTime, Utc};
+
+use crate::checkpoint::{Checkpoint, ToolCallRecord};
+use crate::event::Event;
+use crate::journal::Journal;
 use crate::provider::Usage;
 use crate::store::{
-    RunRecord, SessionInfo, Store, StoreError, StoredMessage, UserRecord, session_title,
+    Commit, CommitOutcome, RunRecord, SessionInfo, Store, StoreError, StoredMessage, UserRecord,
+    session_title,
 };
 
 #[derive(Default)]
@@ -18,6 +23,10 @@ struct Data {
     runs: HashMap<String, RunRecord>,
     users: HashMap<String, UserRecord>,
     usage: HashMap<(String, String), Usage>,
+    checkpoints: HashMap<String, Vec<Checkpoint>>,
+    tool_calls: HashMap<String, Vec<ToolCallRecord>>,
+    events: HashMap<String, Vec<Event>>,
+    journals: HashMap<String, Journal>,
 }
 
 /// Keeps sessions, messages and runs in memory; everything is lost when it is dropped.
@@ -40,6 +49,16 @@ impl MemoryStore {
 }
 
 impl Data {
+    fn upsert_tool_calls(&mut self, calls: &[ToolCallRecord]) {
+        for call in calls {
+            let rows = self.tool_calls.entry(call.run_id.clone()).or_default();
+            match rows.iter_mut().find(|row| row.call_id == call.call_id) {
+                Some(row) => *row = call.clone(),
+                None => rows.push(call.clone()),
+            }
+        }
+    }
+
     fn ensure(&mut self, session_id: &str) -> &mut (SessionInfo, Vec<StoredMessage>) {
         self.sessions
             .entry(session_id.to_string())
@@ -136,11 +155,32 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn save_run(&self, run: &RunRecord, new_messages: &[Message]) -> Result<(), StoreError> {
+    async fn commit(&self, commit: &Commit<'_>) -> Result<CommitOutcome, StoreError> {
         let mut data = self.lock()?;
-        data.append(&run.session_id, Some(&run.id), new_messages);
-        data.runs.insert(run.id.clone(), run.clone());
-        Ok(())
+        let run = commit.run;
+        data.append(&run.session_id, Some(&run.id), commit.messages);
+        let cancel_requested_at = data.runs.get(&run.id).and_then(|r| r.cancel_requested_at);
+        let mut record = run.clone();
+        record.cancel_requested_at = cancel_requested_at;
+        data.runs.insert(run.id.clone(), record);
+        if let Some(checkpoint) = commit.checkpoint {
+            data.checkpoints
+                .entry(run.id.clone())
+                .or_default()
+                .push(checkpoint.clone());
+        }
+        data.upsert_tool_calls(commit.tool_calls);
+        data.events
+            .entry(run.id.clone())
+            .or_default()
+            .extend(commit.events.iter().cloned());
+        if let Some(journal) = commit.journal {
+            data.journals
+                .insert(run.session_id.clone(), journal.clone());
+        }
+        Ok(CommitOutcome {
+            cancel_requested: cancel_requested_at.is_some(),
+        })
     }
 
     async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
@@ -195,5 +235,92 @@ impl Store for MemoryStore {
             .get(&(user_id.to_string(), month.to_string()))
             .copied()
             .unwrap_or_default())
+    }
+
+    async fn messages_since(
+        &self,
+        session_id: &str,
+        from: u64,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let data = self.lock()?;
+        let Some((_, messages)) = data.sessions.get(session_id) else {
+            return Ok(Vec::new());
+        };
+        // Seqs are 1, 2, ...: seq `from` is at index `from - 1`.
+        let start = from.saturating_sub(1) as usize;
+        Ok(messages.get(start..).map(<[_]>::to_vec).unwrap_or_default())
+    }
+
+    async fn record_tool_calls(&self, calls: &[ToolCallRecord]) -> Result<(), StoreError> {
+        self.lock()?.upsert_tool_calls(calls);
+        Ok(())
+    }
+
+    async fn tool_calls(&self, run_id: &str) -> Result<Vec<ToolCallRecord>, StoreError> {
+        Ok(self
+            .lock()?
+            .tool_calls
+            .get(run_id)
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    async fn checkpoints(&self, run_id: &str) -> Result<Vec<Checkpoint>, StoreError> {
+        Ok(self
+            .lock()?
+            .checkpoints
+            .get(run_id)
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    async fn latest_checkpoint(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
+        Ok(self
+            .lock()?
+            .checkpoints
+            .get(run_id)
+            .and_then(|all| all.last().cloned()))
+    }
+
+    async fn events(&self, run_id: &str) -> Result<Vec<Event>, StoreError> {
+        Ok(self.lock()?.events.get(run_id).cloned().unwrap_or_default())
+    }
+
+    async fn journal(&self, session_id: &str) -> Result<Option<Journal>, StoreError> {
+        Ok(self.lock()?.journals.get(session_id).cloned())
+    }
+
+    async fn heartbeat(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
+        let mut data = self.lock()?;
+        Ok(match data.runs.get_mut(run_id) {
+            Some(run) => {
+                run.heartbeat_at = Some(at);
+                run.cancel_requested_at.is_some()
+            }
+            None => false,
+        })
+    }
+
+    async fn request_cancel(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
+        let mut data = self.lock()?;
+        Ok(match data.runs.get_mut(run_id) {
+            Some(run) => {
+                run.cancel_requested_at.get_or_insert(at);
+                true
+            }
+            None => false,
+        })
+    }
+
+    async fn active_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        let mut runs: Vec<RunRecord> = self
+            .lock()?
+            .runs
+            .values()
+            .filter(|run| !run.state.is_terminal())
+            .cloned()
+            .collect();
+        runs.sort_by(|a, b| a.started_at.cmp(&b.started_at).then(a.id.cmp(&b.id)));
+        Ok(runs)
     }
 }

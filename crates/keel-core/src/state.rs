@@ -96,6 +96,8 @@ pub enum ErrorReason {
     ContextExhausted,
     /// keel itself failed (the store, a bug).
     Internal,
+    /// A resume found the system prompt changed since the run started.
+    PromptDrift,
 }
 
 impl ErrorReason {
@@ -107,6 +109,7 @@ impl ErrorReason {
             ErrorReason::ResumeUnsafe => "resume_unsafe",
             ErrorReason::ContextExhausted => "context_exhausted",
             ErrorReason::Internal => "internal",
+            ErrorReason::PromptDrift => "prompt_drift",
         }
     }
 }

@@ -5,6 +5,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::checkpoint::{Checkpoint, ToolCallRecord};
+use crate::event::Event;
+use crate::journal::Journal;
 use crate::message::Message;
 use crate::provider::Usage;
 use crate::state::{AgentState, ErrorReason};
@@ -82,6 +85,58 @@ pub struct RunRecord {
     pub updated_at: DateTime<Utc>,
     /// When it reached a terminal state.
     pub finished_at: Option<DateTime<Utc>>,
+    /// Dollars spent, at the price table's prices.
+    #[serde(default)]
+    pub cost: f64,
+    /// When its worker last showed it was alive; a stale heartbeat means the worker died.
+    #[serde(default)]
+    pub heartbeat_at: Option<DateTime<Utc>>,
+    /// When someone asked it to stop. Owned by [`Store::request_cancel`]: committing a run
+    /// never changes it.
+    #[serde(default)]
+    pub cancel_requested_at: Option<DateTime<Utc>>,
+    /// Set by the reconciler on a run whose worker died after a resumable checkpoint.
+    #[serde(default)]
+    pub resume_available: bool,
+}
+
+/// Everything one safe boundary writes, in one transaction: the run record, the run's new
+/// messages, its checkpoint, envelope rows, events, and the session's journal.
+#[derive(Clone, Copy, Debug)]
+pub struct Commit<'a> {
+    /// The run record (inserted or replaced, except `cancel_requested_at`).
+    pub run: &'a RunRecord,
+    /// Messages to append to the run's session.
+    pub messages: &'a [Message],
+    /// The checkpoint of this boundary.
+    pub checkpoint: Option<&'a Checkpoint>,
+    /// Tool-call envelope rows, inserted or replaced by (run id, call id).
+    pub tool_calls: &'a [ToolCallRecord],
+    /// Events to keep with the run.
+    pub events: &'a [Event],
+    /// The session's journal, replaced when given.
+    pub journal: Option<&'a Journal>,
+}
+
+impl<'a> Commit<'a> {
+    /// A commit of a run record and its new messages only.
+    pub fn new(run: &'a RunRecord, messages: &'a [Message]) -> Self {
+        Commit {
+            run,
+            messages,
+            checkpoint: None,
+            tool_calls: &[],
+            events: &[],
+            journal: None,
+        }
+    }
+}
+
+/// What a commit learned about the run from the store.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommitOutcome {
+    /// Someone asked the run to stop.
+    pub cancel_requested: bool,
 }
 
 /// A user known to keel, with their monthly token budget.
@@ -137,9 +192,53 @@ pub trait Store: Send + Sync {
         messages: &[Message],
     ) -> Result<(), StoreError>;
 
+    /// Writes one safe boundary in one transaction (see [`Commit`]); the session is created if
+    /// missing. Returns whether the run was asked to stop.
+    async fn commit(&self, commit: &Commit<'_>) -> Result<CommitOutcome, StoreError>;
+
     /// Writes the run record and appends the run's new messages to its session, in one
-    /// transaction: a safe boundary of the loop.
-    async fn save_run(&self, run: &RunRecord, new_messages: &[Message]) -> Result<(), StoreError>;
+    /// transaction.
+    async fn save_run(&self, run: &RunRecord, new_messages: &[Message]) -> Result<(), StoreError> {
+        self.commit(&Commit::new(run, new_messages))
+            .await
+            .map(|_| ())
+    }
+
+    /// The messages of a session from seq `from` on, in order.
+    async fn messages_since(
+        &self,
+        session_id: &str,
+        from: u64,
+    ) -> Result<Vec<StoredMessage>, StoreError>;
+
+    /// Inserts or replaces envelope rows outside a boundary (a side-effecting call about to
+    /// start, or just finished).
+    async fn record_tool_calls(&self, calls: &[ToolCallRecord]) -> Result<(), StoreError>;
+
+    /// The envelope rows of a run, by start time.
+    async fn tool_calls(&self, run_id: &str) -> Result<Vec<ToolCallRecord>, StoreError>;
+
+    /// Every checkpoint of a run, oldest first.
+    async fn checkpoints(&self, run_id: &str) -> Result<Vec<Checkpoint>, StoreError>;
+
+    /// The latest checkpoint of a run.
+    async fn latest_checkpoint(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError>;
+
+    /// The events kept with a run, in order.
+    async fn events(&self, run_id: &str) -> Result<Vec<Event>, StoreError>;
+
+    /// The session's run journal.
+    async fn journal(&self, session_id: &str) -> Result<Option<Journal>, StoreError>;
+
+    /// Shows the run's worker is alive; returns whether the run was asked to stop.
+    async fn heartbeat(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError>;
+
+    /// Asks a run to stop; its loop sees the flag at its next boundary or heartbeat. Returns
+    /// false when there is no such run.
+    async fn request_cancel(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError>;
+
+    /// Runs not in a terminal state, oldest first.
+    async fn active_runs(&self) -> Result<Vec<RunRecord>, StoreError>;
 
     /// The run, if it exists.
     async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError>;

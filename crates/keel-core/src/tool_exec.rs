@@ -8,16 +8,20 @@
 //! 0.5 s, 2 s and 8 s (seed 001); then the error goes to the model. Side-effecting tools are
 //! never retried: a half-applied write must not happen twice.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
 use tokio::time::Instant;
 
+use crate::checkpoint::ToolCallRecord;
+use crate::clock::Clock;
 use crate::event::{Emitter, EventKind};
 use crate::message::ToolCall;
 use crate::registry::ToolRegistry;
 use crate::run::ToolResult;
+use crate::store::Store;
 use crate::tool::{Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput};
 
 /// Runs tool batches for one run.
@@ -32,16 +36,54 @@ pub struct ToolExecutor<'a> {
     pub emitter: &'a Emitter,
     /// The waits before each retry of a transient failure of an idempotent tool.
     pub retry_delays: &'a [Duration],
+    /// Where side-effecting calls are recorded before they start and when they finish.
+    pub store: &'a dyn Store,
+    /// Timestamps for the envelope.
+    pub clock: &'a dyn Clock,
+}
+
+/// What a resumed run knows about calls made before its worker died.
+#[derive(Clone, Debug, Default)]
+pub struct Replay {
+    /// The envelope rows of the run, by call id.
+    pub records: HashMap<String, ToolCallRecord>,
+    /// Unfinished side-effecting calls a human decided to run again.
+    pub rerun: HashSet<String>,
+}
+
+/// How a batch ended.
+#[derive(Debug)]
+pub enum BatchOutcome {
+    /// Every call has a result (in call order), and the envelope rows to commit with them.
+    Done(Vec<ToolResult>, Vec<ToolCallRecord>),
+    /// Nothing ran: this side-effecting call started before a crash and may have done its
+    /// work; running it again is not safe.
+    Unsafe(ToolCall),
 }
 
 impl ToolExecutor<'_> {
-    /// Runs `calls` and returns one result per call, in call order.
-    pub async fn run_batch(&self, calls: &[ToolCall]) -> Vec<ToolResult> {
-        let mut results = Vec::with_capacity(calls.len());
+    /// Runs `calls` and returns one result per call, in call order. Calls the envelope shows
+    /// completed are replayed, not run; an unfinished side-effecting call stops the batch
+    /// before anything runs.
+    pub async fn run_batch(&self, calls: &[ToolCall], replay: &Replay) -> BatchOutcome {
+        for call in calls {
+            let unfinished = replay
+                .records
+                .get(&call.id)
+                .is_some_and(|record| record.completed_at.is_none());
+            let idempotent = self
+                .registry
+                .get(&call.name)
+                .is_some_and(|tool| tool.spec().idempotent);
+            if unfinished && !idempotent && !replay.rerun.contains(&call.id) {
+                return BatchOutcome::Unsafe(call.clone());
+            }
+        }
+        let mut outcomes = Vec::with_capacity(calls.len());
         let mut rest = calls;
         while let Some(first) = rest.first() {
             if self.registry.is_interactive(&first.name) {
-                results.push(self.run_one(first).await);
+                outcomes.push(self.run_one(first, replay).await);
                 rest = &rest[1..];
                 continue;
             }
@@ -50,34 +92,92 @@ impl ToolExecutor<'_> {
                 .position(|c| self.registry.is_interactive(&c.name))
                 .unwrap_or(rest.len());
             let (group, tail) = rest.split_at(group_len);
-            results.extend(join_all(group.iter().map(|c| self.run_one(c))).await);
+            outcomes.extend(join_all(group.iter().map(|c| self.run_one(c, replay))).await);
             rest = tail;
         }
-        results
+        let (results, records) = outcomes.into_iter().unzip();
+        BatchOutcome::Done(results, records)
     }
 
-    async fn run_one(&self, call: &ToolCall) -> ToolResult {
+    async fn run_one(&self, call: &ToolCall, replay: &Replay) -> (ToolResult, ToolCallRecord) {
+        if let Some(record) = replay.records.get(&call.id)
+            && record.completed_at.is_some()
+        {
+            // Finished before the crash: its stored result is the result, never a second run.
+            let result = ToolResult {
+                call_id: call.id.clone(),
+                ok: record.ok.unwrap_or(false),
+                content: record.output.clone().unwrap_or_default(),
+            };
+            return (result, record.clone());
+        }
         self.emitter.emit(EventKind::ToolStarted {
             call_id: call.id.clone(),
             name: call.name.clone(),
             arguments: call.arguments.clone(),
         });
         let started = Instant::now();
+        let idempotent = self
+            .registry
+            .get(&call.name)
+            .is_some_and(|tool| tool.spec().idempotent);
+        let mut record = ToolCallRecord {
+            run_id: self.context.run_id.clone(),
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+            idempotent,
+            started_at: self.clock.now(),
+            completed_at: None,
+            ok: None,
+            output: None,
+        };
         let (ok, raw) = match self.registry.prepare(call) {
             Err(message) => (false, message),
             Ok(prepared) => {
-                let mut context = self.context.clone();
-                context.call_id = call.id.clone();
-                match self
-                    .call_with_retries(call, prepared.tool, prepared.args, &context)
-                    .await
-                {
-                    Ok(output) => (true, output.content),
-                    Err(message) => (false, message),
+                // A side effect is recorded as started before it can happen, so a crash
+                // mid-call is never mistaken for "not run".
+                let recorded = if idempotent {
+                    Ok(())
+                } else {
+                    self.store
+                        .record_tool_calls(std::slice::from_ref(&record))
+                        .await
+                };
+                match recorded {
+                    Err(error) => (
+                        false,
+                        format!(
+                            "Error: `{}` was not run: keel could not record it ({error}).",
+                            call.name
+                        ),
+                    ),
+                    Ok(()) => {
+                        let mut context = self.context.clone();
+                        context.call_id = call.id.clone();
+                        match self
+                            .call_with_retries(call, prepared.tool, prepared.args, &context)
+                            .await
+                        {
+                            Ok(output) => (true, output.content),
+                            Err(message) => (false, message),
+                        }
+                    }
                 }
             }
         };
         let (content, truncated) = truncate_output(&raw, self.max_chars);
+        record.completed_at = Some(self.clock.now());
+        record.ok = Some(ok);
+        record.output = Some(content.clone());
+        if !idempotent {
+            // Best effort: if this write fails, a resume sees the call unfinished and asks a
+            // human instead of running it again — the safe side.
+            let _ = self
+                .store
+                .record_tool_calls(std::slice::from_ref(&record))
+                .await;
+        }
         self.emitter.emit(EventKind::ToolCompleted {
             call_id: call.id.clone(),
             name: call.name.clone(),
@@ -86,11 +186,12 @@ impl ToolExecutor<'_> {
             truncated,
             duration_ms: started.elapsed().as_millis() as u64,
         });
-        ToolResult {
+        let result = ToolResult {
             call_id: call.id.clone(),
             ok,
             content,
-        }
+        };
+        (result, record)
     }
 }
 

@@ -301,13 +301,17 @@ async fn events_name_every_step_and_carry_the_stream() {
     assert_eq!(
         names,
         [
+            "agent.checkpoint",
             "agent_run.started",
             "agent.model.request",
             "agent.model.response",
+            "agent.checkpoint",
             "agent.tool.started",
             "agent.tool.completed",
+            "agent.checkpoint",
             "agent.model.request",
             "agent.model.response",
+            "agent.checkpoint",
             "agent_run.completed",
         ]
     );

@@ -1,44 +1,54 @@
-//! One write of the store (append messages to a session, optionally upsert the run that wrote
-//! them) in as few trips to the connection's worker thread as SQLite allows.
+//! One write of the store (append messages to a session; for a commit, also upsert the run and
+//! write the rest of its boundary) in as few trips to the connection's worker thread as SQLite
+//! allows.
 //!
-//! Inside the caller's transaction, each chunk of up to [`ROWS_PER_QUERY`] messages is a single
-//! multi-statement query that (1) creates the session or bumps its count, `updated_at` and title,
-//! (2) inserts the rows, numbering them from the session's new count, so nothing is read back
+//! A write is planned as a list of [`Batch`]es, each one multi-statement query, run in order as
+//! one transaction ([`Connections::transaction`]). Each chunk of up to [`ROWS_PER_QUERY`]
+//! messages is one batch that (1) creates the session or bumps its count, `updated_at` and title,
+//! and (2) inserts the rows, numbering them from the session's new count, so nothing is read back
 //! (a compaction summary's `summary_of.last` also goes to the `summary_last` column, see
-//! `migrations/0003_summaries.sql`), and, in the last chunk, (3) upserts the run. The statements
-//! share numbered parameters:
+//! `migrations/0003_summaries.sql`).
+//! The last one also (3) upserts the run, returning whether it was asked to stop, and (4) writes
+//! the boundary's checkpoint, envelope rows, events and journal ([`crate::durability`]); only a
+//! boundary with hundreds of rows spills into further batches. A typical boundary is therefore
+//! a single query, `BEGIN IMMEDIATE` and `COMMIT` included: one trip to the worker thread.
+//!
+//! Every statement of a batch shares its first parameters:
 //!
 //! | parameter | value |
 //! | --- | --- |
 //! | `$1` | session id |
-//! | `$2` | now (message `created_at`, session `updated_at`) |
+//! | `$2` | now (message `created_at`, session `updated_at`, journal `updated_at`) |
 //! | `$3` | title candidate (first non-internal user message), or NULL |
-//! | `$4` | number of messages in this chunk |
+//! | `$4` | number of messages in this batch |
 //! | `$5` | run id, or NULL |
-//! | `$6…` | [`MESSAGE_PARAMS`] per message, then the run's columns |
 //!
-//! SQLite prepares each distinct text once per connection (sqlx's statement cache); the text only
-//! varies with the chunk's size and whether a run is saved.
+//! Every other value is bound once, numbered in the order the text first uses it, so the text and
+//! its arguments are built together and cannot disagree. SQLite prepares each distinct text once
+//! per connection (sqlx's statement cache); the text varies only with the shape of the write (how
+//! many messages, envelope rows and events, whether there is a run, a checkpoint, a journal).
 
 use std::fmt::Write;
 
-use keel_core::store::session_title;
-use keel_core::{Message, Role, RunRecord, StoreError};
-use sqlx::sqlite::SqliteConnection;
-use sqlx::{AssertSqlSafe, SqlSafeStr};
+use keel_core::store::{Commit, session_title};
+use keel_core::{Message, Role, StoreError};
+use sqlx::sqlite::{Sqlite, SqliteArguments, SqliteConnection};
+use sqlx::{Arguments, AssertSqlSafe, Encode, Row, Type};
 
 use crate::codec::{MessageColumns, RunCounts, timestamp};
+use crate::connections::Connections;
+use crate::durability;
 
-/// Messages per query: keeps parameter numbers far below SQLite's limit (32766) and the number
-/// of distinct statement texts small.
-const ROWS_PER_QUERY: usize = 64;
+/// Rows per `INSERT`: keeps the number of distinct statement texts small.
+pub(crate) const ROWS_PER_QUERY: usize = 64;
+
+/// Parameters a batch may reach before further statements go to a new batch: far below SQLite's
+/// limit (32766) whatever the largest statement adds.
+const PARAMS_PER_BATCH: usize = 4_000;
 
 /// Parameters bound per message: role, content, tool_calls, tool_call_id, reasoning, meta,
 /// summary_last.
 const MESSAGE_PARAMS: usize = 7;
-
-/// The first per-message parameter.
-const FIRST_MESSAGE_PARAM: usize = 6;
 
 /// Creates the session `$1` at `$2` unless it exists.
 pub(crate) const ENSURE_SESSION: &str = "INSERT INTO sessions (id, created_at, updated_at, title, message_count) \
@@ -58,182 +68,390 @@ const INSERT_MESSAGES: &str = "INSERT INTO messages \
 /// Each row's seq: the session's count (already bumped by `$4`) minus `$4`, plus its position.
 const ROW_SEQ: &str = "(SELECT message_count FROM sessions WHERE id = $1) - $4 + ";
 
-/// `id` and `session_id` are `$5` and `$1`; the other columns follow the messages' parameters.
+/// `id` and `session_id` are `$5` and `$1`; the other columns follow. `cancel_requested_at` is
+/// not among them: only `request_cancel` sets it.
 const INSERT_RUN: &str = "INSERT INTO runs (id, session_id, state, reason, provider, model, \
      model_used, iterations, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, \
-     final_text, error, started_at, updated_at, finished_at) VALUES ($5, $1";
+     final_text, error, started_at, updated_at, finished_at, cost, heartbeat_at, \
+     resume_available, event_count) VALUES ($5, $1";
 
-/// Parameters bound for the run besides its id and session.
-const RUN_PARAMS: usize = 15;
-
-/// Updates every column but `session_id` and `started_at`: those are index keys, and setting
-/// them, even to the same value, would rewrite two index pages on every save.
+/// Updates every column but `session_id`, `started_at` and `state`: the first two are index
+/// keys, and `state` decides membership of the partial index `runs_active`; setting any of them,
+/// even to the same value, would rewrite index pages on every save. Adds the boundary's events
+/// to `event_count`, and answers whether the run was asked to stop.
 const UPSERT_RUN_TAIL: &str = ") ON CONFLICT (id) DO UPDATE SET \
-     state = excluded.state, reason = excluded.reason, provider = excluded.provider, \
+     reason = excluded.reason, provider = excluded.provider, \
      model = excluded.model, model_used = excluded.model_used, \
      iterations = excluded.iterations, input_tokens = excluded.input_tokens, \
      output_tokens = excluded.output_tokens, cache_read_tokens = excluded.cache_read_tokens, \
      cache_write_tokens = excluded.cache_write_tokens, final_text = excluded.final_text, \
-     error = excluded.error, updated_at = excluded.updated_at, finished_at = excluded.finished_at";
+     error = excluded.error, updated_at = excluded.updated_at, finished_at = excluded.finished_at, \
+     cost = excluded.cost, heartbeat_at = excluded.heartbeat_at, \
+     resume_available = excluded.resume_available, \
+     event_count = runs.event_count + excluded.event_count \
+     RETURNING cancel_requested_at IS NOT NULL";
 
-/// Position of `started_at` among the run's parameters.
-const STARTED_AT: usize = 12;
-
-/// Moves an existing run to another session or start time, only if either changed.
-const MOVE_RUN: &str = "UPDATE runs SET session_id = $1, started_at = $STARTED \
-     WHERE id = $5 AND (session_id <> $1 OR started_at <> $STARTED)";
-
-/// The run a write saves, with its counters already checked.
-pub(crate) struct RunWrite<'a> {
-    /// The record.
-    pub run: &'a RunRecord,
-    /// Its counters as stored.
-    pub counts: RunCounts,
+/// A multi-statement query under construction: its text and its arguments, numbered together.
+pub(crate) struct Batch {
+    sql: String,
+    args: SqliteArguments,
 }
 
-/// Appends `messages` to `session_id` (created if missing) and upserts `run` if given, inside
-/// the caller's transaction. `doing` names the whole operation in error messages.
+impl Batch {
+    /// A batch with no parameters bound yet.
+    pub(crate) fn new() -> Self {
+        Batch {
+            sql: String::with_capacity(2048),
+            args: SqliteArguments::default(),
+        }
+    }
+
+    /// A batch with the shared parameters `$1`…`$5` bound (see the module documentation).
+    fn shared(shared: &Shared<'_>, messages: usize) -> Result<Self, StoreError> {
+        let mut batch = Batch::new();
+        batch.args.reserve(5 + messages * MESSAGE_PARAMS, 0);
+        batch.param(shared.session_id)?;
+        batch.param(shared.now.as_str())?;
+        batch.param(shared.title.as_deref())?;
+        // At most ROWS_PER_QUERY, so the cast cannot truncate.
+        batch.param(messages as i64)?;
+        batch.param(shared.run_id)?;
+        Ok(batch)
+    }
+
+    /// Binds `value` as the next parameter and returns its number; writes nothing.
+    pub(crate) fn param<'t, T>(&mut self, value: T) -> Result<usize, StoreError>
+    where
+        T: Encode<'t, Sqlite> + Type<Sqlite>,
+    {
+        self.args
+            .add(value)
+            .map_err(|e| StoreError::Backend(format!("cannot encode a query parameter: {e}")))?;
+        Ok(self.args.len())
+    }
+
+    /// Binds `value` and writes `, $n` for it: the next value of a row or list.
+    pub(crate) fn value<'t, T>(&mut self, value: T) -> Result<&mut Self, StoreError>
+    where
+        T: Encode<'t, Sqlite> + Type<Sqlite>,
+    {
+        let n = self.param(value)?;
+        self.placeholder(n);
+        Ok(self)
+    }
+
+    /// Writes `, $n`, a parameter bound earlier.
+    pub(crate) fn placeholder(&mut self, n: usize) -> &mut Self {
+        // Writing to a String cannot fail.
+        let _ = write!(self.sql, ", ${n}");
+        self
+    }
+
+    /// Appends SQL text.
+    pub(crate) fn sql(&mut self, text: &str) -> &mut Self {
+        self.sql.push_str(text);
+        self
+    }
+
+    /// Ends the current statement, if any.
+    pub(crate) fn end_statement(&mut self) -> &mut Self {
+        if !self.sql.is_empty() {
+            self.sql.push_str(";\n");
+        }
+        self
+    }
+
+    /// Starts the batch with `BEGIN IMMEDIATE`.
+    pub(crate) fn begin_immediate(&mut self) {
+        self.sql.insert_str(0, "BEGIN IMMEDIATE;\n");
+    }
+
+    /// Ends the batch with `COMMIT`.
+    pub(crate) fn commit(&mut self) {
+        self.end_statement().sql("COMMIT");
+    }
+
+    /// True when `more` parameters would take the batch past [`PARAMS_PER_BATCH`].
+    pub(crate) fn is_full(&self, more: usize) -> bool {
+        self.args.len() + more > PARAMS_PER_BATCH
+    }
+
+    /// Parameters bound so far.
+    #[cfg(test)]
+    pub(crate) fn params(&self) -> usize {
+        self.args.len()
+    }
+
+    /// The text built so far.
+    #[cfg(test)]
+    pub(crate) fn text(&self) -> &str {
+        &self.sql
+    }
+
+    /// Runs every statement of the batch; returns the value of the one `RETURNING` column, if a
+    /// statement returned a row.
+    pub(crate) async fn run(self, conn: &mut SqliteConnection) -> Result<Option<bool>, String> {
+        // Built only from this crate's constants and parameter numbers: no outside text.
+        let rows = sqlx::query_with(AssertSqlSafe(self.sql), self.args)
+            .fetch_all(conn)
+            .await
+            .map_err(|e| e.to_string())?;
+        rows.first()
+            .map(|row| row.try_get::<bool, _>(0))
+            .transpose()
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl std::fmt::Write for Batch {
+    /// Appends text; for what [`Batch::sql`] cannot write alone (row numbers, placeholders).
+    fn write_str(&mut self, text: &str) -> std::fmt::Result {
+        self.sql.push_str(text);
+        Ok(())
+    }
+}
+
+/// The list of batches a write is planned as, each started with the shared parameters.
+pub(crate) struct Plan<'a> {
+    shared: Shared<'a>,
+    batches: Vec<Batch>,
+}
+
+impl Plan<'_> {
+    /// The batch to add a statement of `params` parameters to: the last one, or a new one when
+    /// it is full.
+    pub(crate) fn batch(&mut self, params: usize) -> Result<&mut Batch, StoreError> {
+        if self.batches.last().is_none_or(|last| last.is_full(params)) {
+            self.batches.push(Batch::shared(&self.shared, 0)?);
+        }
+        let last = self.batches.len() - 1;
+        Ok(&mut self.batches[last])
+    }
+}
+
+/// The values every batch of a write binds first.
+struct Shared<'a> {
+    session_id: &'a str,
+    now: String,
+    title: Option<String>,
+    run_id: Option<&'a str>,
+}
+
+/// Appends `messages` to `session_id` (created if missing) and, for a commit, writes the rest of
+/// it, in one transaction on the writer. Returns whether the committed run was asked to stop
+/// (false without a commit). `doing` names the whole operation in error messages.
 pub(crate) async fn write(
-    conn: &mut SqliteConnection,
+    conns: &Connections,
     session_id: &str,
     run_id: Option<&str>,
     messages: &[Message],
-    run: Option<&RunWrite<'_>>,
+    commit: Option<&Commit<'_>>,
     doing: &(dyn Fn() -> String + Sync),
-) -> Result<(), StoreError> {
-    let now = timestamp(chrono::Utc::now());
-    let title = messages
-        .iter()
-        .find(|m| m.role == Role::User && !m.is_internal())
-        .map(|m| session_title(&m.content));
-    let chunks: Vec<&[Message]> = if messages.is_empty() {
-        vec![&[]]
-    } else {
-        messages.chunks(ROWS_PER_QUERY).collect()
+) -> Result<bool, StoreError> {
+    let batches = plan(session_id, run_id, messages, commit)?;
+    conns
+        .transaction(batches)
+        .await
+        .map_err(|e| StoreError::Backend(format!("{}: {e}", doing())))
+}
+
+/// The batches of a write (see [`write`]).
+fn plan<'a>(
+    session_id: &'a str,
+    run_id: Option<&'a str>,
+    messages: &[Message],
+    commit: Option<&Commit<'_>>,
+) -> Result<Vec<Batch>, StoreError> {
+    let counts = commit.map(|commit| RunCounts::of(commit.run)).transpose()?;
+    let shared = Shared {
+        session_id,
+        now: timestamp(chrono::Utc::now()),
+        title: messages
+            .iter()
+            .find(|m| m.role == Role::User && !m.is_internal())
+            .map(|m| session_title(&m.content)),
+        run_id,
     };
-    let last = chunks.len() - 1;
-    for (i, chunk) in chunks.into_iter().enumerate() {
-        let run = run.filter(|_| i == last);
-        let mut query = sqlx::query(statement_text(chunk.len(), run.is_some()))
-            .bind(session_id)
-            .bind(&now)
-            .bind(&title)
-            // At most ROWS_PER_QUERY, so the cast cannot truncate.
-            .bind(chunk.len() as i64)
-            .bind(run_id);
-        for message in chunk {
-            let columns = MessageColumns::encode(message)?;
-            query = query
-                .bind(columns.role)
-                .bind(&message.content)
-                .bind(columns.tool_calls)
-                .bind(&message.tool_call_id)
-                .bind(columns.reasoning)
-                .bind(columns.meta)
-                .bind(columns.summary_last);
-        }
-        if let Some(RunWrite { run, counts }) = run {
-            query = query
-                .bind(run.state.as_str())
-                .bind(run.reason.map(|reason| reason.as_str()))
-                .bind(&run.provider)
-                .bind(&run.model)
-                .bind(&run.model_used)
-                .bind(counts.iterations)
-                .bind(counts.input_tokens)
-                .bind(counts.output_tokens)
-                .bind(counts.cache_read_tokens)
-                .bind(counts.cache_write_tokens)
-                .bind(&run.final_text)
-                .bind(&run.error)
-                .bind(timestamp(run.started_at))
-                .bind(timestamp(run.updated_at))
-                .bind(run.finished_at.map(timestamp));
-        }
-        query
-            .execute(&mut *conn)
-            .await
-            .map_err(|e| StoreError::Backend(format!("{}: {e}", doing())))?;
+    let mut batches = Vec::with_capacity(messages.len().div_ceil(ROWS_PER_QUERY).max(1));
+    if messages.is_empty() {
+        let mut batch = Batch::shared(&shared, 0)?;
+        batch.sql(ENSURE_SESSION);
+        batches.push(batch);
+    }
+    for chunk in messages.chunks(ROWS_PER_QUERY) {
+        let mut batch = Batch::shared(&shared, chunk.len())?;
+        add_messages(&mut batch, chunk)?;
+        batches.push(batch);
+    }
+    let mut plan = Plan { shared, batches };
+    if let (Some(commit), Some(counts)) = (commit, counts) {
+        add_run(plan.batch(0)?, commit, &counts)?;
+        durability::add_boundary(&mut plan, commit)?;
+    }
+    Ok(plan.batches)
+}
+
+/// Bumps the session by `chunk.len()` and inserts the chunk's rows.
+fn add_messages(batch: &mut Batch, chunk: &[Message]) -> Result<(), StoreError> {
+    batch.sql(BUMP_SESSION).end_statement().sql(INSERT_MESSAGES);
+    for (row, message) in chunk.iter().enumerate() {
+        let separator = if row == 0 { "" } else { ", " };
+        // Writing to a String cannot fail.
+        let _ = write!(batch, "{separator}($1, {ROW_SEQ}{}, $5", row + 1);
+        let columns = MessageColumns::encode(message)?;
+        batch
+            .value(columns.role)?
+            .value(message.content.as_str())?
+            .value(columns.tool_calls)?
+            .value(message.tool_call_id.as_deref())?
+            .value(columns.reasoning)?
+            .value(columns.meta)?
+            .value(columns.summary_last)?
+            .sql(", $2)");
     }
     Ok(())
 }
 
-/// The statements of one chunk of `rows` messages, with the run upsert when `with_run`.
-fn statement_text(rows: usize, with_run: bool) -> impl SqlSafeStr {
-    let mut sql = String::with_capacity(1024 + rows * 160);
-    if rows == 0 {
-        sql.push_str(ENSURE_SESSION);
-    } else {
-        sql.push_str(BUMP_SESSION);
-        sql.push_str(";\n");
-        sql.push_str(INSERT_MESSAGES);
-        for row in 0..rows {
-            let first = FIRST_MESSAGE_PARAM + row * MESSAGE_PARAMS;
-            let separator = if row == 0 { "" } else { ", " };
-            // Writing to a String cannot fail.
-            let _ = write!(sql, "{separator}($1, {ROW_SEQ}{}, $5", row + 1);
-            for param in first..first + MESSAGE_PARAMS {
-                let _ = write!(sql, ", ${param}");
-            }
-            sql.push_str(", $2)");
-        }
-    }
-    if with_run {
-        sql.push_str(";\n");
-        sql.push_str(INSERT_RUN);
-        let first = FIRST_MESSAGE_PARAM + rows * MESSAGE_PARAMS;
-        for param in first..first + RUN_PARAMS {
-            let _ = write!(sql, ", ${param}");
-        }
-        sql.push_str(UPSERT_RUN_TAIL);
-        sql.push_str(";\n");
-        sql.push_str(&MOVE_RUN.replace("$STARTED", &format!("${}", first + STARTED_AT)));
-    }
-    // Built only from the constants above and parameter numbers: no outside text.
-    AssertSqlSafe(sql)
+/// Upserts the commit's run (see [`UPSERT_RUN_TAIL`]), then sets its state and moves it to
+/// another session or start time, each only if it changed.
+fn add_run(batch: &mut Batch, commit: &Commit<'_>, counts: &RunCounts) -> Result<(), StoreError> {
+    let run = commit.run;
+    let events = i64::try_from(commit.events.len()).unwrap_or(i64::MAX);
+    batch.end_statement().sql(INSERT_RUN);
+    let state = batch.param(run.state.as_str())?;
+    batch.placeholder(state);
+    batch
+        .value(run.reason.map(|reason| reason.as_str()))?
+        .value(run.provider.as_str())?
+        .value(run.model.as_str())?
+        .value(run.model_used.as_deref())?
+        .value(counts.iterations)?
+        .value(counts.input_tokens)?
+        .value(counts.output_tokens)?
+        .value(counts.cache_read_tokens)?
+        .value(counts.cache_write_tokens)?
+        .value(run.final_text.as_deref())?
+        .value(run.error.as_deref())?;
+    let started = batch.param(timestamp(run.started_at))?;
+    batch
+        .placeholder(started)
+        .value(timestamp(run.updated_at))?
+        .value(run.finished_at.map(timestamp))?
+        .value(run.cost)?
+        .value(run.heartbeat_at.map(timestamp))?
+        .value(run.resume_available)?
+        .value(events)?
+        .sql(UPSERT_RUN_TAIL)
+        .end_statement();
+    let _ = write!(
+        batch,
+        "UPDATE runs SET state = ${state} WHERE id = $5 AND state <> ${state};\n\
+         UPDATE runs SET session_id = $1, started_at = ${started} \
+         WHERE id = $5 AND (session_id <> $1 OR started_at <> ${started})"
+    );
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
-    fn text(rows: usize, with_run: bool) -> String {
-        statement_text(rows, with_run)
-            .into_sql_str()
-            .as_str()
-            .to_string()
+    /// Every `$n` of a text.
+    fn placeholders(sql: &str) -> BTreeSet<usize> {
+        sql.split('$')
+            .skip(1)
+            .filter_map(|rest| {
+                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                digits.parse().ok()
+            })
+            .collect()
+    }
+
+    /// Each batch uses only parameters it binds, and every one it binds but the shared `$1`…`$5`.
+    fn assert_numbered_without_gaps(batches: &[Batch]) {
+        for batch in batches {
+            let used = placeholders(batch.text());
+            let bound: BTreeSet<usize> = (1..=batch.params()).collect();
+            assert!(used.is_subset(&bound), "{}", batch.text());
+            let unused: Vec<usize> = bound.difference(&used).copied().collect();
+            assert!(
+                unused.iter().all(|n| *n <= 5),
+                "{unused:?}: {}",
+                batch.text()
+            );
+        }
+    }
+
+    fn run() -> keel_core::RunRecord {
+        let now = chrono::Utc::now();
+        keel_core::RunRecord {
+            id: "r".into(),
+            session_id: "s".into(),
+            state: keel_core::AgentState::Running,
+            reason: None,
+            provider: "p".into(),
+            model: "m".into(),
+            model_used: None,
+            iterations: 0,
+            usage: keel_core::Usage::default(),
+            final_text: None,
+            error: None,
+            started_at: now,
+            updated_at: now,
+            finished_at: None,
+            cost: 0.0,
+            heartbeat_at: None,
+            cancel_requested_at: None,
+            resume_available: false,
+        }
     }
 
     #[test]
     fn parameters_are_numbered_without_gaps_or_overlap() {
-        let sql = text(2, true);
-        assert!(
-            sql.contains("- $4 + 1, $5, $6, $7, $8, $9, $10, $11, $12, $2)"),
-            "{sql}"
-        );
-        assert!(
-            sql.contains("- $4 + 2, $5, $13, $14, $15, $16, $17, $18, $19, $2)"),
-            "{sql}"
-        );
+        let run = run();
+        let messages = [Message::user("a"), Message::assistant("b")];
+        let commit = Commit::new(&run, &messages);
+        let batches = plan("s", Some("r"), &messages, Some(&commit)).unwrap();
+        assert_eq!(batches.len(), 1);
+        assert_numbered_without_gaps(&batches);
+        let sql = batches[0].text();
+        assert!(sql.contains("- $4 + 1, $5, $6, $7, $8, $9, $10, $11, $12, $2)"));
+        assert!(sql.contains("- $4 + 2, $5, $13, $14, $15, $16, $17, $18, $19, $2)"));
         assert!(sql.contains("VALUES ($5, $1, $20, "), "{sql}");
-        assert!(sql.contains(", $34) ON CONFLICT"), "{sql}");
-        assert!(sql.contains("started_at = $32 WHERE id = $5"), "{sql}");
-        assert!(!sql.contains("$35"));
+        assert!(sql.contains("SET state = $20 WHERE id = $5 AND state <> $20"));
     }
 
     #[test]
     fn an_empty_write_only_ensures_the_session() {
-        assert_eq!(text(0, false), ENSURE_SESSION);
-        let sql = text(0, true);
+        let batches = plan("s", None, &[], None).unwrap();
+        assert_eq!(batches.len(), 1);
+        assert_eq!(batches[0].text(), ENSURE_SESSION);
+        let run = run();
+        let batches = plan("s", Some("r"), &[], Some(&Commit::new(&run, &[]))).unwrap();
+        let sql = batches[0].text();
         assert!(sql.starts_with(ENSURE_SESSION) && sql.contains("VALUES ($5, $1, $6, "));
         assert!(!sql.contains("INSERT INTO messages"));
+        assert_numbered_without_gaps(&batches);
     }
 
     #[test]
-    fn the_largest_chunk_stays_within_sqlite_parameter_limits() {
-        let sql = text(ROWS_PER_QUERY, true);
-        let highest = FIRST_MESSAGE_PARAM + ROWS_PER_QUERY * MESSAGE_PARAMS + RUN_PARAMS - 1;
-        assert!(sql.contains(&format!("${highest})")));
-        assert!(highest < 32_766);
+    fn long_writes_split_into_batches_within_sqlite_parameter_limits() {
+        let messages: Vec<Message> = (0..ROWS_PER_QUERY * 2 + 1)
+            .map(|i| Message::assistant(i.to_string()))
+            .collect();
+        let run = run();
+        let commit = Commit::new(&run, &messages);
+        let batches = plan("s", Some("r"), &messages, Some(&commit)).unwrap();
+        assert_eq!(batches.len(), 3);
+        assert_numbered_without_gaps(&batches);
+        let full = batches[0].params();
+        assert_eq!(full, 5 + ROWS_PER_QUERY * MESSAGE_PARAMS);
+        assert!(batches[2].text().contains("RETURNING"));
+        assert!(
+            batches
+                .iter()
+                .all(|batch| batch.params() <= PARAMS_PER_BATCH)
+        );
     }
 }

@@ -6,8 +6,8 @@ use std::fmt;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use keel_core::{
-    AgentState, ErrorReason, Message, MessageMeta, Reasoning, Role, RunRecord, SessionInfo,
-    StoreError, StoredMessage, ToolCall, Usage, UserRecord,
+    AgentState, Checkpoint, ErrorReason, Event, Journal, Message, MessageMeta, Reasoning, Role,
+    RunRecord, SessionInfo, StoreError, StoredMessage, ToolCall, ToolCallRecord, Usage, UserRecord,
 };
 use serde::de::DeserializeOwned;
 use sqlx::sqlite::{Sqlite, SqliteRow};
@@ -21,6 +21,10 @@ enum Place<'a> {
     Message(&'a str, i64),
     Run(&'a str),
     User(&'a str),
+    Checkpoint(&'a str, i64),
+    ToolCall(&'a str, &'a str),
+    Event(&'a str, i64),
+    Journal(&'a str),
 }
 
 impl fmt::Display for Place<'_> {
@@ -31,6 +35,10 @@ impl fmt::Display for Place<'_> {
             Place::Message(session, seq) => write!(f, "message {seq} of session `{session}`"),
             Place::Run(id) => write!(f, "run `{id}`"),
             Place::User(id) => write!(f, "user `{id}`"),
+            Place::Checkpoint(run, seq) => write!(f, "checkpoint {seq} of run `{run}`"),
+            Place::ToolCall(run, call) => write!(f, "tool call `{call}` of run `{run}`"),
+            Place::Event(run, seq) => write!(f, "event {seq} of run `{run}`"),
+            Place::Journal(session) => write!(f, "the journal of session `{session}`"),
         }
     }
 }
@@ -100,7 +108,26 @@ fn json_column<T: DeserializeOwned>(
     .transpose()
 }
 
-/// A run's counters as stored: SQLite integers are signed 64-bit.
+/// Like [`json_column`], for a column that is never NULL.
+fn required_json_column<T: DeserializeOwned>(
+    row: &SqliteRow,
+    name: &str,
+    place: Place<'_>,
+) -> Result<T, StoreError> {
+    json_column(row, name, place)?.ok_or_else(|| corrupt(place, format_args!("{name}: NULL")))
+}
+
+/// JSON text of a value, for a column of `what`.
+pub(crate) fn to_json<T: serde::Serialize + ?Sized>(
+    value: &T,
+    what: &str,
+) -> Result<String, StoreError> {
+    serde_json::to_string(value)
+        .map_err(|e| StoreError::Backend(format!("cannot encode {what}: {e}")))
+}
+
+/// A run's counters as stored: SQLite integers are signed 64-bit (and SQLite would store a NaN
+/// cost as NULL, so it is refused too).
 #[derive(Debug)]
 pub(crate) struct RunCounts {
     /// Model calls made.
@@ -126,6 +153,12 @@ impl RunCounts {
                 ))
             })
         };
+        if !run.cost.is_finite() {
+            return Err(StoreError::Backend(format!(
+                "cannot save run `{}`: cost {} is not a finite number",
+                run.id, run.cost
+            )));
+        }
         Ok(RunCounts {
             iterations: i64::from(run.iterations),
             input_tokens: count(run.usage.input_tokens, "input_tokens")?,
@@ -270,6 +303,10 @@ pub(crate) fn decode_run(row: &SqliteRow) -> Result<RunRecord, StoreError> {
         started_at: time_column(row, "started_at", place)?,
         updated_at: time_column(row, "updated_at", place)?,
         finished_at: optional_time_column(row, "finished_at", place)?,
+        cost: column(row, "cost", place)?,
+        heartbeat_at: optional_time_column(row, "heartbeat_at", place)?,
+        cancel_requested_at: optional_time_column(row, "cancel_requested_at", place)?,
+        resume_available: column(row, "resume_available", place)?,
         id,
     })
 }
@@ -300,6 +337,57 @@ pub(crate) fn decode_usage(row: &SqliteRow, user_id: &str) -> Result<Usage, Stor
         cache_read_tokens: count_column(row, "cache_read_tokens", place)?,
         cache_write_tokens: count_column(row, "cache_write_tokens", place)?,
     })
+}
+
+/// Decodes a row of `SELECT run_id, seq, boundary, iteration, message_cursor, persisted,
+/// prompt_hash, completed_calls, state, created_at FROM checkpoints`.
+pub(crate) fn decode_checkpoint(row: &SqliteRow) -> Result<Checkpoint, StoreError> {
+    let run_id: String = column(row, "run_id", Place::Table("checkpoints"))?;
+    let seq: i64 = column(row, "seq", Place::Run(&run_id))?;
+    let place = Place::Checkpoint(&run_id, seq);
+    let boundary: &str = column(row, "boundary", place)?;
+    Ok(Checkpoint {
+        seq: count_column(row, "seq", place)?,
+        boundary: boundary.parse().map_err(|e| corrupt(place, e))?,
+        iteration: count_column(row, "iteration", place)?,
+        message_cursor: count_column(row, "message_cursor", place)?,
+        persisted: count_column(row, "persisted", place)?,
+        prompt_hash: column(row, "prompt_hash", place)?,
+        completed_calls: required_json_column(row, "completed_calls", place)?,
+        state: required_json_column(row, "state", place)?,
+        created_at: time_column(row, "created_at", place)?,
+        run_id,
+    })
+}
+
+/// Decodes a row of `SELECT run_id, call_id, name, arguments, idempotent, started_at,
+/// completed_at, ok, output FROM tool_calls`.
+pub(crate) fn decode_tool_call(row: &SqliteRow) -> Result<ToolCallRecord, StoreError> {
+    let run_id: String = column(row, "run_id", Place::Table("tool_calls"))?;
+    let call_id: String = column(row, "call_id", Place::Run(&run_id))?;
+    let place = Place::ToolCall(&run_id, &call_id);
+    Ok(ToolCallRecord {
+        name: column(row, "name", place)?,
+        arguments: column(row, "arguments", place)?,
+        idempotent: column(row, "idempotent", place)?,
+        started_at: time_column(row, "started_at", place)?,
+        completed_at: optional_time_column(row, "completed_at", place)?,
+        ok: column(row, "ok", place)?,
+        output: column(row, "output", place)?,
+        run_id,
+        call_id,
+    })
+}
+
+/// Decodes a row of `SELECT seq, payload FROM run_events` of run `run_id`.
+pub(crate) fn decode_event(row: &SqliteRow, run_id: &str) -> Result<Event, StoreError> {
+    let seq: i64 = column(row, "seq", Place::Run(run_id))?;
+    required_json_column(row, "payload", Place::Event(run_id, seq))
+}
+
+/// Decodes a row of `SELECT journal FROM journals` of session `session_id`.
+pub(crate) fn decode_journal(row: &SqliteRow, session_id: &str) -> Result<Journal, StoreError> {
+    required_json_column(row, "journal", Place::Journal(session_id))
 }
 
 /// A count as stored: SQLite integers are signed 64-bit.
@@ -389,6 +477,10 @@ mod tests {
             started_at: Utc::now(),
             updated_at: Utc::now(),
             finished_at: None,
+            cost: 0.0,
+            heartbeat_at: None,
+            cancel_requested_at: None,
+            resume_available: false,
         };
         let counts = RunCounts::of(&run).unwrap();
         assert_eq!(
@@ -398,5 +490,9 @@ mod tests {
         run.usage.cache_write_tokens = u64::MAX;
         let err = RunCounts::of(&run).unwrap_err();
         assert!(err.to_string().contains("cache_write_tokens"), "{err}");
+        run.usage.cache_write_tokens = 0;
+        run.cost = f64::NAN;
+        let err = RunCounts::of(&run).unwrap_err();
+        assert!(err.to_string().contains("cost NaN"), "{err}");
     }
 }

@@ -1,9 +1,11 @@
-//! keel-store owns keel's durable state: sessions, their messages and runs, behind the
-//! [`keel_core::Store`] trait. SQLite ([`SqliteStore`]) is the embedded default; PostgreSQL (many
+//! keel-store owns keel's durable state: sessions, their messages and runs, and what makes a run
+//! survive its worker (checkpoints, the tool-call envelope, run events, run journals, heartbeats
+//! and cancel requests), behind the [`keel_core::Store`] trait. SQLite ([`SqliteStore`]) is the embedded default; PostgreSQL (many
 //! workers) will come later behind the same trait, so the SQL here stays portable where that costs
 //! nothing: `$1` placeholders, `ON CONFLICT … DO UPDATE`, `BIGINT` counters, text ids. What is
-//! SQLite's own is kept to the connection setup and the write path: `BEGIN IMMEDIATE`, and one
-//! multi-statement query per save (PostgreSQL would pipeline the same statements instead).
+//! SQLite's own is kept to the connection setup and the write path: `BEGIN IMMEDIATE` and `COMMIT`
+//! sent with the statements of one multi-statement query per save (PostgreSQL would pipeline the
+//! same statements instead), and `RETURNING` on the run upsert.
 //!
 //! The schema lives in `migrations/` and is applied on open; see `migrations/0001_init.sql` for
 //! the tables and the storage conventions (RFC 3339 UTC timestamps with nine fractional digits,
@@ -16,6 +18,8 @@
 
 mod batch;
 mod codec;
+mod connections;
+mod durability;
 mod schema;
 mod sqlite_store;
 

@@ -4,7 +4,7 @@
 
 use sqlx::SqlSafeStr;
 use sqlx::migrate::{MigrateError, Migration, MigrationType, Migrator};
-use sqlx::sqlite::SqlitePool;
+use sqlx::sqlite::SqliteConnection;
 
 /// The migrator holding every schema version, in order.
 fn migrator() -> Migrator {
@@ -30,13 +30,20 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0003_summaries.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            4,
+            "durability".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0004_durability.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 
 /// Applies the migrations this build knows and has not applied yet; returns what went wrong, in
 /// words, otherwise.
-pub(crate) async fn migrate(pool: &SqlitePool) -> Result<(), String> {
-    migrator().run(pool).await.map_err(|e| match e {
+pub(crate) async fn migrate(conn: &mut SqliteConnection) -> Result<(), String> {
+    migrator().run(conn).await.map_err(|e| match e {
         MigrateError::VersionMissing(version) => format!(
             "the database has schema version {version}, which this build of keel does not know: \
              it was written by a newer keel"

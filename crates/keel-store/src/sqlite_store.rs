@@ -1,41 +1,34 @@
 //! [`SqliteStore`]: the [`Store`] on an SQLite file in WAL mode.
 //!
-//! Writes go through a pool of one connection, so writers of this process queue in order instead
-//! of sleeping in SQLite's busy handler. Each write is one `BEGIN IMMEDIATE` transaction holding
-//! one multi-statement query (see [`crate::batch`]): three trips to the connection's worker
-//! thread however many messages it carries. The 5-second busy timeout covers writers in other
-//! processes. Reads use a separate pool of
-//! read-only connections, which WAL lets run alongside the writer. Statements are prepared once
-//! per connection and reused through sqlx's statement cache.
+//! Writes go through one connection ([`crate::connections`]), so writers of this process queue in
+//! order instead of sleeping in SQLite's busy handler. Each write of messages, and each commit of
+//! a safe boundary, is one `BEGIN IMMEDIATE` transaction of multi-statement queries (see
+//! [`crate::batch`] and [`crate::durability`]): for a typical boundary a single trip to the
+//! connection's worker thread, `BEGIN` and `COMMIT` included. The 5-second busy timeout covers
+//! writers in other processes. Reads use separate read-only connections, which WAL lets run
+//! alongside the writer. Statements are prepared once per connection and reused through sqlx's
+//! statement cache.
 
 use std::path::Path;
-use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
+use keel_core::store::{Commit, CommitOutcome};
 use keel_core::{
-    Message, RunRecord, SessionInfo, Store, StoreError, StoredMessage, Usage, UserRecord,
-};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+    Checkpoint, Event, Journal, Message, RunRecord, SessionInfo, Store, StoreError, StoredMessage,
+    ToolCallRecord, Usage, UserRecord,
 };
 
-use crate::batch::{self, RunWrite};
-use crate::codec::{self, RunCounts, timestamp};
-use crate::schema;
-
-/// How long a write waits for another process's write transaction before failing.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Read-only connections; readers never block each other or the writer under WAL.
-const READERS: u32 = 4;
+use crate::codec::{self, timestamp};
+use crate::connections::Connections;
+use crate::{batch, durability};
 
 /// Every column of `runs` that a [`RunRecord`] holds.
 macro_rules! run_columns {
     () => {
         "id, session_id, state, reason, provider, model, model_used, iterations, input_tokens, \
          output_tokens, cache_read_tokens, cache_write_tokens, final_text, error, started_at, \
-         updated_at, finished_at"
+         updated_at, finished_at, cost, heartbeat_at, cancel_requested_at, resume_available"
     };
 }
 
@@ -66,6 +59,11 @@ const SELECT_CONTEXT_MESSAGES: &str = "SELECT seq, run_id, role, content, tool_c
          ORDER BY seq DESC LIMIT 1), 0) \
      ORDER BY seq";
 
+/// The messages of a session from a seq on, through the primary key.
+const SELECT_MESSAGES_SINCE: &str = "SELECT seq, run_id, role, content, tool_calls, \
+     tool_call_id, reasoning, meta, created_at FROM messages \
+     WHERE session_id = $1 AND seq >= $2 ORDER BY seq";
+
 const SELECT_RUN: &str = concat!("SELECT ", run_columns!(), " FROM runs WHERE id = $1");
 
 const LIST_RUNS: &str = concat!(
@@ -78,6 +76,15 @@ const LIST_SESSION_RUNS: &str = concat!(
     "SELECT ",
     run_columns!(),
     " FROM runs WHERE session_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2"
+);
+
+/// Runs not in a terminal state, oldest first, read in order from the partial index
+/// `runs_active`: the WHERE clause must stay the index's, word for word.
+const ACTIVE_RUNS: &str = concat!(
+    "SELECT ",
+    run_columns!(),
+    " FROM runs WHERE state NOT IN ('completed', 'cancelled', 'timed_out', 'max_steps', \
+     'budget_exceeded', 'error') ORDER BY started_at, id"
 );
 
 const SELECT_USER: &str =
@@ -117,8 +124,7 @@ impl<T> OrBackend<T> for Result<T, sqlx::Error> {
 /// share the same connections.
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
-    writer: SqlitePool,
-    reader: SqlitePool,
+    conns: Connections,
 }
 
 impl SqliteStore {
@@ -133,65 +139,25 @@ impl SqliteStore {
                 .await
                 .map_err(|e| fail(format!("cannot create directory {}: {e}", parent.display())))?;
         }
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .busy_timeout(BUSY_TIMEOUT)
-            .foreign_keys(true)
-            .synchronous(SqliteSynchronous::Normal);
-        let writer = pool_options(1)
-            .connect_with(
-                options
-                    .clone()
-                    .create_if_missing(true)
-                    .journal_mode(SqliteJournalMode::Wal),
-            )
-            .await
-            .map_err(|e| fail(e.to_string()))?;
-        schema::migrate(&writer).await.map_err(fail)?;
-        let reader = pool_options(READERS)
-            .connect_with(options.read_only(true))
-            .await
-            .map_err(|e| fail(format!("cannot open a reader: {e}")))?;
-        Ok(SqliteStore { writer, reader })
+        let conns = Connections::open(path).await.map_err(fail)?;
+        Ok(SqliteStore { conns })
     }
 
     /// An empty store in memory, for tests: one connection that lives as long as the store, so
     /// every call sees the same database.
     pub async fn open_in_memory() -> Result<SqliteStore, StoreError> {
-        let fail =
-            |what: String| StoreError::Backend(format!("cannot open in-memory store: {what}"));
-        let pool = pool_options(1)
-            .min_connections(1)
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .connect_with(
-                SqliteConnectOptions::new()
-                    .in_memory(true)
-                    .foreign_keys(true),
-            )
+        let conns = Connections::open_in_memory()
             .await
-            .map_err(|e| fail(e.to_string()))?;
-        schema::migrate(&pool).await.map_err(fail)?;
-        Ok(SqliteStore {
-            writer: pool.clone(),
-            reader: pool,
-        })
+            .map_err(|what| StoreError::Backend(format!("cannot open in-memory store: {what}")))?;
+        Ok(SqliteStore { conns })
     }
 
-    /// Closes every connection, waiting for those in use to be returned. Dropping the store
-    /// without closing it loses nothing that was committed.
+    /// Closes every connection, waiting for those in use to be returned; the store refuses
+    /// every call afterwards. Dropping the store without closing it loses nothing that was
+    /// committed.
     pub async fn close(&self) {
-        self.writer.close().await;
-        self.reader.close().await;
+        self.conns.close().await;
     }
-}
-
-/// Pool settings shared by every pool: local connections do not go stale, so they are not
-/// pinged before use.
-fn pool_options(max_connections: u32) -> SqlitePoolOptions {
-    SqlitePoolOptions::new()
-        .max_connections(max_connections)
-        .test_before_acquire(false)
 }
 
 /// A `LIMIT` value: any `usize` beyond SQLite's range means "no limit".
@@ -205,7 +171,7 @@ impl Store for SqliteStore {
         sqlx::query(batch::ENSURE_SESSION)
             .bind(session_id)
             .bind(timestamp(Utc::now()))
-            .execute(&self.writer)
+            .execute(&mut *self.conns.writer().await?)
             .await
             .or_backend(|| format!("cannot create session `{session_id}`"))?;
         Ok(())
@@ -214,7 +180,7 @@ impl Store for SqliteStore {
     async fn session(&self, session_id: &str) -> Result<Option<SessionInfo>, StoreError> {
         let row = sqlx::query(SELECT_SESSION)
             .bind(session_id)
-            .fetch_optional(&self.reader)
+            .fetch_optional(&mut *self.conns.reader().await?)
             .await
             .or_backend(|| format!("cannot read session `{session_id}`"))?;
         row.as_ref().map(codec::decode_session).transpose()
@@ -223,7 +189,7 @@ impl Store for SqliteStore {
     async fn list_sessions(&self, limit: usize) -> Result<Vec<SessionInfo>, StoreError> {
         let rows = sqlx::query(LIST_SESSIONS)
             .bind(sql_limit(limit))
-            .fetch_all(&self.reader)
+            .fetch_all(&mut *self.conns.reader().await?)
             .await
             .or_backend(|| "cannot list sessions".into())?;
         rows.iter().map(codec::decode_session).collect()
@@ -232,7 +198,7 @@ impl Store for SqliteStore {
     async fn messages(&self, session_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
         let rows = sqlx::query(SELECT_MESSAGES)
             .bind(session_id)
-            .fetch_all(&self.reader)
+            .fetch_all(&mut *self.conns.reader().await?)
             .await
             .or_backend(|| format!("cannot read messages of session `{session_id}`"))?;
         rows.iter()
@@ -243,7 +209,7 @@ impl Store for SqliteStore {
     async fn context_messages(&self, session_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
         let rows = sqlx::query(SELECT_CONTEXT_MESSAGES)
             .bind(session_id)
-            .fetch_all(&self.reader)
+            .fetch_all(&mut *self.conns.reader().await?)
             .await
             .or_backend(|| format!("cannot read the context of session `{session_id}`"))?;
         rows.iter()
@@ -258,42 +224,29 @@ impl Store for SqliteStore {
         messages: &[Message],
     ) -> Result<(), StoreError> {
         let doing = || format!("cannot append messages to session `{session_id}`");
-        let mut tx = self
-            .writer
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .or_backend(doing)?;
-        batch::write(&mut tx, session_id, run_id, messages, None, &doing).await?;
-        tx.commit().await.or_backend(doing)
+        batch::write(&self.conns, session_id, run_id, messages, None, &doing).await?;
+        Ok(())
     }
 
-    async fn save_run(&self, run: &RunRecord, new_messages: &[Message]) -> Result<(), StoreError> {
+    async fn commit(&self, commit: &Commit<'_>) -> Result<CommitOutcome, StoreError> {
+        let run = commit.run;
         let doing = || format!("cannot save run `{}`", run.id);
-        let write = RunWrite {
-            run,
-            counts: RunCounts::of(run)?,
-        };
-        let mut tx = self
-            .writer
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .or_backend(doing)?;
-        batch::write(
-            &mut tx,
+        let cancel_requested = batch::write(
+            &self.conns,
             &run.session_id,
             Some(&run.id),
-            new_messages,
-            Some(&write),
+            commit.messages,
+            Some(commit),
             &doing,
         )
         .await?;
-        tx.commit().await.or_backend(doing)
+        Ok(CommitOutcome { cancel_requested })
     }
 
     async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
         let row = sqlx::query(SELECT_RUN)
             .bind(run_id)
-            .fetch_optional(&self.reader)
+            .fetch_optional(&mut *self.conns.reader().await?)
             .await
             .or_backend(|| format!("cannot read run `{run_id}`"))?;
         row.as_ref().map(codec::decode_run).transpose()
@@ -311,7 +264,7 @@ impl Store for SqliteStore {
             None => sqlx::query(LIST_RUNS).bind(sql_limit(limit)),
         };
         let rows = query
-            .fetch_all(&self.reader)
+            .fetch_all(&mut *self.conns.reader().await?)
             .await
             .or_backend(|| "cannot list runs".into())?;
         rows.iter().map(codec::decode_run).collect()
@@ -320,7 +273,7 @@ impl Store for SqliteStore {
     async fn user(&self, user_id: &str) -> Result<Option<UserRecord>, StoreError> {
         let row = sqlx::query(SELECT_USER)
             .bind(user_id)
-            .fetch_optional(&self.reader)
+            .fetch_optional(&mut *self.conns.reader().await?)
             .await
             .or_backend(|| format!("cannot read user `{user_id}`"))?;
         row.as_ref().map(codec::decode_user).transpose()
@@ -336,7 +289,7 @@ impl Store for SqliteStore {
             .bind(budget)
             .bind(timestamp(user.created_at))
             .bind(timestamp(user.updated_at))
-            .execute(&self.writer)
+            .execute(&mut *self.conns.writer().await?)
             .await
             .or_backend(|| format!("cannot save user `{}`", user.id))?;
         Ok(())
@@ -344,7 +297,7 @@ impl Store for SqliteStore {
 
     async fn list_users(&self) -> Result<Vec<UserRecord>, StoreError> {
         let rows = sqlx::query(LIST_USERS)
-            .fetch_all(&self.reader)
+            .fetch_all(&mut *self.conns.reader().await?)
             .await
             .or_backend(|| "cannot list users".into())?;
         rows.iter().map(codec::decode_user).collect()
@@ -364,7 +317,7 @@ impl Store for SqliteStore {
                 usage.cache_write_tokens,
                 "cache_write_tokens",
             )?)
-            .execute(&self.writer)
+            .execute(&mut *self.conns.writer().await?)
             .await
             .or_backend(|| format!("cannot record usage of user `{user_id}`"))?;
         Ok(())
@@ -374,7 +327,7 @@ impl Store for SqliteStore {
         let row = sqlx::query(SELECT_USAGE)
             .bind(user_id)
             .bind(month)
-            .fetch_optional(&self.reader)
+            .fetch_optional(&mut *self.conns.reader().await?)
             .await
             .or_backend(|| format!("cannot read usage of user `{user_id}`"))?;
         Ok(row
@@ -383,15 +336,72 @@ impl Store for SqliteStore {
             .transpose()?
             .unwrap_or_default())
     }
+
+    async fn messages_since(
+        &self,
+        session_id: &str,
+        from: u64,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let rows = sqlx::query(SELECT_MESSAGES_SINCE)
+            .bind(session_id)
+            .bind(i64::try_from(from).unwrap_or(i64::MAX))
+            .fetch_all(&mut *self.conns.reader().await?)
+            .await
+            .or_backend(|| format!("cannot read messages of session `{session_id}`"))?;
+        rows.iter()
+            .map(|row| codec::decode_message(row, session_id))
+            .collect()
+    }
+
+    async fn record_tool_calls(&self, calls: &[ToolCallRecord]) -> Result<(), StoreError> {
+        durability::record_tool_calls(&self.conns, calls).await
+    }
+
+    async fn tool_calls(&self, run_id: &str) -> Result<Vec<ToolCallRecord>, StoreError> {
+        durability::tool_calls(&mut *self.conns.reader().await?, run_id).await
+    }
+
+    async fn checkpoints(&self, run_id: &str) -> Result<Vec<Checkpoint>, StoreError> {
+        durability::checkpoints(&mut *self.conns.reader().await?, run_id).await
+    }
+
+    async fn latest_checkpoint(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
+        durability::latest_checkpoint(&mut *self.conns.reader().await?, run_id).await
+    }
+
+    async fn events(&self, run_id: &str) -> Result<Vec<Event>, StoreError> {
+        durability::events(&mut *self.conns.reader().await?, run_id).await
+    }
+
+    async fn journal(&self, session_id: &str) -> Result<Option<Journal>, StoreError> {
+        durability::journal(&mut *self.conns.reader().await?, session_id).await
+    }
+
+    async fn heartbeat(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
+        durability::heartbeat(&mut *self.conns.writer().await?, run_id, at).await
+    }
+
+    async fn request_cancel(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
+        durability::request_cancel(&mut *self.conns.writer().await?, run_id, at).await
+    }
+
+    async fn active_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        let rows = sqlx::query(ACTIVE_RUNS)
+            .fetch_all(&mut *self.conns.reader().await?)
+            .await
+            .or_backend(|| "cannot list active runs".into())?;
+        rows.iter().map(codec::decode_run).collect()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use sqlx::AssertSqlSafe;
+    use sqlx::sqlite::SqliteConnection;
 
-    async fn pragma(pool: &SqlitePool, sql: &'static str) -> i64 {
-        sqlx::query_scalar(sql).fetch_one(pool).await.unwrap()
+    async fn pragma(conn: &mut SqliteConnection, sql: &'static str) -> i64 {
+        sqlx::query_scalar(sql).fetch_one(conn).await.unwrap()
     }
 
     #[tokio::test]
@@ -400,29 +410,46 @@ mod tests {
         let store = SqliteStore::open(&dir.path().join("keel.db"))
             .await
             .unwrap();
-        for pool in [&store.writer, &store.reader] {
+        let mut count = 0;
+        for slot in store.conns.all() {
+            let mut guard = slot.lock().await;
+            let conn = guard.as_mut().unwrap();
             // 1 = NORMAL
-            assert_eq!(pragma(pool, "PRAGMA synchronous").await, 1);
-            assert_eq!(pragma(pool, "PRAGMA busy_timeout").await, 5000);
-            assert_eq!(pragma(pool, "PRAGMA foreign_keys").await, 1);
+            assert_eq!(pragma(conn, "PRAGMA synchronous").await, 1);
+            assert_eq!(pragma(conn, "PRAGMA busy_timeout").await, 5000);
+            assert_eq!(pragma(conn, "PRAGMA foreign_keys").await, 1);
+            count += 1;
         }
-        let write =
-            sqlx::query("INSERT INTO sessions (id, created_at, updated_at) VALUES ('x', '', '')")
-                .execute(&store.reader)
-                .await;
-        assert!(write.is_err(), "reader connections are read-only");
+        assert_eq!(count, 5, "one writer, four readers");
+        for _ in 0..4 {
+            let write = sqlx::query(
+                "INSERT INTO sessions (id, created_at, updated_at) VALUES ('x', '', '')",
+            )
+            .execute(&mut *store.conns.reader().await.unwrap())
+            .await;
+            assert!(write.is_err(), "reader connections are read-only");
+        }
+        sqlx::query("INSERT INTO sessions (id, created_at, updated_at) VALUES ('x', '', '')")
+            .execute(&mut *store.conns.writer().await.unwrap())
+            .await
+            .unwrap();
+
+        store.close().await;
+        let err = store.session("x").await.unwrap_err();
+        assert!(err.to_string().contains("closed"), "{err}");
+        let err = store.ensure_session("y").await.unwrap_err();
+        assert!(err.to_string().contains("closed"), "{err}");
     }
 
-    /// The details of `EXPLAIN QUERY PLAN` for the context query, one step a line.
-    async fn context_plan(store: &SqliteStore) -> String {
+    /// The details of `EXPLAIN QUERY PLAN` for `query` (with `$1` = "s"), one step a line.
+    async fn plan(store: &SqliteStore, query: &str) -> String {
         // Rows of EXPLAIN QUERY PLAN are (id, parent, notused, detail).
-        let rows: Vec<(i64, i64, i64, String)> = sqlx::query_as(AssertSqlSafe(format!(
-            "EXPLAIN QUERY PLAN {SELECT_CONTEXT_MESSAGES}"
-        )))
-        .bind("s")
-        .fetch_all(&store.reader)
-        .await
-        .unwrap();
+        let rows: Vec<(i64, i64, i64, String)> =
+            sqlx::query_as(AssertSqlSafe(format!("EXPLAIN QUERY PLAN {query}")))
+                .bind("s")
+                .fetch_all(&mut *store.conns.reader().await.unwrap())
+                .await
+                .unwrap();
         rows.into_iter()
             .map(|row| row.3)
             .collect::<Vec<_>>()
@@ -432,7 +459,7 @@ mod tests {
     #[tokio::test]
     async fn the_context_is_found_through_indexes_without_a_scan() {
         let store = SqliteStore::open_in_memory().await.unwrap();
-        let mut plans = vec![context_plan(&store).await];
+        let mut plans = vec![plan(&store, SELECT_CONTEXT_MESSAGES).await];
         // Also once the planner has statistics of a long, twice compacted session.
         let mut messages: Vec<Message> = (0..500)
             .map(|i| Message::assistant(i.to_string()))
@@ -442,8 +469,11 @@ mod tests {
         }
         store.append_messages("s", None, &messages).await.unwrap();
         store.append_messages("t", None, &messages).await.unwrap();
-        sqlx::query("ANALYZE").execute(&store.writer).await.unwrap();
-        plans.push(context_plan(&store).await);
+        sqlx::query("ANALYZE")
+            .execute(&mut *store.conns.writer().await.unwrap())
+            .await
+            .unwrap();
+        plans.push(plan(&store, SELECT_CONTEXT_MESSAGES).await);
 
         for text in plans {
             assert!(
@@ -461,13 +491,58 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn active_runs_are_read_in_order_from_their_partial_index() {
+        let store = SqliteStore::open_in_memory().await.unwrap();
+        let mut plans = vec![plan(&store, ACTIVE_RUNS).await];
+        // Also once the planner has statistics of many finished runs and a few active ones.
+        for i in 0..300 {
+            let now = Utc::now();
+            let run = RunRecord {
+                id: format!("r{i}"),
+                session_id: "s".into(),
+                state: if i % 50 == 0 {
+                    keel_core::AgentState::Running
+                } else {
+                    keel_core::AgentState::Completed
+                },
+                reason: None,
+                provider: "p".into(),
+                model: "m".into(),
+                model_used: None,
+                iterations: 0,
+                usage: Usage::default(),
+                final_text: None,
+                error: None,
+                started_at: now,
+                updated_at: now,
+                finished_at: None,
+                cost: 0.0,
+                heartbeat_at: None,
+                cancel_requested_at: None,
+                resume_available: false,
+            };
+            store.save_run(&run, &[]).await.unwrap();
+        }
+        sqlx::query("ANALYZE")
+            .execute(&mut *store.conns.writer().await.unwrap())
+            .await
+            .unwrap();
+        plans.push(plan(&store, ACTIVE_RUNS).await);
+        for text in plans {
+            assert!(text.contains("USING INDEX runs_active"), "{text}");
+            assert!(!text.contains("TEMP B-TREE"), "nothing is sorted:\n{text}");
+        }
+        assert_eq!(store.active_runs().await.unwrap().len(), 6);
+    }
+
+    #[tokio::test]
     async fn foreign_keys_hold_messages_to_their_session() {
         let store = SqliteStore::open_in_memory().await.unwrap();
         let orphan = sqlx::query(
             "INSERT INTO messages (session_id, seq, role, content, created_at) \
              VALUES ('nobody', 1, 'user', 'hi', '')",
         )
-        .execute(&store.writer)
+        .execute(&mut *store.conns.writer().await.unwrap())
         .await;
         assert!(orphan.is_err());
     }

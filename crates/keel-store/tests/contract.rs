@@ -548,6 +548,10 @@ fn run_record(id: &str, session_id: &str, started_at: DateTime<Utc>) -> RunRecor
         started_at,
         updated_at: started_at,
         finished_at: None,
+        cost: 0.0,
+        heartbeat_at: None,
+        cancel_requested_at: None,
+        resume_available: false,
     }
 }
 

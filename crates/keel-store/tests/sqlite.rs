@@ -41,6 +41,10 @@ fn run_record(id: &str, session_id: &str) -> RunRecord {
         started_at: now,
         updated_at: now,
         finished_at: None,
+        cost: 0.0,
+        heartbeat_at: None,
+        cancel_requested_at: None,
+        resume_available: false,
     }
 }
 

@@ -1,11 +1,17 @@
 //! Opening a database written by an earlier schema version: the new migrations run once, and
 //! what the old keel stored reads as the new keel expects. Here: sessions compacted before
-//! schema version 3, whose summaries were known only by their metadata JSON.
+//! schema version 3, whose summaries were known only by their metadata JSON, and runs stored
+//! before schema version 4, which had no cost, heartbeat, cancel request or events.
 
 use std::path::Path;
 
+use chrono::{TimeZone, Utc};
+use keel_core::store::Commit;
 use keel_core::tokens::Encoding;
-use keel_core::{InternalReason, Message, SeqRange, Store, StoreError, TokenCount};
+use keel_core::{
+    AgentState, Event, EventKind, InternalReason, Message, RunRecord, SeqRange, Store, StoreError,
+    TokenCount, Usage,
+};
 use keel_store::SqliteStore;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
@@ -14,6 +20,11 @@ use sqlx::{Connection, SqlSafeStr};
 /// Migrations as the store registers them, up to schema version 2 (the text must be the same,
 /// byte for byte: the store checks the checksums of applied migrations).
 fn migrations_1_and_2() -> Migrator {
+    migrations_up_to(2)
+}
+
+/// Migrations as the store registers them, up to schema version `last`.
+fn migrations_up_to(last: i64) -> Migrator {
     let migration = |version, description: &str, sql: &'static str| {
         Migration::new(
             version,
@@ -23,10 +34,16 @@ fn migrations_1_and_2() -> Migrator {
             false,
         )
     };
-    Migrator::with_migrations(vec![
+    let all = vec![
         migration(1, "init", include_str!("../migrations/0001_init.sql")),
         migration(2, "users", include_str!("../migrations/0002_users.sql")),
-    ])
+        migration(
+            3,
+            "summaries",
+            include_str!("../migrations/0003_summaries.sql"),
+        ),
+    ];
+    Migrator::with_migrations(all.into_iter().filter(|m| m.version <= last).collect())
 }
 
 /// Creates the database at `path` as keel at schema version 2 left it.
@@ -197,4 +214,103 @@ async fn sessions_compacted_before_version_3_load_their_context_after_the_upgrad
     store.close().await;
     // Reopening applies nothing twice.
     SqliteStore::open(&path).await.unwrap().close().await;
+}
+
+/// Inserts a run the way schema version 3 stored it (no cost, heartbeat, cancel or events).
+async fn insert_v3_run(conn: &mut SqliteConnection, id: &str, state: &str, started_at: &str) {
+    sqlx::query(
+        "INSERT INTO runs (id, session_id, state, reason, provider, model, model_used, \
+         iterations, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, \
+         final_text, error, started_at, updated_at, finished_at) \
+         VALUES ($1, 's', $2, NULL, 'openai', 'gpt-4.1', NULL, 3, 100, 20, 0, 0, NULL, NULL, \
+         $3, $3, NULL)",
+    )
+    .bind(id)
+    .bind(state)
+    .bind(started_at)
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn runs_stored_before_version_4_read_as_never_cancelled_and_cost_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("keel.db");
+    let options = SqliteConnectOptions::new()
+        .filename(&path)
+        .create_if_missing(true);
+    let mut conn = SqliteConnection::connect_with(&options).await.unwrap();
+    migrations_up_to(3).run(&mut conn).await.unwrap();
+    insert_v2(&mut conn, "s", &[(Message::user("hi"), "")]).await;
+    insert_v3_run(
+        &mut conn,
+        "old-done",
+        "completed",
+        "2025-03-01T12:00:00.000000000Z",
+    )
+    .await;
+    insert_v3_run(
+        &mut conn,
+        "old-live",
+        "running",
+        "2025-03-01T12:05:00.000000000Z",
+    )
+    .await;
+    conn.close().await.unwrap();
+
+    let store = SqliteStore::open(&path).await.unwrap();
+    let started = Utc.with_ymd_and_hms(2025, 3, 1, 12, 5, 0).unwrap();
+    let expected = RunRecord {
+        id: "old-live".into(),
+        session_id: "s".into(),
+        state: AgentState::Running,
+        reason: None,
+        provider: "openai".into(),
+        model: "gpt-4.1".into(),
+        model_used: None,
+        iterations: 3,
+        usage: Usage {
+            input_tokens: 100,
+            output_tokens: 20,
+            ..Usage::default()
+        },
+        final_text: None,
+        error: None,
+        started_at: started,
+        updated_at: started,
+        finished_at: None,
+        cost: 0.0,
+        heartbeat_at: None,
+        cancel_requested_at: None,
+        resume_available: false,
+    };
+    assert_eq!(store.run("old-live").await.unwrap(), Some(expected.clone()));
+    assert_eq!(store.list_runs(None, 10).await.unwrap().len(), 2);
+    // The finished one is not active; the unfinished one is, and has no checkpoint.
+    assert_eq!(
+        store.active_runs().await.unwrap(),
+        std::slice::from_ref(&expected)
+    );
+    assert_eq!(store.latest_checkpoint("old-live").await.unwrap(), None);
+
+    // The new write path takes over: events are numbered from the first, the flag works.
+    let event = Event {
+        ts: Utc::now(),
+        run_id: "old-live".into(),
+        session_id: "s".into(),
+        kind: EventKind::RunCancelled { iterations: 3 },
+    };
+    assert!(store.request_cancel("old-live", Utc::now()).await.unwrap());
+    let mut run = expected;
+    run.state = AgentState::Cancelled;
+    let commit = Commit {
+        events: std::slice::from_ref(&event),
+        ..Commit::new(&run, &[])
+    };
+    assert!(store.commit(&commit).await.unwrap().cancel_requested);
+    assert_eq!(store.events("old-live").await.unwrap(), [event]);
+    assert!(store.active_runs().await.unwrap().is_empty());
+    assert_eq!(store.messages("s").await.unwrap().len(), 1);
+    store.close().await;
 }

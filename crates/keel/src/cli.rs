@@ -26,6 +26,12 @@ pub enum Command {
     Chat(ChatArgs),
     /// List stored sessions, or print one's transcript.
     Sessions(SessionsArgs),
+    /// List runs, show one (checkpoints, tool envelope, events), or cancel one.
+    Runs(RunsArgs),
+    /// Resume a run whose worker died, or one halted for a decision.
+    Resume(ResumeArgs),
+    /// Answer the question a run is waiting on, and let it go on.
+    Answer(AnswerArgs),
     /// List users with their monthly token budget and this month's usage, or set a budget.
     Users(UsersArgs),
     /// A built-in scripted scenario on the in-process mock model; needs no key and no network.
@@ -153,6 +159,95 @@ pub enum SessionsAction {
         /// Session id.
         id: String,
     },
+}
+
+/// `keel runs`.
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    /// `show ID` or `cancel ID`.
+    #[command(subcommand)]
+    pub action: Option<RunsAction>,
+
+    /// How many runs to list.
+    #[arg(long, default_value_t = 50)]
+    pub limit: usize,
+
+    /// Only the runs of this session.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+}
+
+/// `keel runs` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum RunsAction {
+    /// Print a run: its record, checkpoints, tool envelope, events, and a handoff when it ended
+    /// badly.
+    Show {
+        /// Run id.
+        id: String,
+    },
+    /// Ask a run to stop; a loop in another process sees it at its next boundary.
+    Cancel {
+        /// Run id.
+        id: String,
+    },
+}
+
+/// What to do with the side-effecting call a crash interrupted.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum UnsafeCallChoice {
+    /// Run it again (you checked it did not take effect).
+    Retry,
+    /// Do not run it again; the model is told it may or may not have taken effect.
+    Skip,
+}
+
+/// `keel resume`.
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The run to resume.
+    pub run_id: String,
+
+    /// Go on under the current system prompt although it changed since the run started.
+    #[arg(long)]
+    pub accept_prompt_change: bool,
+
+    /// For a run halted before a side-effecting call a crash interrupted: run it again or skip
+    /// it.
+    #[arg(long, value_enum, value_name = "retry|skip")]
+    pub unsafe_call: Option<UnsafeCallChoice>,
+
+    /// Resume even though the run's heartbeat is fresh: you know its worker is gone (e.g. the
+    /// process was killed a moment ago).
+    #[arg(long)]
+    pub force: bool,
+
+    /// Print one JSON object describing the run at the end, instead of text.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Model and loop options (the run keeps its own limits and model chain).
+    #[command(flatten)]
+    pub agent: AgentArgs,
+}
+
+/// `keel answer`.
+#[derive(Debug, Args)]
+pub struct AnswerArgs {
+    /// The run waiting for an answer.
+    pub run_id: String,
+
+    /// The answer.
+    #[arg(value_name = "TEXT", required = true, num_args = 1..)]
+    pub answer: Vec<String>,
+
+    /// Print one JSON object describing the run at the end, instead of text.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Model and loop options.
+    #[command(flatten)]
+    pub agent: AgentArgs,
 }
 
 /// `keel users`.

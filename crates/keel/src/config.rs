@@ -70,6 +70,21 @@ pub struct FileConfig {
     /// `[context]`: how the context is kept under the window.
     #[serde(default)]
     pub context: ContextConfig,
+    /// `[runs]`: heartbeats and the reconciler.
+    #[serde(default)]
+    pub runs: RunsConfig,
+}
+
+/// `[runs]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunsConfig {
+    /// Seconds between a running loop's heartbeats (5).
+    pub heartbeat_secs: Option<f64>,
+    /// Seconds without a heartbeat after which a run's worker counts as dead (60).
+    pub stale_after_secs: Option<f64>,
+    /// Seconds a paused run's cancel request waits before the reconciler cancels it (180).
+    pub cancel_timeout_secs: Option<f64>,
 }
 
 /// One `[providers.NAME]` table.
@@ -245,9 +260,12 @@ impl FileConfig {
         for (key, secs) in [
             ("soft_timeout_secs", self.limits.soft_timeout_secs),
             ("hard_timeout_secs", self.limits.hard_timeout_secs),
+            ("heartbeat_secs", self.runs.heartbeat_secs),
+            ("stale_after_secs", self.runs.stale_after_secs),
+            ("cancel_timeout_secs", self.runs.cancel_timeout_secs),
         ] {
             if secs.is_some_and(|s| s.is_nan() || s <= 0.0) {
-                return Err(format!("[limits] {key} must be more than 0"));
+                return Err(format!("{key} must be more than 0"));
             }
         }
         Ok(())

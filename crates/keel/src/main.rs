@@ -35,6 +35,9 @@ fn main() -> ExitCode {
         Command::Chat(args) => commands::chat::chat(&runtime, config, args),
         Command::Sessions(args) => runtime.block_on(commands::sessions::sessions(args)),
         Command::Users(args) => runtime.block_on(commands::users::users(args)),
+        Command::Runs(args) => runtime.block_on(commands::runs::runs(config, args)),
+        Command::Resume(args) => runtime.block_on(commands::resume::resume(config, args)),
+        Command::Answer(args) => runtime.block_on(commands::resume::answer(config, args)),
         Command::Demo => runtime.block_on(commands::demo::demo()),
         Command::MockProvider(args) => runtime.block_on(commands::mock_provider::serve(args)),
     };

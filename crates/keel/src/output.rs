@@ -262,3 +262,36 @@ impl EventSink for JsonLinesSink {
         }
     }
 }
+
+/// A test hook for crash tests: with `KEEL_TEST_PAUSE_AT_CHECKPOINT=N` set, the process freezes
+/// right after its Nth checkpoint of a run is committed, says so on stderr, and waits to be
+/// killed — so a test can kill keel at an exact boundary.
+pub struct PauseAtCheckpoint {
+    at: u32,
+}
+
+impl PauseAtCheckpoint {
+    /// The hook, when the variable asks for it.
+    pub fn from_env() -> Option<Self> {
+        let at = std::env::var("KEEL_TEST_PAUSE_AT_CHECKPOINT").ok()?;
+        Some(PauseAtCheckpoint {
+            at: at.trim().parse().ok()?,
+        })
+    }
+}
+
+impl EventSink for PauseAtCheckpoint {
+    fn emit(&self, event: &Event) {
+        if let EventKind::Checkpoint { seq, boundary } = &event.kind
+            && *seq == self.at
+        {
+            eprintln!(
+                "keel: test hook: paused after checkpoint {seq} ({})",
+                boundary.as_str()
+            );
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            }
+        }
+    }
+}

@@ -8,6 +8,7 @@ use std::time::Duration;
 use keel_core::budget::{Budgets, PriceTable};
 use keel_core::context::ContextSettings;
 use keel_core::loop_guard::GuardConfig;
+use keel_core::reconcile::ReconcilePolicy;
 use keel_core::recovery::RetryPolicy;
 use keel_core::run_settings::default_tool_retry_delays;
 use keel_providers::Api;
@@ -91,6 +92,10 @@ pub struct Settings {
     pub context: ContextSettings,
     /// The model that writes compaction summaries, when not the run's own.
     pub summary: Option<ModelRef>,
+    /// Between a running loop's heartbeats.
+    pub heartbeat: Duration,
+    /// When a run counts as abandoned.
+    pub reconcile: ReconcilePolicy,
 }
 
 /// Combines file, environment and flags into the effective settings.
@@ -199,6 +204,8 @@ pub fn resolve(
         http_allowed_hosts: file.tools.http_allowed_hosts.clone().unwrap_or_default(),
         context: context_settings(&file, flags.context_window),
         summary,
+        heartbeat: Duration::from_secs_f64(file.runs.heartbeat_secs.unwrap_or(5.0)),
+        reconcile: reconcile_policy(&file),
     })
 }
 
@@ -255,6 +262,21 @@ fn model_ref(
         provider: None,
         model: spec.to_string(),
     })
+}
+
+/// The reconciler's policy: `[runs]` over the defaults.
+pub fn reconcile_policy(file: &FileConfig) -> ReconcilePolicy {
+    let defaults = ReconcilePolicy::default();
+    ReconcilePolicy {
+        stale_after: file
+            .runs
+            .stale_after_secs
+            .map_or(defaults.stale_after, Duration::from_secs_f64),
+        cancel_timeout: file
+            .runs
+            .cancel_timeout_secs
+            .map_or(defaults.cancel_timeout, Duration::from_secs_f64),
+    }
 }
 
 fn context_settings(file: &FileConfig, window: Option<u32>) -> ContextSettings {

@@ -5,7 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use keel_core::{Agent, EventSink, Provider, Store};
+use keel_core::reconcile::ReconcileReport;
+use keel_core::{Agent, EventSink, HumanChannel, Provider, Store};
 use keel_providers::{Endpoint, connect};
 use keel_store::SqliteStore;
 use keel_tools::{HttpGetConfig, Workspace, file_tools, http_tools};
@@ -18,6 +19,35 @@ use crate::resolve::{self, ProviderChoice, Settings};
 pub async fn open_store(home: &Path) -> anyhow::Result<Arc<dyn Store>> {
     let store = SqliteStore::open(&home.join("keel.db")).await?;
     Ok(Arc::new(store))
+}
+
+/// The reconciler pass every start of keel makes: runs whose worker died become `timed_out`
+/// (resumable where their checkpoint allows), abandoned pauses `cancelled`. Says so on stderr.
+/// The policy comes from `[runs]` when the configuration reads (a broken file must not stop
+/// the sweep: the defaults are used then).
+pub async fn reconcile(
+    store: &dyn Store,
+    config_file: Option<&Path>,
+    home: &Path,
+) -> anyhow::Result<ReconcileReport> {
+    let policy = config::load(config_file, home)
+        .map(|loaded| crate::resolve::reconcile_policy(&loaded.file))
+        .unwrap_or_default();
+    let report = keel_core::reconcile::reconcile(store, chrono::Utc::now(), &policy).await?;
+    if report.timed_out > 0 {
+        eprintln!(
+            "keel: {} run(s) lost their worker and are now timed_out ({} can be resumed: see \
+             `keel runs`)",
+            report.timed_out, report.resumable
+        );
+    }
+    if report.cancelled > 0 {
+        eprintln!(
+            "keel: {} paused run(s) were cancelled as asked",
+            report.cancelled
+        );
+    }
+    Ok(report)
 }
 
 /// The effective settings and where they came from.
@@ -63,6 +93,7 @@ pub fn agent(
     settings: &Settings,
     store: Arc<dyn Store>,
     sinks: Vec<Arc<dyn EventSink>>,
+    human: Option<Arc<dyn HumanChannel>>,
 ) -> anyhow::Result<Agent> {
     let workspace = Workspace::new(&settings.workspace).map_err(|e| {
         ConfigError(format!(
@@ -86,7 +117,9 @@ pub fn agent(
         .budgets(settings.budgets.clone())
         .prices(settings.prices.clone())
         .tool_retry_delays(settings.tool_retry_delays.clone())
-        .context(settings.context.clone());
+        .context(settings.context.clone())
+        .heartbeat_interval(settings.heartbeat)
+        .reconcile_policy(settings.reconcile);
     if let Some(summary) = &settings.summary {
         builder = match &summary.provider {
             None => builder.summary_model(summary.model.clone()),
@@ -122,6 +155,9 @@ pub fn agent(
     }
     for sink in sinks {
         builder = builder.event_sink(sink);
+    }
+    if let Some(human) = human {
+        builder = builder.human(human);
     }
     builder.build().context("cannot build the agent")
 }

@@ -58,6 +58,8 @@ pub(super) enum Then {
 /// A summary call in flight.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(super) struct PendingSummary {
+    /// The call, kept so a resumed run can make it again.
+    pub(super) call: ModelCall,
     tier: Tier,
     then: Then,
     reason: String,
@@ -235,18 +237,7 @@ impl Run {
             .summary_model
             .clone()
             .unwrap_or_else(|| self.current().clone());
-        self.pending_summary = Some(PendingSummary {
-            tier,
-            then,
-            reason: reason.to_string(),
-            cut,
-            first_seq,
-            pinned,
-            summarized: head.len(),
-            before_tokens: self.context_tokens(),
-            before_messages: self.context_len(),
-        });
-        Some(Step::Summarize(ModelCall {
+        let call = ModelCall {
             provider: target.provider,
             request: ChatRequest {
                 model: target.model,
@@ -260,12 +251,31 @@ impl Run {
                 stream: false,
             },
             wait: Duration::ZERO,
-        }))
+        };
+        self.pending_summary = Some(PendingSummary {
+            call: call.clone(),
+            tier,
+            then,
+            reason: reason.to_string(),
+            cut,
+            first_seq,
+            pinned,
+            summarized: head.len(),
+            before_tokens: self.context_tokens(),
+            before_messages: self.context_len(),
+        });
+        Some(Step::Summarize(call))
     }
 
     /// Feeds back the summary (or its failure) of the last [`Step::Summarize`] and returns the
     /// next step. A failed summary becomes a deterministic note: the context shrinks anyway.
     pub fn on_summary(&mut self, result: Result<ChatResponse, ProviderError>) -> Step {
+        self.boundary = crate::checkpoint::Boundary::Compaction;
+        let step = self.apply_summary(result);
+        self.remember(step)
+    }
+
+    fn apply_summary(&mut self, result: Result<ChatResponse, ProviderError>) -> Step {
         let Some(pending) = self.pending_summary.take() else {
             return self.next_model_call();
         };

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use super::{Run, Step, ToolResult};
 use crate::agent_tools::{self, REQUEST_MORE_ITERATIONS};
 use crate::event::EventKind;
+use crate::journal;
 use crate::loop_guard::{Detection, Escalation};
 use crate::message::{InternalReason, Message, ToolCall};
 use crate::provider::ToolChoice;
@@ -54,17 +55,48 @@ impl Run {
         }
     }
 
-    pub(super) fn answer_agent_tool(&mut self, call: &ToolCall) -> ToolResult {
-        if self.tool_choice == ToolChoice::None {
-            return ToolResult {
+    /// Answers a call the loop handles itself: `None` for `ask_human`, whose answer comes
+    /// from the human later.
+    pub(super) fn answer_agent_tool(&mut self, call: &ToolCall) -> Option<ToolResult> {
+        let result = |ok: bool, content: String| {
+            Some(ToolResult {
                 call_id: call.id.clone(),
-                ok: false,
-                content: format!(
+                ok,
+                content,
+            })
+        };
+        if self.tool_choice == ToolChoice::None {
+            return result(
+                false,
+                format!(
                     "Error: `{}` was not run: tools are not allowed on this turn. Answer with \
                      what you have.",
                     call.name
                 ),
-            };
+            );
+        }
+        let args: serde_json::Value = match serde_json::from_str(call.arguments.trim()) {
+            Ok(args) => args,
+            Err(e) if !call.arguments.trim().is_empty() => {
+                return result(
+                    false,
+                    format!("Error: the arguments are not valid JSON ({e})."),
+                );
+            }
+            Err(_) => serde_json::json!({}),
+        };
+        if journal::is_journal_tool(&call.name) {
+            let (answer, changed) = self.journal.apply(&call.name, &args);
+            self.journal_changed |= changed;
+            return result(!answer.starts_with("Error"), answer);
+        }
+        if call.name == agent_tools::ASK_HUMAN {
+            let question = args["question"].as_str().unwrap_or("").trim().to_string();
+            if question.is_empty() {
+                return result(false, "Error: give the `question` to ask.".into());
+            }
+            self.question = Some((call.id.clone(), question));
+            return None;
         }
         debug_assert_eq!(call.name, REQUEST_MORE_ITERATIONS);
         let extension =
@@ -75,11 +107,7 @@ impl Run {
             limit: extension.limit,
             reason: extension.reason,
         });
-        ToolResult {
-            call_id: call.id.clone(),
-            ok: extension.granted,
-            content: extension.answer,
-        }
+        result(extension.granted, extension.answer)
     }
 
     /// What the run did before the iteration limit stopped it, for the user.

@@ -376,7 +376,7 @@ fn guardrail_counters_survive_a_checkpoint() {
         run.on_model_result(Ok(call_result(id)));
         run.on_tool_results(result(id, "same"));
     }
-    let mut restored: Run = serde_json::from_str(&serde_json::to_string(&run).unwrap()).unwrap();
+    let mut restored = checkpointed(&mut run);
     restored.on_model_result(Ok(call_result("c")));
     restored.on_tool_results(result("c", "same"));
     // The third identical call after the restore is still the third.
@@ -420,4 +420,24 @@ fn tool_calls_made_after_the_directive_are_refused_not_run() {
     );
     assert_eq!(step, Step::Finish);
     assert_eq!(run.reason(), Some(ErrorReason::Stuck));
+}
+
+/// The run as a checkpoint and the store would bring it back in another process.
+fn checkpointed(run: &mut Run) -> Run {
+    run.mark_persisted();
+    let checkpoint = run
+        .checkpoint(1, DateTime::from_timestamp(0, 0).unwrap())
+        .unwrap();
+    let stored = run
+        .messages()
+        .iter()
+        .enumerate()
+        .map(|(i, message)| crate::store::StoredMessage {
+            seq: i as u64 + 1,
+            run_id: None,
+            created_at: DateTime::from_timestamp(0, 0).unwrap(),
+            message: message.clone(),
+        })
+        .collect();
+    Run::restore(&checkpoint, stored).unwrap()
 }

@@ -14,7 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent_tools;
 use crate::budget::BudgetStatus;
+use crate::checkpoint::Boundary;
 use crate::event::EventKind;
+use crate::journal::Journal;
 use crate::loop_guard::{Detection, LoopGuard};
 use crate::message::{InternalReason, Message, Role, ToolCall};
 use crate::provider::{ChatRequest, ChatResponse, StopReason, ToolChoice, Usage};
@@ -27,8 +29,11 @@ use crate::tokens::{self, Encoding};
 use crate::tool::ToolSpec;
 
 mod context;
+mod durable;
 mod escalation;
 mod view;
+
+pub use durable::{NextStep, RestoreError, prompt_hash};
 
 pub use crate::run_settings::{
     DEFAULT_ITERATION_CAP, DEFAULT_MAX_ITERATIONS, DEFAULT_TOOL_RESULT_MAX_CHARS,
@@ -52,12 +57,15 @@ pub enum Step {
     /// Ask a model to summarize older messages (compaction) and feed the answer to
     /// [`Run::on_summary`]. Not an iteration; its deltas are not streamed.
     Summarize(ModelCall),
+    /// Put this question to the human and feed the answer to [`Run::on_human_answer`]; with no
+    /// human at hand, the run waits (`waiting_on_human`) until `keel answer`.
+    AskHuman(String),
     /// The run is over; its state is terminal.
     Finish,
 }
 
 /// One model call to make.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelCall {
     /// The provider to call (a key of the agent's providers).
     pub provider: String,
@@ -112,12 +120,18 @@ pub struct Run {
     settings: RunSettings,
     tools: Vec<ToolSpec>,
     /// The conversation: the stored history this run loaded, then this turn. Compaction never
-    /// removes anything from it; it changes what part of it is sent.
+    /// removes anything from it; it changes what part of it is sent. Not in checkpoints: a
+    /// restored run reads it back from the store.
+    #[serde(skip)]
     messages: Vec<Message>,
     /// The cached token count of each message.
+    #[serde(skip)]
     counts: Vec<u32>,
     /// The seq of each loaded message; messages after them get `next_seq`, `next_seq + 1`, ...
+    #[serde(skip)]
     seqs: Vec<u64>,
+    /// The seq of the first message the run holds: where a restore reads from.
+    first_seq: u64,
     next_seq: u64,
     /// How many of `messages` (a prefix) are already in the store.
     persisted: usize,
@@ -159,6 +173,22 @@ pub struct Run {
     budget_warned: bool,
     pending: Vec<ToolCall>,
     answered_by_loop: Vec<ToolResult>,
+    /// The step the run owes the driver, and the boundary it last passed: what a checkpoint
+    /// resumes from.
+    next: durable::NextStep,
+    boundary: Boundary,
+    /// Hash of the system prompt the run started with.
+    prompt_hash: String,
+    /// The session's run journal, and whether this step changed it.
+    journal: Journal,
+    journal_changed: bool,
+    /// An `ask_human` call waiting for its answer: (call id, question).
+    question: Option<(String, String)>,
+    /// The user the run is for.
+    user_id: Option<String>,
+    /// Every tool call of the run. Checkpoints keep only (id, name, ok); a restore reads
+    /// arguments and outputs back from the messages.
+    #[serde(with = "durable::compact_calls")]
     tool_calls: Vec<ToolCallReport>,
     final_text: Option<String>,
     error: Option<String>,
@@ -187,6 +217,11 @@ impl Run {
         if settings.iteration_cap > settings.max_iterations {
             tools.push(agent_tools::request_more_iterations_spec());
         }
+        tools.extend(crate::journal::journal_tool_specs());
+        if !tools.iter().any(|tool| tool.name == agent_tools::ASK_HUMAN) {
+            tools.push(agent_tools::ask_human_spec());
+        }
+        let prompt_hash = durable::prompt_hash(settings.system_prompt.as_deref());
         let rng = id.bytes().fold(0x9E37_79B9_7F4A_7C15u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
         }) | 1;
@@ -195,6 +230,7 @@ impl Run {
             encoding.count_repeated(prompt) + tokens::MESSAGE_OVERHEAD
         }) + tokens::tools_tokens(encoding, &tools);
         let next_seq = history.last().map_or(1, |stored| stored.seq + 1);
+        let first_seq = history.first().map_or(next_seq, |stored| stored.seq);
         let mut run = Run {
             session_id: session_id.into(),
             chain: settings.chain(),
@@ -207,6 +243,14 @@ impl Run {
             seqs: history.iter().map(|stored| stored.seq).collect(),
             next_seq,
             persisted: history.len(),
+            first_seq,
+            next: durable::NextStep::CallModel,
+            boundary: Boundary::Input,
+            prompt_hash,
+            journal: Journal::default(),
+            journal_changed: false,
+            question: None,
+            user_id: None,
             encoding,
             fixed_tokens,
             context_start: 0,
@@ -275,6 +319,12 @@ impl Run {
 
     /// The first step.
     pub fn start(&mut self) -> Step {
+        self.boundary = Boundary::Input;
+        let step = self.first_step();
+        self.remember(step)
+    }
+
+    fn first_step(&mut self) -> Step {
         self.events.push(EventKind::RunStarted {
             provider: self.settings.provider.clone(),
             model: self.settings.model.clone(),
@@ -284,10 +334,12 @@ impl Run {
 
     /// Feeds back the model's answer (or failure) and returns the next step.
     pub fn on_model_result(&mut self, result: Result<ChatResponse, ProviderError>) -> Step {
-        match result {
+        self.boundary = Boundary::LlmResponse;
+        let step = match result {
             Ok(response) => self.on_answer(response),
             Err(error) => self.on_model_error(error),
-        }
+        };
+        self.remember(step)
     }
 
     fn on_answer(&mut self, response: ChatResponse) -> Step {
@@ -358,10 +410,12 @@ impl Run {
             .iter()
             .cloned()
             .partition(|call| forbidden || agent_tools::is_agent_tool(&call.name));
-        self.answered_by_loop = by_loop
-            .iter()
-            .map(|call| self.answer_agent_tool(call))
-            .collect();
+        self.answered_by_loop = Vec::new();
+        for call in &by_loop {
+            if let Some(result) = self.answer_agent_tool(call) {
+                self.answered_by_loop.push(result);
+            }
+        }
         if for_tools.is_empty() {
             return self.on_tool_results(Vec::new());
         }
@@ -413,9 +467,27 @@ impl Run {
     /// Results are appended in call order whatever order they arrive in; a call without a
     /// result gets an error result, so the transcript never holds a call without its answer.
     pub fn on_tool_results(&mut self, results: Vec<ToolResult>) -> Step {
-        let mut by_id: BTreeMap<String, ToolResult> = results
+        self.boundary = Boundary::ToolResult;
+        self.answered_by_loop.extend(results);
+        let step = match self.question.clone() {
+            // The human's answer is the last result of this batch; wait for it.
+            Some((_, question)) => {
+                self.state = AgentState::WaitingOnHuman;
+                self.boundary = Boundary::HumanPause;
+                self.events.push(EventKind::HumanAsked {
+                    question: question.clone(),
+                });
+                Step::AskHuman(question)
+            }
+            None => self.finish_batch(),
+        };
+        self.remember(step)
+    }
+
+    /// Appends the batch's results in call order and moves on.
+    fn finish_batch(&mut self) -> Step {
+        let mut by_id: BTreeMap<String, ToolResult> = std::mem::take(&mut self.answered_by_loop)
             .into_iter()
-            .chain(std::mem::take(&mut self.answered_by_loop))
             .map(|r| (r.call_id.clone(), r))
             .collect();
         let calls = std::mem::take(&mut self.pending);
@@ -458,6 +530,7 @@ impl Run {
         if self.state.is_terminal() {
             return Step::Finish;
         }
+        self.next = durable::NextStep::Finish;
         self.pending.clear();
         self.state = AgentState::Cancelled;
         self.events.push(EventKind::RunCancelled {

@@ -91,7 +91,18 @@ fn first_step_calls_the_model_with_system_prompt_history_and_input() {
     assert_eq!(request.messages[0].content, "be brief");
     assert_eq!(request.messages[3].content, "hello");
     let tools: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
-    assert_eq!(tools, ["read_file", "request_more_iterations"]);
+    // The registry's tools, then the ones the loop answers itself.
+    assert_eq!(
+        tools,
+        [
+            "read_file",
+            "request_more_iterations",
+            "get_run_journal",
+            "update_run_journal",
+            "append_run_journal_entry",
+            "ask_human"
+        ]
+    );
     assert_eq!(run.iteration(), 1);
     // Only the new input is waiting to be stored; the history already is.
     assert_eq!(run.unpersisted().len(), 1);
@@ -218,9 +229,28 @@ fn a_run_survives_serialization_mid_turn() {
     let mut run = run_with(5, vec![]);
     run.start();
     run.on_model_result(Ok(calls(&["a"])));
-    let json = serde_json::to_string(&run).unwrap();
-    let mut restored: Run = serde_json::from_str(&json).unwrap();
+    let mut restored = checkpointed(&mut run);
     let step = restored.on_tool_results(vec![ok("a", "A")]);
     assert!(matches!(step, Step::CallModel(_)));
     assert_eq!(restored.iteration(), 2);
+}
+
+/// The run as a checkpoint and the store would bring it back in another process.
+fn checkpointed(run: &mut Run) -> Run {
+    run.mark_persisted();
+    let checkpoint = run
+        .checkpoint(1, DateTime::from_timestamp(0, 0).unwrap())
+        .unwrap();
+    let stored = run
+        .messages()
+        .iter()
+        .enumerate()
+        .map(|(i, message)| crate::store::StoredMessage {
+            seq: i as u64 + 1,
+            run_id: None,
+            created_at: DateTime::from_timestamp(0, 0).unwrap(),
+            message: message.clone(),
+        })
+        .collect();
+    Run::restore(&checkpoint, stored).unwrap()
 }

@@ -16,11 +16,35 @@ use crate::store::RunRecord;
 impl Run {
     pub(super) fn model_call(&self, wait: Duration) -> ModelCall {
         let target = self.current();
-        let mut messages = Vec::with_capacity(self.messages.len() - self.context_start + 3);
-        if let Some(system) = &self.settings.system_prompt {
-            messages.push(Message::system(system.clone()));
+        let mut messages = Vec::with_capacity(self.messages.len() - self.context_start + 5);
+        let digest = self.journal.digest();
+        match (&self.settings.system_prompt, digest.is_empty()) {
+            (Some(system), true) => messages.push(Message::system(system.clone())),
+            (Some(system), false) => messages.push(Message::system(format!(
+                "{system}\n\nRun journal digest: {digest}"
+            ))),
+            (None, false) => {
+                messages.push(Message::system(format!("Run journal digest: {digest}")))
+            }
+            (None, true) => {}
         }
-        messages.extend(self.context_messages());
+        let mut context = self.context_messages();
+        if !self.journal.is_empty() {
+            // The full journal, after the summary and before the live messages: what survives
+            // an iteration-limit halt into the next turn. Never stored.
+            let at = usize::from(self.summary_index.is_some());
+            let mut notes = Message::internal_user(
+                format!("Your run journal so far:\n\n{}", self.journal.render()),
+                InternalReason::Warning,
+            );
+            notes.meta.pinned = true;
+            context.insert(at, notes);
+            context.insert(
+                at + 1,
+                Message::assistant("Noted; continuing from the journal."),
+            );
+        }
+        messages.extend(context);
         let mut messages = crate::fixup::fixup(messages);
         // Ephemeral layers go into the request, never into the transcript; at the end, so the
         // cached prefix of the prompt stays the same.
@@ -77,6 +101,10 @@ impl Run {
             started_at: self.started_at,
             updated_at: now,
             finished_at: self.state.is_terminal().then_some(now),
+            cost: self.cost,
+            heartbeat_at: Some(now),
+            cancel_requested_at: None,
+            resume_available: false,
         }
     }
 

@@ -219,3 +219,86 @@ impl Flaky {
         (tool, calls)
     }
 }
+
+/// A clock tests move by hand.
+pub struct ManualClock(std::sync::Mutex<chrono::DateTime<chrono::Utc>>);
+
+impl ManualClock {
+    pub fn new() -> Arc<ManualClock> {
+        Arc::new(ManualClock(std::sync::Mutex::new(
+            chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
+        )))
+    }
+
+    pub fn advance(&self, by: Duration) {
+        let mut now = self.0.lock().unwrap();
+        *now += chrono::Duration::from_std(by).unwrap();
+    }
+}
+
+impl keel_core::Clock for ManualClock {
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        *self.0.lock().unwrap()
+    }
+}
+
+/// A side-effecting `append {text}` tool that appends to a shared log; while `hang` is set it
+/// hangs after appending (a worker dying mid-call) or before (`hang_before`).
+#[derive(Clone, Default)]
+pub struct Appender {
+    pub log: Arc<std::sync::Mutex<Vec<String>>>,
+    pub hang_after: Arc<std::sync::atomic::AtomicBool>,
+    pub hang_before: Arc<std::sync::atomic::AtomicBool>,
+    pub entered: Arc<tokio::sync::Notify>,
+}
+
+impl Appender {
+    pub fn tool(&self) -> Arc<dyn Tool> {
+        let me = self.clone();
+        let spec = ToolSpec::new(
+            "append",
+            "appends text to the log",
+            object(json!({"text": {"type": "string"}}), &["text"]),
+        );
+        tool(spec, move |args| {
+            let me = me.clone();
+            Box::pin(async move {
+                me.entered.notify_one();
+                if me.hang_before.load(Ordering::SeqCst) {
+                    std::future::pending::<()>().await;
+                }
+                me.log
+                    .lock()
+                    .unwrap()
+                    .push(args["text"].as_str().unwrap_or("").to_string());
+                if me.hang_after.load(Ordering::SeqCst) {
+                    std::future::pending::<()>().await;
+                }
+                Ok(ToolOutput::text("appended"))
+            })
+        })
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+/// An idempotent `wait` tool that hangs while `hang` is set, then answers "waited".
+pub fn waiter(
+    hang: Arc<std::sync::atomic::AtomicBool>,
+    entered: Arc<tokio::sync::Notify>,
+) -> Arc<dyn Tool> {
+    let spec = ToolSpec::new("wait", "waits", json!({"type": "object"})).idempotent();
+    tool(spec, move |_| {
+        let hang = hang.clone();
+        let entered = entered.clone();
+        Box::pin(async move {
+            entered.notify_one();
+            if hang.load(Ordering::SeqCst) {
+                std::future::pending::<()>().await;
+            }
+            Ok(ToolOutput::text("waited"))
+        })
+    })
+}

@@ -4,14 +4,16 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use keel_core::RunRequest;
+use keel_core::{HumanChannel, RunRequest};
 use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
 use tokio::runtime::Runtime;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::ChatArgs;
-use crate::commands::run::{build, existing_or_new_session, show_result, watch_ctrl_c};
+use crate::commands::run::{
+    SettingsSource, build, existing_or_new_session, show_result, watch_ctrl_c,
+};
 use crate::config::keel_home;
 use crate::output::TerminalOutput;
 use crate::setup;
@@ -24,6 +26,19 @@ pub fn chat(
 ) -> anyhow::Result<ExitCode> {
     let home = keel_home()?;
     let store = runtime.block_on(setup::open_store(&home))?;
+    let reconciled = runtime.block_on(setup::reconcile(store.as_ref(), config_file, &home))?;
+    // A long-running process: keep reconciling what other processes' dead workers leave.
+    let sweeper = {
+        let store = store.clone();
+        let config_file = config_file.map(Path::to_path_buf);
+        let home = home.clone();
+        runtime.spawn(async move {
+            loop {
+                tokio::time::sleep(RECONCILE_EVERY).await;
+                let _ = setup::reconcile(store.as_ref(), config_file.as_deref(), &home).await;
+            }
+        })
+    };
     let mut session = runtime.block_on(existing_or_new_session(
         store.as_ref(),
         args.session.as_deref(),
@@ -31,13 +46,18 @@ pub fn chat(
     let output = Arc::new(TerminalOutput::new(true));
     let (agent, user) = {
         let _guard = runtime.enter();
-        build(
+        let source = SettingsSource {
             config_file,
-            &home,
-            &args.agent,
+            home: &home,
+            flags: &args.agent,
+        };
+        build(
+            source,
             store,
             output.clone(),
             &session,
+            Some(Arc::new(PromptHuman)),
+            reconciled,
         )?
     };
     let settings = agent.settings().clone();
@@ -91,7 +111,35 @@ pub fn chat(
         let streamed = output.finish();
         show_result(&report, streamed);
     }
+    sweeper.abort();
     let _ = std::fs::create_dir_all(&home);
     let _ = editor.save_history(&history);
     Ok(ExitCode::SUCCESS)
+}
+
+/// How often a chat session runs the reconciler.
+const RECONCILE_EVERY: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Asks `ask_human` questions at the terminal, while the run waits.
+struct PromptHuman;
+
+#[async_trait::async_trait]
+impl HumanChannel for PromptHuman {
+    async fn ask(&self, question: &str) -> Option<String> {
+        let question = question.to_string();
+        tokio::task::spawn_blocking(move || {
+            use std::io::Write;
+            println!("\n? {question}");
+            print!("answer › ");
+            let _ = std::io::stdout().flush();
+            let mut line = String::new();
+            match std::io::stdin().read_line(&mut line) {
+                Ok(0) | Err(_) => None,
+                Ok(_) => Some(line.trim().to_string()),
+            }
+        })
+        .await
+        .ok()
+        .flatten()
+    }
 }

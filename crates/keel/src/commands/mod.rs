@@ -3,6 +3,8 @@
 pub mod chat;
 pub mod demo;
 pub mod mock_provider;
+pub mod resume;
 pub mod run;
+pub mod runs;
 pub mod sessions;
 pub mod users;

@@ -4,6 +4,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use keel_core::reconcile::ReconcileReport;
 use keel_core::{AgentState, EventSink, Message, RunReport, RunRequest, Store};
 use tokio_util::sync::CancellationToken;
 
@@ -17,16 +18,22 @@ pub async fn run(config_file: Option<&Path>, args: RunArgs) -> anyhow::Result<Ex
     let prompt = args.prompt.join(" ");
     let home = keel_home()?;
     let store = setup::open_store(&home).await?;
+    let reconciled = setup::reconcile(store.as_ref(), config_file, &home).await?;
     let session_id = existing_or_new_session(store.as_ref(), args.session.as_deref()).await?;
 
     let output = Arc::new(TerminalOutput::new(!args.json));
-    let built = build(
+    let source = SettingsSource {
         config_file,
-        &home,
-        &args.agent,
+        home: &home,
+        flags: &args.agent,
+    };
+    let built = build(
+        source,
         store.clone(),
         output.clone(),
         &session_id,
+        None,
+        reconciled,
     );
     let (agent, user) = match built {
         Ok(built) => built,
@@ -82,6 +89,18 @@ pub fn show_result(report: &RunReport, streamed: bool) {
     match report.state {
         AgentState::Completed => {}
         AgentState::Cancelled => eprintln!("keel: run cancelled (session {})", report.session_id),
+        AgentState::WaitingOnHuman => match &report.question {
+            Some(question) => eprintln!(
+                "keel: the run waits for your answer: {question}\n  answer with: keel answer {} \"...\"",
+                report.run_id
+            ),
+            None => eprintln!(
+                "keel: the run is halted: {}\n  decide, then: keel resume {} (see `keel runs show {}`)",
+                report.error.as_deref().unwrap_or("it needs a decision"),
+                report.run_id,
+                report.run_id
+            ),
+        },
         state => eprintln!(
             "keel: run ended as {state}: {} (session {})",
             report.error.as_deref().unwrap_or("no detail"),
@@ -107,32 +126,53 @@ pub async fn existing_or_new_session(
     }
 }
 
-/// Builds the agent for `keel run` and `keel chat`: settings, event sinks (the terminal, the
-/// events file, the last-good saver), and the config-fallback notice. Returns the agent and the
-/// user the runs are for.
+/// Where a command's settings come from: the config file (or its default place), KEEL_HOME and
+/// the command's flags.
+#[derive(Clone, Copy)]
+pub struct SettingsSource<'a> {
+    /// `--config`, when given.
+    pub config_file: Option<&'a Path>,
+    /// KEEL_HOME.
+    pub home: &'a Path,
+    /// The agent flags of the command.
+    pub flags: &'a AgentArgs,
+}
+
+/// Builds the agent for `keel run`, `keel chat`, `keel resume` and `keel answer`: settings,
+/// event sinks (the terminal, the events file, the last-good saver, the test hook), and the
+/// config-fallback notice. Returns the agent and the user the runs are for.
 pub fn build(
-    config_file: Option<&Path>,
-    home: &Path,
-    flags: &AgentArgs,
+    source: SettingsSource<'_>,
     store: Arc<dyn Store>,
     output: Arc<TerminalOutput>,
     session_id: &str,
+    human: Option<Arc<dyn keel_core::HumanChannel>>,
+    reconciled: ReconcileReport,
 ) -> anyhow::Result<(keel_core::Agent, Option<String>)> {
-    let configured = setup::load_settings(config_file, home, flags)?;
+    let configured = setup::load_settings(source.config_file, source.home, source.flags)?;
     let mut sinks: Vec<Arc<dyn EventSink>> = vec![output, configured.lastgood.clone()];
-    if let Some(path) = &flags.events {
+    if let Some(path) = &source.flags.events {
         let sink = JsonLinesSink::open(path)
             .map_err(|e| ConfigError(format!("cannot open events file {}: {e}", path.display())))?;
         sinks.push(Arc::new(sink));
     }
+    if let Some(hook) = crate::output::PauseAtCheckpoint::from_env() {
+        sinks.push(Arc::new(hook));
+    }
+    let mut notices = Vec::new();
     if let Some(notice) = &configured.fallback {
         eprintln!("{}", notice.warning());
-        let event = notice.event(session_id);
+        notices.push(notice.event(session_id));
+    }
+    if reconciled != ReconcileReport::default() {
+        notices.push(reconciled.event(chrono::Utc::now()));
+    }
+    for event in &notices {
         for sink in &sinks {
-            sink.emit(&event);
+            sink.emit(event);
         }
     }
-    let agent = setup::agent(&configured.settings, store, sinks)?;
+    let agent = setup::agent(&configured.settings, store, sinks, human)?;
     Ok((agent, configured.settings.user.clone()))
 }
 

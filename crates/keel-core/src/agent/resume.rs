@@ -1,0 +1,255 @@
+//! Coming back to a run: resuming one whose worker died or that halted for a human decision,
+//! and answering one that asked a question.
+
+use tokio_util::sync::CancellationToken;
+
+use super::{Agent, AgentError, RunReport};
+use crate::checkpoint::ToolCallRecord;
+use crate::driver::Resume;
+use crate::reconcile::is_stale;
+use crate::run::{Run, prompt_hash};
+use crate::state::{AgentState, ErrorReason};
+use crate::store::RunRecord;
+use crate::tool_exec::Replay;
+
+/// What to do with a run that halted for a decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnsafeCall {
+    /// Run the unfinished side-effecting call again (a human checked it did not take effect).
+    Retry,
+    /// Do not run it again; the model is told it may or may not have taken effect.
+    Skip,
+}
+
+/// How to resume.
+#[derive(Clone, Debug, Default)]
+pub struct ResumeOptions {
+    /// Go on under the current system prompt although it changed since the run started.
+    pub accept_prompt_change: bool,
+    /// For a run halted before an unfinished side-effecting call: what to do with it.
+    pub unsafe_call: Option<UnsafeCall>,
+    /// Cancel the resumed run by cancelling this token.
+    pub cancel: Option<CancellationToken>,
+    /// Resume even though the run's heartbeat is fresh: the caller knows its worker is gone
+    /// (e.g. it was killed a moment ago).
+    pub force: bool,
+}
+
+impl Agent {
+    /// Resumes a run from its latest checkpoint: one whose worker died (`timed_out` with resume
+    /// available, or still marked running with a stale heartbeat), or one halted for a decision
+    /// (`resume_unsafe`, `prompt_drift`). Completed tool calls are replayed from the envelope,
+    /// never run again; an unfinished side-effecting call halts the run unless `options` says
+    /// what to do with it.
+    pub async fn resume(
+        &self,
+        run_id: &str,
+        options: ResumeOptions,
+    ) -> Result<RunReport, AgentError> {
+        let record = self.record(run_id).await?;
+        let policy = self.reconcile;
+        let now = self.clock.now();
+        let halted = record.state == AgentState::WaitingOnHuman
+            && matches!(
+                record.reason,
+                Some(ErrorReason::ResumeUnsafe | ErrorReason::PromptDrift)
+            );
+        match record.state {
+            AgentState::TimedOut if record.resume_available => {}
+            AgentState::Queued | AgentState::Running | AgentState::WaitingForTool => {
+                if !options.force
+                    && !is_stale(
+                        record.state,
+                        record.heartbeat_at,
+                        record.started_at,
+                        now,
+                        &policy,
+                    )
+                {
+                    return Err(AgentError::NotResumable(format!(
+                        "run `{run_id}` is still running in another process (its heartbeat is \
+                         fresh); cancel it with `keel runs cancel {run_id}`, wait for it, or — if \
+                         you know its worker is gone — resume with --force"
+                    )));
+                }
+            }
+            _ if halted => {}
+            AgentState::WaitingOnHuman => {
+                return Err(AgentError::NotResumable(format!(
+                    "run `{run_id}` waits for an answer: `keel answer {run_id} \"...\"`"
+                )));
+            }
+            state => {
+                return Err(AgentError::NotResumable(format!(
+                    "run `{run_id}` ended as {state}{}; there is nothing to resume",
+                    if state == AgentState::TimedOut {
+                        " at a point it cannot be resumed from"
+                    } else {
+                        ""
+                    }
+                )));
+            }
+        }
+        let (mut run, seq, boundary) = self.restore(&record).await?;
+        let emitter = self.emitter(run_id, &record.session_id);
+        let cancel = options.cancel.clone().unwrap_or_default();
+        let driver = self.driver(&emitter, &cancel, run.user_id().map(str::to_string));
+        let before = run.usage();
+        let current_prompt = self.settings.system_prompt.clone();
+        let drifted = prompt_hash(current_prompt.as_deref()) != run.prompt_hash();
+        let (step, replay) = if drifted && !options.accept_prompt_change {
+            (run.halt_prompt_drift(), Replay::default())
+        } else {
+            run.clear_halt(drifted.then(|| current_prompt.unwrap_or_default()));
+            let mut replay = self.replay(run_id).await?;
+            if record.reason == Some(ErrorReason::ResumeUnsafe) || halted {
+                self.decide_unsafe(&run, &mut replay, options.unsafe_call)
+                    .await?;
+            }
+            let replayed = run
+                .pending_calls()
+                .iter()
+                .filter(|call| {
+                    replay
+                        .records
+                        .get(&call.id)
+                        .is_some_and(|r| r.completed_at.is_some())
+                })
+                .count();
+            run.note_resumed(boundary, replayed);
+            (run.resume(), replay)
+        };
+        let resume = Resume {
+            step,
+            replay,
+            checkpoint_seq: seq,
+        };
+        driver.drive_from(&mut run, resume).await?;
+        self.charge(run.user_id(), before, &run).await?;
+        Ok(RunReport::from_run(&run))
+    }
+
+    /// Gives a waiting run the human's answer to its `ask_human` question and drives it on.
+    pub async fn answer(&self, run_id: &str, answer: &str) -> Result<RunReport, AgentError> {
+        let record = self.record(run_id).await?;
+        if record.state != AgentState::WaitingOnHuman || record.reason.is_some() {
+            return Err(AgentError::NotResumable(format!(
+                "run `{run_id}` is {} and is not waiting for an answer",
+                record.state
+            )));
+        }
+        let (mut run, seq, _) = self.restore(&record).await?;
+        if run.question().is_none() {
+            return Err(AgentError::NotResumable(format!(
+                "run `{run_id}` has no question waiting"
+            )));
+        }
+        let emitter = self.emitter(run_id, &record.session_id);
+        let cancel = CancellationToken::new();
+        let driver = self.driver(&emitter, &cancel, run.user_id().map(str::to_string));
+        let before = run.usage();
+        let step = run.on_human_answer(answer);
+        let resume = Resume {
+            step,
+            replay: self.replay(run_id).await?,
+            checkpoint_seq: seq,
+        };
+        driver.drive_from(&mut run, resume).await?;
+        self.charge(run.user_id(), before, &run).await?;
+        Ok(RunReport::from_run(&run))
+    }
+
+    async fn record(&self, run_id: &str) -> Result<RunRecord, AgentError> {
+        self.store
+            .run(run_id)
+            .await?
+            .ok_or_else(|| AgentError::NotResumable(format!("there is no run `{run_id}`")))
+    }
+
+    /// The run as its latest checkpoint left it, its messages read back from the store.
+    async fn restore(
+        &self,
+        record: &RunRecord,
+    ) -> Result<(Run, u32, crate::checkpoint::Boundary), AgentError> {
+        let checkpoint = self
+            .store
+            .latest_checkpoint(&record.id)
+            .await?
+            .ok_or_else(|| {
+                AgentError::NotResumable(format!("run `{}` has no checkpoint", record.id))
+            })?;
+        let stored = self
+            .store
+            .messages_since(&record.session_id, checkpoint.message_cursor)
+            .await?;
+        let run = Run::restore(&checkpoint, stored)?;
+        Ok((run, checkpoint.seq, checkpoint.boundary))
+    }
+
+    async fn replay(&self, run_id: &str) -> Result<Replay, AgentError> {
+        let records = self
+            .store
+            .tool_calls(run_id)
+            .await?
+            .into_iter()
+            .map(|record| (record.call_id.clone(), record))
+            .collect();
+        Ok(Replay {
+            records,
+            rerun: Default::default(),
+        })
+    }
+
+    /// Applies the human's decision about the pending calls that started and never finished.
+    async fn decide_unsafe(
+        &self,
+        run: &Run,
+        replay: &mut Replay,
+        decision: Option<UnsafeCall>,
+    ) -> Result<(), AgentError> {
+        let unfinished: Vec<ToolCallRecord> = run
+            .pending_calls()
+            .iter()
+            .filter_map(|call| replay.records.get(&call.id))
+            .filter(|record| record.completed_at.is_none() && !record.idempotent)
+            .cloned()
+            .collect();
+        if unfinished.is_empty() {
+            return Ok(());
+        }
+        match decision {
+            None => Err(AgentError::NotResumable(format!(
+                "`{}` (call {}) may already have run before the worker died; check its effect, \
+                 then resume with --unsafe-call retry (run it again) or --unsafe-call skip",
+                unfinished[0].name, unfinished[0].call_id
+            ))),
+            Some(UnsafeCall::Retry) => {
+                replay
+                    .rerun
+                    .extend(unfinished.into_iter().map(|record| record.call_id));
+                Ok(())
+            }
+            Some(UnsafeCall::Skip) => {
+                let now = self.clock.now();
+                let skipped: Vec<ToolCallRecord> = unfinished
+                    .into_iter()
+                    .map(|mut record| {
+                        record.completed_at = Some(now);
+                        record.ok = Some(false);
+                        record.output = Some(format!(
+                            "Error: `{}` was interrupted by a crash and not run again (a human \
+                             chose to skip it); it may or may not have taken effect.",
+                            record.name
+                        ));
+                        record
+                    })
+                    .collect();
+                self.store.record_tool_calls(&skipped).await?;
+                for record in skipped {
+                    replay.records.insert(record.call_id.clone(), record);
+                }
+                Ok(())
+            }
+        }
+    }
+}

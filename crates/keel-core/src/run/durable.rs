@@ -1,0 +1,363 @@
+//! What makes a run durable: the step it owes the driver and the boundary it last passed, its
+//! checkpoint, and coming back from one — in another process, after a crash, after a human
+//! answered, or refusing to guess when a side effect may be half done.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{Run, Step, ToolResult};
+use crate::checkpoint::{Boundary, Checkpoint};
+use crate::event::EventKind;
+use crate::journal::Journal;
+use crate::message::ToolCall;
+use crate::state::{AgentState, ErrorReason};
+use crate::store::StoredMessage;
+use crate::tokens;
+
+/// The step a run owes its driver: what a checkpoint resumes with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NextStep {
+    /// Call the model.
+    CallModel,
+    /// Run the pending tool calls.
+    RunTools,
+    /// Ask for a compaction summary.
+    Summarize,
+    /// Wait for the human's answer.
+    AskHuman,
+    /// Nothing: the run is over.
+    Finish,
+}
+
+/// Why a checkpoint could not be turned back into a run.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot restore run `{run_id}` from checkpoint {seq}: {message}")]
+pub struct RestoreError {
+    /// The run.
+    pub run_id: String,
+    /// The checkpoint.
+    pub seq: u32,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// A stable hash of a system prompt (FNV-1a, 64 bits, hex): the same text gives the same hash
+/// in every build, so a checkpoint can be checked by another process.
+pub fn prompt_hash(prompt: Option<&str>) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in prompt.unwrap_or("").bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
+impl Run {
+    /// Records the step the run owes and finishes the boundary's label.
+    pub(super) fn remember(&mut self, step: Step) -> Step {
+        self.next = match &step {
+            Step::CallModel(_) => NextStep::CallModel,
+            Step::RunTools(_) => NextStep::RunTools,
+            Step::Summarize(_) => NextStep::Summarize,
+            Step::AskHuman(_) => NextStep::AskHuman,
+            Step::Finish => NextStep::Finish,
+        };
+        if self.state.is_terminal() {
+            self.boundary = Boundary::Final;
+        } else if self.journal_changed
+            && matches!(self.boundary, Boundary::LlmResponse | Boundary::ToolResult)
+        {
+            self.boundary = Boundary::JournalUpdate;
+        }
+        step
+    }
+
+    /// The run with the session's journal, before it starts.
+    pub fn with_journal(mut self, journal: Journal) -> Self {
+        self.journal = journal;
+        self
+    }
+
+    /// The run for `user_id`, before it starts.
+    pub fn with_user(mut self, user_id: Option<String>) -> Self {
+        self.user_id = user_id;
+        self
+    }
+
+    /// The user the run is for.
+    pub fn user_id(&self) -> Option<&str> {
+        self.user_id.as_deref()
+    }
+
+    /// The session's run journal as the run sees it.
+    pub fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    /// The journal, when this step changed it (then clears the mark).
+    pub fn take_journal_change(&mut self) -> Option<Journal> {
+        std::mem::take(&mut self.journal_changed).then(|| self.journal.clone())
+    }
+
+    /// The boundary the run last passed.
+    pub fn boundary(&self) -> Boundary {
+        self.boundary
+    }
+
+    /// The step the run owes.
+    pub fn next_step(&self) -> NextStep {
+        self.next
+    }
+
+    /// The hash of the system prompt the run started with.
+    pub fn prompt_hash(&self) -> &str {
+        &self.prompt_hash
+    }
+
+    /// The question waiting for the human, when the run is waiting for one.
+    pub fn question(&self) -> Option<&str> {
+        self.question
+            .as_ref()
+            .map(|(_, question)| question.as_str())
+    }
+
+    /// The tool calls of the batch in flight.
+    pub fn pending_calls(&self) -> &[ToolCall] {
+        &self.pending
+    }
+
+    /// The checkpoint of the boundary the run just passed: its state without its messages,
+    /// covering every message so far (the driver stores the unpersisted ones with it).
+    pub fn checkpoint(
+        &self,
+        seq: u32,
+        now: DateTime<Utc>,
+    ) -> Result<Checkpoint, serde_json::Error> {
+        Ok(Checkpoint {
+            run_id: self.id.clone(),
+            seq,
+            boundary: self.boundary,
+            iteration: self.iteration,
+            message_cursor: self.first_seq,
+            // The boundary's own messages are written in the same transaction.
+            persisted: self.seq_of(self.messages.len()).saturating_sub(1),
+            prompt_hash: self.prompt_hash.clone(),
+            completed_calls: self.tool_calls.iter().map(|call| call.id.clone()).collect(),
+            state: serde_json::to_value(self)?,
+            created_at: now,
+        })
+    }
+
+    /// Rebuilds a run from its checkpoint and the stored messages from the checkpoint's
+    /// cursor on (`Store::messages_since`).
+    pub fn restore(
+        checkpoint: &Checkpoint,
+        stored: Vec<StoredMessage>,
+    ) -> Result<Run, RestoreError> {
+        let fail = |message: String| RestoreError {
+            run_id: checkpoint.run_id.clone(),
+            seq: checkpoint.seq,
+            message,
+        };
+        let mut run: Run = serde_json::from_value(checkpoint.state.clone())
+            .map_err(|e| fail(format!("the state does not decode: {e}")))?;
+        let stored: Vec<StoredMessage> = stored
+            .into_iter()
+            .filter(|m| m.seq >= checkpoint.message_cursor && m.seq <= checkpoint.persisted)
+            .collect();
+        let expected =
+            checkpoint.persisted + 1 - checkpoint.message_cursor.min(checkpoint.persisted + 1);
+        if stored.len() as u64 != expected {
+            return Err(fail(format!(
+                "the store holds {} of the {expected} messages it needs (seqs {}..={})",
+                stored.len(),
+                checkpoint.message_cursor,
+                checkpoint.persisted
+            )));
+        }
+        run.seqs = stored.iter().map(|m| m.seq).collect();
+        run.next_seq = checkpoint.persisted + 1;
+        for stored in stored {
+            let mut message = stored.message;
+            let count = tokens::cache_tokens(run.encoding, &mut message);
+            run.messages.push(message);
+            run.counts.push(count);
+        }
+        run.persisted = run.messages.len();
+        run.events = Vec::new();
+        run.fill_call_reports();
+        Ok(run)
+    }
+
+    /// Gives the restored call reports their arguments and outputs from the messages.
+    fn fill_call_reports(&mut self) {
+        for report in &mut self.tool_calls {
+            for message in &self.messages {
+                if let Some(call) = message.tool_calls.iter().find(|c| c.id == report.id) {
+                    report.arguments = serde_json::from_str(&call.arguments)
+                        .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
+                }
+                if message.tool_call_id.as_deref() == Some(report.id.as_str()) {
+                    report.output = message.content.clone();
+                }
+            }
+        }
+    }
+
+    /// The step a restored run owes, rebuilt from its state.
+    pub fn resume(&mut self) -> Step {
+        let step = match self.next {
+            NextStep::CallModel => Step::CallModel(self.model_call(Duration::ZERO)),
+            NextStep::RunTools => {
+                let answered = |call: &ToolCall| {
+                    self.answered_by_loop.iter().any(|r| r.call_id == call.id)
+                        || self.question.as_ref().is_some_and(|(id, _)| *id == call.id)
+                };
+                Step::RunTools(
+                    self.pending
+                        .iter()
+                        .filter(|c| !answered(c))
+                        .cloned()
+                        .collect(),
+                )
+            }
+            NextStep::Summarize => match &self.pending_summary {
+                Some(pending) => Step::Summarize(pending.call.clone()),
+                None => self.next_model_call(),
+            },
+            NextStep::AskHuman => match self.question() {
+                Some(question) => Step::AskHuman(question.to_string()),
+                None => self.finish_batch(),
+            },
+            NextStep::Finish => Step::Finish,
+        };
+        if !self.state.is_terminal() && self.state != AgentState::WaitingOnHuman {
+            self.state = match step {
+                Step::RunTools(_) => AgentState::WaitingForTool,
+                _ => AgentState::Running,
+            };
+        }
+        self.remember(step)
+    }
+
+    /// Feeds back the human's answer to the pending `ask_human` call and returns the next step.
+    pub fn on_human_answer(&mut self, answer: impl Into<String>) -> Step {
+        let answer = answer.into();
+        let Some((call_id, _)) = self.question.take() else {
+            return self.resume();
+        };
+        self.events.push(EventKind::HumanAnswered {
+            answer: answer.clone(),
+        });
+        self.answered_by_loop.push(ToolResult {
+            call_id,
+            ok: true,
+            content: format!("The human answered: {answer}"),
+        });
+        self.state = AgentState::Running;
+        self.reason = None;
+        self.error = None;
+        self.boundary = Boundary::ToolResult;
+        let step = self.finish_batch();
+        self.remember(step)
+    }
+
+    /// Halts a resumed run before `call`, a side-effecting call that started and may have done
+    /// its work before the worker died: running it again could do it twice. The run waits for
+    /// a human to decide (`keel resume RUN_ID --unsafe-call retry|skip`).
+    pub fn halt_resume_unsafe(&mut self, call: &ToolCall) -> Step {
+        self.state = AgentState::WaitingOnHuman;
+        self.reason = Some(ErrorReason::ResumeUnsafe);
+        self.boundary = Boundary::HumanPause;
+        self.error = Some(format!(
+            "resuming would run `{}` (call {}) again, and it may already have done its work \
+             before the worker died; it is not safe to run twice. Check its effect, then resume \
+             with --unsafe-call retry or --unsafe-call skip",
+            call.name, call.id
+        ));
+        self.events.push(EventKind::ResumeUnsafe {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+        });
+        // The batch is still owed: a decided resume runs it.
+        self.next = NextStep::RunTools;
+        Step::Finish
+    }
+
+    /// Halts a resumed run whose system prompt changed since it started.
+    pub fn halt_prompt_drift(&mut self) -> Step {
+        self.state = AgentState::WaitingOnHuman;
+        self.reason = Some(ErrorReason::PromptDrift);
+        self.boundary = Boundary::HumanPause;
+        self.error = Some(
+            "the system prompt changed since this run started; resume with \
+             --accept-prompt-change to go on under the new one"
+                .into(),
+        );
+        Step::Finish
+    }
+
+    /// Clears a halt (drift or unsafe call) so the run can be resumed. The human's decision is
+    /// the run's new input: the resumed run's first checkpoint is an `input` one, so a worker
+    /// that dies right after it leaves a run the reconciler offers for resume.
+    pub fn clear_halt(&mut self, new_prompt: Option<String>) {
+        if self.boundary == Boundary::HumanPause {
+            self.boundary = Boundary::Input;
+        }
+        if let Some(prompt) = new_prompt {
+            self.prompt_hash = prompt_hash(Some(&prompt));
+            self.settings.system_prompt = Some(prompt);
+        }
+        self.reason = None;
+        self.error = None;
+        self.state = AgentState::Running;
+    }
+
+    /// Records that a run is resuming from `boundary` with `replayed` calls answered from the
+    /// envelope.
+    pub fn note_resumed(&mut self, boundary: Boundary, replayed: usize) {
+        self.events.push(EventKind::Resumed { boundary, replayed });
+    }
+}
+
+/// Tool-call reports in a checkpoint: (id, name, ok) only.
+pub(super) mod compact_calls {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::run::ToolCallReport;
+
+    #[derive(Serialize, Deserialize)]
+    struct Compact {
+        id: String,
+        name: String,
+        ok: bool,
+    }
+
+    pub fn serialize<S: Serializer>(calls: &[ToolCallReport], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(calls.iter().map(|c| Compact {
+            id: c.id.clone(),
+            name: c.name.clone(),
+            ok: c.ok,
+        }))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ToolCallReport>, D::Error> {
+        Ok(Vec::<Compact>::deserialize(d)?
+            .into_iter()
+            .map(|c| ToolCallReport {
+                id: c.id,
+                name: c.name,
+                arguments: serde_json::Value::Null,
+                ok: c.ok,
+                output: String::new(),
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+#[path = "durable_tests.rs"]
+mod tests;

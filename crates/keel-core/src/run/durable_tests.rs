@@ -1,0 +1,282 @@
+//! Unit tests of a run's durability: boundaries, checkpoints and restores, the human's answers,
+//! the journal, and the halts that refuse to guess.
+
+use chrono::DateTime;
+use serde_json::json;
+
+use super::*;
+use crate::agent_tools::ASK_HUMAN;
+use crate::journal::{APPEND_RUN_JOURNAL_ENTRY, UPDATE_RUN_JOURNAL};
+use crate::message::{Message, Role, ToolCall};
+use crate::provider::{ChatResponse, StopReason, Usage};
+use crate::run::{ModelCall, RunSettings};
+use crate::tool::ToolSpec;
+
+fn run() -> Run {
+    let mut settings = RunSettings::new("p", "m");
+    settings.system_prompt = Some("be careful".into());
+    Run::new(
+        "r1",
+        "s1",
+        settings,
+        vec![ToolSpec::new(
+            "append",
+            "appends",
+            json!({"type": "object"}),
+        )],
+        Run::history(vec![Message::user("earlier"), Message::assistant("ok")]),
+        Message::user("append twice"),
+        DateTime::from_timestamp(0, 0).unwrap(),
+    )
+}
+
+fn calls(list: &[(&str, &str, serde_json::Value)]) -> ChatResponse {
+    let calls = list
+        .iter()
+        .map(|(id, name, args)| ToolCall {
+            id: (*id).into(),
+            name: (*name).into(),
+            arguments: args.to_string(),
+        })
+        .collect();
+    ChatResponse {
+        message: Message::assistant_with_calls("", calls),
+        stop_reason: StopReason::ToolUse,
+        usage: Usage::default(),
+        model: "m".into(),
+    }
+}
+
+fn ok(id: &str, content: &str) -> ToolResult {
+    ToolResult {
+        call_id: id.into(),
+        ok: true,
+        content: content.into(),
+    }
+}
+
+/// What the store would hold after the run's boundaries: its messages with their seqs.
+fn stored(run: &Run) -> Vec<StoredMessage> {
+    run.messages()
+        .iter()
+        .enumerate()
+        .map(|(i, message)| StoredMessage {
+            seq: i as u64 + 1,
+            run_id: None,
+            created_at: DateTime::from_timestamp(0, 0).unwrap(),
+            message: message.clone(),
+        })
+        .collect()
+}
+
+fn model_call(step: Step) -> ModelCall {
+    match step {
+        Step::CallModel(call) => call,
+        other => panic!("expected a model call, got {other:?}"),
+    }
+}
+
+#[test]
+fn each_transition_names_its_boundary() {
+    let mut run = run();
+    run.start();
+    assert_eq!(
+        (run.boundary(), run.next_step()),
+        (Boundary::Input, NextStep::CallModel)
+    );
+    run.on_model_result(Ok(calls(&[("a", "append", json!({}))])));
+    assert_eq!(
+        (run.boundary(), run.next_step()),
+        (Boundary::LlmResponse, NextStep::RunTools)
+    );
+    run.on_tool_results(vec![ok("a", "done")]);
+    assert_eq!(
+        (run.boundary(), run.next_step()),
+        (Boundary::ToolResult, NextStep::CallModel)
+    );
+    run.on_model_result(Ok(calls(&[(
+        "j",
+        UPDATE_RUN_JOURNAL,
+        json!({"objective": "append twice"}),
+    )])));
+    assert_eq!(run.boundary(), Boundary::JournalUpdate);
+    assert!(run.take_journal_change().is_some());
+    assert!(run.take_journal_change().is_none(), "taken once");
+    let answer = ChatResponse {
+        message: Message::assistant("done"),
+        stop_reason: StopReason::EndTurn,
+        usage: Usage::default(),
+        model: "m".into(),
+    };
+    run.on_model_result(Ok(answer));
+    assert_eq!(
+        (run.boundary(), run.next_step()),
+        (Boundary::Final, NextStep::Finish)
+    );
+}
+
+#[test]
+fn a_checkpoint_holds_no_messages_and_restores_to_the_same_next_step() {
+    let mut run = run();
+    run.start();
+    let calls = calls(&[
+        ("a", "append", json!({"n": 1})),
+        ("b", "append", json!({"n": 2})),
+    ]);
+    let step = run.on_model_result(Ok(calls));
+    run.mark_persisted();
+    let checkpoint = run
+        .checkpoint(2, DateTime::from_timestamp(9, 0).unwrap())
+        .unwrap();
+    assert_eq!(checkpoint.boundary, Boundary::LlmResponse);
+    assert_eq!((checkpoint.message_cursor, checkpoint.persisted), (1, 4));
+    assert_eq!(checkpoint.prompt_hash, prompt_hash(Some("be careful")));
+    let state = checkpoint.state.to_string();
+    assert!(
+        !state.contains("append twice"),
+        "messages stay in the store: {state}"
+    );
+    assert!(
+        state.len() < 8_000,
+        "a checkpoint is small: {} bytes",
+        state.len()
+    );
+
+    let mut restored = Run::restore(&checkpoint, stored(&run)).unwrap();
+    assert_eq!(restored.resume(), step, "the owed step comes back");
+    assert_eq!(restored.messages(), run.messages());
+    // Both go on identically.
+    let results = vec![ok("a", "1"), ok("b", "2")];
+    assert_eq!(
+        model_call(restored.on_tool_results(results.clone())),
+        model_call(run.on_tool_results(results))
+    );
+}
+
+#[test]
+fn a_restore_refuses_when_the_store_lost_messages() {
+    let mut run = run();
+    run.start();
+    run.mark_persisted();
+    let checkpoint = run
+        .checkpoint(1, DateTime::from_timestamp(0, 0).unwrap())
+        .unwrap();
+    let mut messages = stored(&run);
+    messages.pop();
+    let error = Run::restore(&checkpoint, messages).unwrap_err();
+    assert!(
+        error.to_string().contains("holds 2 of the 3 messages"),
+        "{error}"
+    );
+}
+
+#[test]
+fn ask_human_waits_for_the_answer_and_keeps_call_order() {
+    let mut run = run();
+    run.start();
+    let step = run.on_model_result(Ok(calls(&[
+        ("q", ASK_HUMAN, json!({"question": "Which file?"})),
+        ("a", "append", json!({})),
+    ])));
+    let Step::RunTools(to_run) = step else {
+        panic!("the other tools run first")
+    };
+    assert_eq!(to_run.len(), 1);
+    assert_eq!(
+        run.on_tool_results(vec![ok("a", "appended")]),
+        Step::AskHuman("Which file?".into())
+    );
+    assert_eq!(run.state(), AgentState::WaitingOnHuman);
+    assert_eq!(run.boundary(), Boundary::HumanPause);
+    assert_eq!(run.question(), Some("Which file?"));
+
+    // The pause survives a checkpoint.
+    run.mark_persisted();
+    let checkpoint = run
+        .checkpoint(3, DateTime::from_timestamp(0, 0).unwrap())
+        .unwrap();
+    let mut restored = Run::restore(&checkpoint, stored(&run)).unwrap();
+    assert_eq!(restored.resume(), Step::AskHuman("Which file?".into()));
+
+    let call = model_call(restored.on_human_answer("notes.txt"));
+    let results: Vec<(&str, &str)> = call
+        .request
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| (m.tool_call_id.as_deref().unwrap(), m.content.as_str()))
+        .collect();
+    assert_eq!(
+        results,
+        [("q", "The human answered: notes.txt"), ("a", "appended")]
+    );
+    assert_eq!(restored.state(), AgentState::Running);
+}
+
+#[test]
+fn the_journal_reaches_every_request_as_a_digest_and_in_full() {
+    let mut run = run();
+    run.start();
+    run.on_model_result(Ok(calls(&[
+        (
+            "j1",
+            UPDATE_RUN_JOURNAL,
+            json!({"objective": "Append twice", "handoff_next_action": "append again"}),
+        ),
+        (
+            "j2",
+            APPEND_RUN_JOURNAL_ENTRY,
+            json!({"section": "verified_findings", "entry": "first append worked"}),
+        ),
+    ])));
+    let call = model_call(run.resume());
+    let messages = &call.request.messages;
+    assert!(
+        messages[0]
+            .content
+            .starts_with("be careful\n\nRun journal digest: Objective: Append twice")
+    );
+    let full = messages
+        .iter()
+        .find(|m| m.content.starts_with("Your run journal so far"))
+        .unwrap();
+    assert!(full.content.contains("- first append worked"));
+    assert!(
+        run.messages()
+            .iter()
+            .all(|m| !m.content.contains("Your run journal")),
+        "never stored"
+    );
+    assert_eq!(
+        run.prompt_hash(),
+        prompt_hash(Some("be careful")),
+        "the digest does not change the hash"
+    );
+}
+
+#[test]
+fn an_unsafe_resume_halts_and_keeps_the_batch_owed() {
+    let mut run = run();
+    run.start();
+    run.on_model_result(Ok(calls(&[("a", "append", json!({}))])));
+    let call = run.pending_calls()[0].clone();
+    assert_eq!(run.halt_resume_unsafe(&call), Step::Finish);
+    assert_eq!(run.state(), AgentState::WaitingOnHuman);
+    assert_eq!(run.reason(), Some(ErrorReason::ResumeUnsafe));
+    assert!(run.error().unwrap().contains("--unsafe-call"));
+    assert!(
+        run.drain_events()
+            .iter()
+            .any(|e| e.name() == "agent_run.resume_unsafe")
+    );
+    run.clear_halt(None);
+    assert!(matches!(run.resume(), Step::RunTools(calls) if calls.len() == 1));
+}
+
+#[test]
+fn prompt_hashes_are_stable() {
+    assert_eq!(prompt_hash(Some("abc")), prompt_hash(Some("abc")));
+    assert_ne!(prompt_hash(Some("abc")), prompt_hash(Some("abd")));
+    assert_eq!(prompt_hash(None), prompt_hash(Some("")));
+    assert_eq!(prompt_hash(Some("")).len(), 16);
+}

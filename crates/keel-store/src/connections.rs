@@ -1,0 +1,197 @@
+//! The store's connections: one writer and a few read-only readers, each held open for the
+//! store's life and lent to one caller at a time through a fair (first come, first served)
+//! async mutex.
+//!
+//! Not an sqlx pool: a pool pings every connection it takes back, on a task of its own, so each
+//! use costs an extra trip to the connection's worker thread and a task wake-up. Holding the
+//! connections directly leaves one trip per query. A trip (the query sent to sqlx's worker
+//! thread, the results sent back) costs little CPU but two thread wake-ups, which is what
+//! dominates a small write: so a write transaction is [`Connections::transaction`], which sends
+//! `BEGIN IMMEDIATE` and `COMMIT` with the first and last statements instead of on trips of their
+//! own. A typical commit is then a single trip.
+//!
+//! Cancelling a caller mid-query is safe: sqlx resets the statement when its results are
+//! dropped, and a write transaction cancelled between its `BEGIN` and its `COMMIT` is rolled
+//! back by the next writer before anything else (see [`Connections::writer`]).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use keel_core::StoreError;
+use sqlx::Connection;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqliteSynchronous};
+use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
+
+use crate::batch::Batch;
+use crate::schema;
+
+/// How long a write waits for another process's write transaction before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Read-only connections; readers never block each other or the writer under WAL.
+const READERS: usize = 4;
+
+/// One connection, `None` once the store is closed.
+type Slot = Arc<Mutex<Option<SqliteConnection>>>;
+
+/// A connection lent to one caller until the guard is dropped.
+pub(crate) type Lent<'a> = MappedMutexGuard<'a, SqliteConnection>;
+
+/// The writer and the readers (for an in-memory database, the writer is also the one reader).
+/// Clones share the same connections.
+#[derive(Clone, Debug)]
+pub(crate) struct Connections {
+    writer: Slot,
+    /// Set while the writer may be inside a transaction of [`Connections::transaction`]; still
+    /// set when it was cancelled there. Read and written only by the holder of the writer.
+    unfinished: Arc<AtomicBool>,
+    readers: Arc<[Slot]>,
+    next_reader: Arc<AtomicUsize>,
+}
+
+impl Connections {
+    /// Opens the file at `path` (created if missing) in WAL mode and brings its schema up to
+    /// date; errors are in words, without the path.
+    pub(crate) async fn open(path: &Path) -> Result<Self, String> {
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .busy_timeout(BUSY_TIMEOUT)
+            .foreign_keys(true)
+            .synchronous(SqliteSynchronous::Normal);
+        let mut writer = SqliteConnection::connect_with(
+            &options
+                .clone()
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        schema::migrate(&mut writer).await?;
+        let options = options.read_only(true);
+        let mut readers = Vec::with_capacity(READERS);
+        for _ in 0..READERS {
+            let reader = SqliteConnection::connect_with(&options)
+                .await
+                .map_err(|e| format!("cannot open a reader: {e}"))?;
+            readers.push(slot(reader));
+        }
+        Ok(Connections {
+            writer: slot(writer),
+            unfinished: Arc::default(),
+            readers: readers.into(),
+            next_reader: Arc::default(),
+        })
+    }
+
+    /// An empty database in memory: one connection, that lives as long as the store, for
+    /// writing and reading.
+    pub(crate) async fn open_in_memory() -> Result<Self, String> {
+        let options = SqliteConnectOptions::new()
+            .in_memory(true)
+            .foreign_keys(true);
+        let mut conn = SqliteConnection::connect_with(&options)
+            .await
+            .map_err(|e| e.to_string())?;
+        schema::migrate(&mut conn).await?;
+        let writer = slot(conn);
+        Ok(Connections {
+            readers: Arc::new([writer.clone()]),
+            writer,
+            unfinished: Arc::default(),
+            next_reader: Arc::default(),
+        })
+    }
+
+    /// The writer, once the writers that asked before have returned it, outside any
+    /// transaction: one its last holder left open by being cancelled is rolled back first.
+    pub(crate) async fn writer(&self) -> Result<Lent<'_>, StoreError> {
+        let mut conn = lend(self.writer.lock().await)?;
+        if self.unfinished.load(Ordering::Acquire) {
+            rollback(&mut conn).await;
+            self.unfinished.store(false, Ordering::Release);
+        }
+        Ok(conn)
+    }
+
+    /// Runs `batches` in order as one `BEGIN IMMEDIATE` transaction on the writer, sent with
+    /// the first and committed with the last; on any failure nothing is kept. Returns whether a
+    /// statement returned a true row (see [`Batch::run`]); errors are in words.
+    pub(crate) async fn transaction(&self, mut batches: Vec<Batch>) -> Result<bool, String> {
+        let Some(last) = batches.len().checked_sub(1) else {
+            return Ok(false);
+        };
+        batches[0].begin_immediate();
+        batches[last].commit();
+        let mut conn = self.writer().await.map_err(|e| e.to_string())?;
+        self.unfinished.store(true, Ordering::Release);
+        let mut returned = false;
+        for batch in batches {
+            match batch.run(&mut conn).await {
+                Ok(row) => returned |= row.unwrap_or(false),
+                Err(e) => {
+                    // Also when the failure was BEGIN itself: a ROLLBACK without a
+                    // transaction fails harmlessly.
+                    rollback(&mut conn).await;
+                    self.unfinished.store(false, Ordering::Release);
+                    return Err(e);
+                }
+            }
+        }
+        self.unfinished.store(false, Ordering::Release);
+        Ok(returned)
+    }
+
+    /// A reader: the first free one from a rotating start, else the next in turn when it is
+    /// free.
+    pub(crate) async fn reader(&self) -> Result<Lent<'_>, StoreError> {
+        if self
+            .readers
+            .iter()
+            .any(|reader| Arc::ptr_eq(reader, &self.writer))
+        {
+            // In memory: the one connection may hold a cancelled write's transaction.
+            return self.writer().await;
+        }
+        let count = self.readers.len();
+        let start = self.next_reader.fetch_add(1, Ordering::Relaxed) % count;
+        for i in 0..count {
+            if let Ok(guard) = self.readers[(start + i) % count].try_lock() {
+                return lend(guard);
+            }
+        }
+        lend(self.readers[start].lock().await)
+    }
+
+    /// Closes every connection, waiting for those lent out to be returned.
+    pub(crate) async fn close(&self) {
+        for slot in std::iter::once(&self.writer).chain(self.readers.iter()) {
+            if let Some(conn) = slot.lock().await.take() {
+                // Closing only fails when the connection is already broken: nothing to keep.
+                let _ = conn.close().await;
+            }
+        }
+    }
+
+    /// Every open connection in turn, for tests that look at their settings.
+    #[cfg(test)]
+    pub(crate) fn all(&self) -> impl Iterator<Item = &Slot> {
+        std::iter::once(&self.writer).chain(self.readers.iter())
+    }
+}
+
+/// Ends the connection's transaction, if it has one. Errors are left out: "no transaction is
+/// active" is the expected one, and a broken connection fails its next statement anyway.
+async fn rollback(conn: &mut SqliteConnection) {
+    let _ = sqlx::query("ROLLBACK").execute(conn).await;
+}
+
+fn slot(conn: SqliteConnection) -> Slot {
+    Arc::new(Mutex::new(Some(conn)))
+}
+
+fn lend(guard: MutexGuard<'_, Option<SqliteConnection>>) -> Result<Lent<'_>, StoreError> {
+    MutexGuard::try_map(guard, Option::as_mut)
+        .map_err(|_| StoreError::Backend("the store is closed".into()))
+}

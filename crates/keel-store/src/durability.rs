@@ -1,0 +1,358 @@
+//! What a run needs to survive its worker (DESIGN.md section 7, `migrations/0004_durability.sql`):
+//! the rest of a safe boundary's commit (checkpoint, tool-call envelope rows, events, journal),
+//! added to the commit's batches so the whole boundary is one transaction, and the reads,
+//! heartbeats and cancel requests around them.
+//!
+//! A boundary's statements follow the run upsert in the same query (see [`crate::batch`]), in
+//! this order: the checkpoint and the events reference the run, which exists by then, and the
+//! events are numbered from `runs.event_count`, which the upsert has just raised by their number:
+//! event `k` of `m` is `event_count - m + k`, found through the primary key without reading a
+//! single event.
+
+use std::fmt::Write;
+
+use chrono::{DateTime, Utc};
+use keel_core::store::Commit;
+use keel_core::{Checkpoint, Event, Journal, StoreError, ToolCallRecord};
+use sqlx::Row;
+use sqlx::sqlite::SqliteConnection;
+
+use crate::batch::{Batch, Plan, ROWS_PER_QUERY};
+use crate::codec::{self, stored_count, timestamp, to_json};
+use crate::connections::Connections;
+
+/// The checkpoint's run is the commit's (`$5`).
+const INSERT_CHECKPOINT: &str = "INSERT INTO checkpoints (run_id, seq, boundary, iteration, \
+     message_cursor, persisted, prompt_hash, completed_calls, state, created_at) VALUES ($5";
+
+/// Parameters bound per checkpoint.
+const CHECKPOINT_PARAMS: usize = 9;
+
+const INSERT_TOOL_CALLS: &str = "INSERT INTO tool_calls (run_id, call_id, name, arguments, \
+     idempotent, started_at, completed_at, ok, output) VALUES ";
+
+/// A later row of the same call replaces the earlier one, within a statement too.
+const UPSERT_TOOL_CALLS_TAIL: &str = " ON CONFLICT (run_id, call_id) DO UPDATE SET \
+     name = excluded.name, arguments = excluded.arguments, idempotent = excluded.idempotent, \
+     started_at = excluded.started_at, completed_at = excluded.completed_at, ok = excluded.ok, \
+     output = excluded.output";
+
+/// Parameters bound per envelope row.
+const TOOL_CALL_PARAMS: usize = 9;
+
+const INSERT_EVENTS: &str = "INSERT INTO run_events (run_id, seq, ts, name, payload) VALUES ";
+
+/// The seq of event `k` of `m` is this minus `m - k` (see the module documentation).
+const EVENT_SEQ: &str = "(SELECT event_count FROM runs WHERE id = $5)";
+
+/// Parameters bound per event.
+const EVENT_PARAMS: usize = 3;
+
+/// The journal of the commit's session (`$1`), updated now (`$2`).
+const UPSERT_JOURNAL: &str = "INSERT INTO journals (session_id, journal, updated_at) VALUES ($1";
+
+const UPSERT_JOURNAL_TAIL: &str = ", $2) ON CONFLICT (session_id) DO UPDATE SET \
+     journal = excluded.journal, updated_at = excluded.updated_at";
+
+/// Every column of `checkpoints`, as [`codec::decode_checkpoint`] reads them.
+macro_rules! select_checkpoints {
+    () => {
+        "SELECT run_id, seq, boundary, iteration, message_cursor, persisted, prompt_hash, \
+         completed_calls, state, created_at FROM checkpoints WHERE run_id = $1"
+    };
+}
+
+const SELECT_CHECKPOINTS: &str = concat!(select_checkpoints!(), " ORDER BY seq");
+
+const SELECT_LATEST_CHECKPOINT: &str = concat!(select_checkpoints!(), " ORDER BY seq DESC LIMIT 1");
+
+const SELECT_TOOL_CALLS: &str = "SELECT run_id, call_id, name, arguments, idempotent, \
+     started_at, completed_at, ok, output FROM tool_calls WHERE run_id = $1 \
+     ORDER BY started_at, call_id";
+
+const SELECT_EVENTS: &str = "SELECT seq, payload FROM run_events WHERE run_id = $1 ORDER BY seq";
+
+const SELECT_JOURNAL: &str = "SELECT journal FROM journals WHERE session_id = $1";
+
+/// Sets the heartbeat only, and answers whether the run was asked to stop; no row: no run.
+const HEARTBEAT: &str = "UPDATE runs SET heartbeat_at = $2 WHERE id = $1 \
+     RETURNING cancel_requested_at IS NOT NULL";
+
+/// The first request wins; later ones leave its time. Counts the run as found either way.
+const REQUEST_CANCEL: &str = "UPDATE runs SET cancel_requested_at = \
+     COALESCE(cancel_requested_at, $2) WHERE id = $1";
+
+/// Adds the commit's checkpoint, envelope rows, events and journal, in that order, after its
+/// run upsert (the last statement of `plan`).
+pub(crate) fn add_boundary(plan: &mut Plan<'_>, commit: &Commit<'_>) -> Result<(), StoreError> {
+    if let Some(checkpoint) = commit.checkpoint {
+        add_checkpoint(plan.batch(CHECKPOINT_PARAMS)?, checkpoint)?;
+    }
+    for chunk in commit.tool_calls.chunks(ROWS_PER_QUERY) {
+        add_tool_calls(plan.batch(chunk.len() * TOOL_CALL_PARAMS)?, chunk)?;
+    }
+    let count = commit.events.len();
+    for (i, chunk) in commit.events.chunks(ROWS_PER_QUERY).enumerate() {
+        let first = i * ROWS_PER_QUERY;
+        add_events(
+            plan.batch(chunk.len() * EVENT_PARAMS)?,
+            chunk,
+            count - first,
+        )?;
+    }
+    if let Some(journal) = commit.journal {
+        let batch = plan.batch(1)?;
+        batch
+            .end_statement()
+            .sql(UPSERT_JOURNAL)
+            .value(to_json(journal, "the journal")?)?
+            .sql(UPSERT_JOURNAL_TAIL);
+    }
+    Ok(())
+}
+
+fn add_checkpoint(batch: &mut Batch, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+    batch
+        .end_statement()
+        .sql(INSERT_CHECKPOINT)
+        .value(i64::from(checkpoint.seq))?
+        .value(checkpoint.boundary.as_str())?
+        .value(i64::from(checkpoint.iteration))?
+        .value(stored_count(checkpoint.message_cursor, "message_cursor")?)?
+        .value(stored_count(checkpoint.persisted, "persisted")?)?
+        .value(checkpoint.prompt_hash.as_str())?
+        .value(to_json(&checkpoint.completed_calls, "completed calls")?)?
+        .value(to_json(&checkpoint.state, "checkpoint state")?)?
+        .value(timestamp(checkpoint.created_at))?
+        .sql(")");
+    Ok(())
+}
+
+/// One upsert of up to [`ROWS_PER_QUERY`] envelope rows.
+pub(crate) fn add_tool_calls(
+    batch: &mut Batch,
+    calls: &[ToolCallRecord],
+) -> Result<(), StoreError> {
+    batch.end_statement().sql(INSERT_TOOL_CALLS);
+    for (row, call) in calls.iter().enumerate() {
+        let n = batch.param(call.run_id.as_str())?;
+        // Writing to a String cannot fail.
+        let _ = write!(batch, "{}(${n}", if row == 0 { "" } else { ", " });
+        batch
+            .value(call.call_id.as_str())?
+            .value(call.name.as_str())?
+            .value(call.arguments.as_str())?
+            .value(call.idempotent)?
+            .value(timestamp(call.started_at))?
+            .value(call.completed_at.map(timestamp))?
+            .value(call.ok)?
+            .value(call.output.as_deref())?
+            .sql(")");
+    }
+    batch.sql(UPSERT_TOOL_CALLS_TAIL);
+    Ok(())
+}
+
+/// One insert of up to [`ROWS_PER_QUERY`] events, the first of which has `remaining - 1` events
+/// of the commit after it.
+fn add_events(batch: &mut Batch, events: &[Event], remaining: usize) -> Result<(), StoreError> {
+    batch.end_statement().sql(INSERT_EVENTS);
+    for (row, event) in events.iter().enumerate() {
+        let after = remaining - row - 1;
+        let separator = if row == 0 { "" } else { ", " };
+        // Writing to a String cannot fail.
+        let _ = write!(batch, "{separator}($5, {EVENT_SEQ} - {after}");
+        batch
+            .value(timestamp(event.ts))?
+            .value(event.kind.name())?
+            .value(to_json(event, "an event")?)?
+            .sql(")");
+    }
+    Ok(())
+}
+
+/// Adds what was being done to a database error.
+fn failed(doing: impl FnOnce() -> String) -> impl FnOnce(sqlx::Error) -> StoreError {
+    move |e| StoreError::Backend(format!("{}: {e}", doing()))
+}
+
+/// Every checkpoint of `run_id`, oldest first.
+pub(crate) async fn checkpoints(
+    reader: &mut SqliteConnection,
+    run_id: &str,
+) -> Result<Vec<Checkpoint>, StoreError> {
+    let rows = sqlx::query(SELECT_CHECKPOINTS)
+        .bind(run_id)
+        .fetch_all(reader)
+        .await
+        .map_err(failed(|| {
+            format!("cannot read the checkpoints of run `{run_id}`")
+        }))?;
+    rows.iter().map(codec::decode_checkpoint).collect()
+}
+
+/// The latest checkpoint of `run_id`.
+pub(crate) async fn latest_checkpoint(
+    reader: &mut SqliteConnection,
+    run_id: &str,
+) -> Result<Option<Checkpoint>, StoreError> {
+    let row = sqlx::query(SELECT_LATEST_CHECKPOINT)
+        .bind(run_id)
+        .fetch_optional(reader)
+        .await
+        .map_err(failed(|| {
+            format!("cannot read the latest checkpoint of run `{run_id}`")
+        }))?;
+    row.as_ref().map(codec::decode_checkpoint).transpose()
+}
+
+/// The envelope rows of `run_id`, by start time, then call id.
+pub(crate) async fn tool_calls(
+    reader: &mut SqliteConnection,
+    run_id: &str,
+) -> Result<Vec<ToolCallRecord>, StoreError> {
+    let rows = sqlx::query(SELECT_TOOL_CALLS)
+        .bind(run_id)
+        .fetch_all(reader)
+        .await
+        .map_err(failed(|| {
+            format!("cannot read the tool calls of run `{run_id}`")
+        }))?;
+    rows.iter().map(codec::decode_tool_call).collect()
+}
+
+/// Inserts or replaces envelope rows, in one transaction; a single statement needs none.
+pub(crate) async fn record_tool_calls(
+    conns: &Connections,
+    calls: &[ToolCallRecord],
+) -> Result<(), StoreError> {
+    let mut batches = Vec::with_capacity(calls.len().div_ceil(ROWS_PER_QUERY));
+    for chunk in calls.chunks(ROWS_PER_QUERY) {
+        let mut batch = Batch::new();
+        add_tool_calls(&mut batch, chunk)?;
+        batches.push(batch);
+    }
+    let result = if batches.len() == 1 {
+        let mut writer = conns.writer().await?;
+        match batches.pop() {
+            Some(batch) => batch.run(&mut writer).await.map(drop),
+            None => Ok(()),
+        }
+    } else {
+        conns.transaction(batches).await.map(drop)
+    };
+    result.map_err(|e| StoreError::Backend(format!("cannot record tool calls: {e}")))
+}
+
+/// The events of `run_id`, in order.
+pub(crate) async fn events(
+    reader: &mut SqliteConnection,
+    run_id: &str,
+) -> Result<Vec<Event>, StoreError> {
+    let rows = sqlx::query(SELECT_EVENTS)
+        .bind(run_id)
+        .fetch_all(reader)
+        .await
+        .map_err(failed(|| {
+            format!("cannot read the events of run `{run_id}`")
+        }))?;
+    rows.iter()
+        .map(|row| codec::decode_event(row, run_id))
+        .collect()
+}
+
+/// The journal of `session_id`.
+pub(crate) async fn journal(
+    reader: &mut SqliteConnection,
+    session_id: &str,
+) -> Result<Option<Journal>, StoreError> {
+    let row = sqlx::query(SELECT_JOURNAL)
+        .bind(session_id)
+        .fetch_optional(reader)
+        .await
+        .map_err(failed(|| {
+            format!("cannot read the journal of session `{session_id}`")
+        }))?;
+    row.as_ref()
+        .map(|row| codec::decode_journal(row, session_id))
+        .transpose()
+}
+
+/// Sets the heartbeat of `run_id`; returns whether it was asked to stop (false: no such run).
+pub(crate) async fn heartbeat(
+    writer: &mut SqliteConnection,
+    run_id: &str,
+    at: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let doing = || format!("cannot record the heartbeat of run `{run_id}`");
+    let row = sqlx::query(HEARTBEAT)
+        .bind(run_id)
+        .bind(timestamp(at))
+        .fetch_optional(writer)
+        .await
+        .map_err(failed(doing))?;
+    row.map(|row| row.try_get::<bool, _>(0))
+        .transpose()
+        .map_err(failed(doing))
+        .map(|cancel| cancel.unwrap_or(false))
+}
+
+/// Asks `run_id` to stop at `at`, unless it was asked before; false when there is no such run.
+pub(crate) async fn request_cancel(
+    writer: &mut SqliteConnection,
+    run_id: &str,
+    at: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(REQUEST_CANCEL)
+        .bind(run_id)
+        .bind(timestamp(at))
+        .execute(writer)
+        .await
+        .map_err(failed(|| format!("cannot request run `{run_id}` to stop")))?;
+    Ok(done.rows_affected() > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlx::AssertSqlSafe;
+
+    /// The details of `EXPLAIN QUERY PLAN` for `query`, one step a line.
+    async fn plan(conns: &Connections, query: &str) -> String {
+        // Rows of EXPLAIN QUERY PLAN are (id, parent, notused, detail).
+        let rows: Vec<(i64, i64, i64, String)> =
+            sqlx::query_as(AssertSqlSafe(format!("EXPLAIN QUERY PLAN {query}")))
+                .bind("r")
+                .bind("x")
+                .fetch_all(&mut *conns.reader().await.unwrap())
+                .await
+                .unwrap();
+        rows.into_iter()
+            .map(|row| row.3)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[tokio::test]
+    async fn reads_and_the_event_numbering_seek_their_primary_keys() {
+        let conns = Connections::open_in_memory().await.unwrap();
+        for query in [
+            SELECT_CHECKPOINTS,
+            SELECT_LATEST_CHECKPOINT,
+            SELECT_EVENTS,
+            SELECT_JOURNAL,
+            SELECT_TOOL_CALLS,
+            HEARTBEAT,
+            REQUEST_CANCEL,
+            "SELECT event_count FROM runs WHERE id = $1",
+        ] {
+            let text = plan(&conns, query).await;
+            assert!(text.contains("SEARCH"), "{query}:\n{text}");
+            assert!(!text.contains("SCAN"), "{query}:\n{text}");
+            // Only the envelope rows are sorted (by start time): a handful per run.
+            if query != SELECT_TOOL_CALLS {
+                assert!(!text.contains("TEMP B-TREE"), "{query}:\n{text}");
+            }
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! Fixtures shared by the durability tests: runs, times and events of many shapes.
+
+// Each test crate uses its own part of these.
+#![allow(dead_code)]
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use keel_core::{
+    AgentState, ErrorReason, Event, EventKind, ProviderErrorKind, RunRecord, StopReason,
+    StreamDelta, Usage,
+};
+
+/// A fixed instant `minutes` after a base time, with a sub-microsecond part.
+pub fn at(minutes: i64) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2025, 3, 1, 12, 0, 0).unwrap()
+        + Duration::minutes(minutes)
+        + Duration::nanoseconds(17)
+}
+
+pub fn run_record(id: &str, session_id: &str, started_at: DateTime<Utc>) -> RunRecord {
+    RunRecord {
+        id: id.into(),
+        session_id: session_id.into(),
+        state: AgentState::Running,
+        reason: None,
+        provider: "anthropic".into(),
+        model: "claude-sonnet-4".into(),
+        model_used: None,
+        iterations: 0,
+        usage: Usage::default(),
+        final_text: None,
+        error: None,
+        started_at,
+        updated_at: started_at,
+        finished_at: None,
+        cost: 0.0,
+        heartbeat_at: None,
+        cancel_requested_at: None,
+        resume_available: false,
+    }
+}
+
+pub fn event(run: &RunRecord, minutes: i64, kind: EventKind) -> Event {
+    Event {
+        ts: at(minutes) + Duration::nanoseconds(minutes.rem_euclid(1000)),
+        run_id: run.id.clone(),
+        session_id: run.session_id.clone(),
+        kind,
+    }
+}
+
+/// Events of many shapes: nested objects, options, floats, flattened stream deltas.
+pub fn many_events(run: &RunRecord) -> Vec<Event> {
+    vec![
+        event(
+            run,
+            1,
+            EventKind::RunStarted {
+                provider: "anthropic".into(),
+                model: "claude-sonnet-4".into(),
+            },
+        ),
+        event(
+            run,
+            2,
+            EventKind::ModelResponse {
+                iteration: 1,
+                model: "claude-sonnet-4-20250514".into(),
+                stop_reason: StopReason::ToolUse,
+                tool_calls: 2,
+                usage: Usage {
+                    input_tokens: 1_234,
+                    output_tokens: 56,
+                    cache_read_tokens: 1_000,
+                    cache_write_tokens: 7,
+                },
+                latency_ms: 812,
+            },
+        ),
+        event(
+            run,
+            3,
+            EventKind::ModelError {
+                iteration: 2,
+                kind: ProviderErrorKind::RateLimit,
+                status: None,
+                message: "slow down".into(),
+            },
+        ),
+        event(
+            run,
+            4,
+            EventKind::StreamDelta {
+                delta: StreamDelta::ToolCallArguments {
+                    index: 1,
+                    fragment: "{\"pa".into(),
+                },
+            },
+        ),
+        event(
+            run,
+            5,
+            EventKind::BudgetNear {
+                tokens: 90_000,
+                cost: 0.1 + 0.2,
+                message: "You are close to the budget.".into(),
+            },
+        ),
+        event(
+            run,
+            6,
+            EventKind::ToolCompleted {
+                call_id: "call_1".into(),
+                name: "read_file".into(),
+                ok: false,
+                output: "no such file: 日本語.txt".into(),
+                truncated: true,
+                duration_ms: 3,
+            },
+        ),
+        event(
+            run,
+            7,
+            EventKind::RunFailed {
+                state: AgentState::Error,
+                reason: Some(ErrorReason::ProviderFatal),
+                message: "gave up".into(),
+                iterations: 2,
+            },
+        ),
+    ]
+}

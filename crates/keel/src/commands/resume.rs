@@ -1,0 +1,104 @@
+//! `keel resume` and `keel answer`: going on with a run that stopped — its worker died, it
+//! halted for a decision, or it waits for an answer.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use keel_core::{AgentError, ResumeOptions, UnsafeCall};
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{AgentArgs, AnswerArgs, ResumeArgs, UnsafeCallChoice};
+use crate::commands::run::{SettingsSource, build, exit_code, show_result, watch_ctrl_c};
+use crate::config::{ConfigError, keel_home};
+use crate::output::TerminalOutput;
+use crate::setup;
+
+/// How to go on.
+enum GoOn {
+    Resume {
+        accept_prompt_change: bool,
+        unsafe_call: Option<UnsafeCall>,
+        force: bool,
+    },
+    Answer(String),
+}
+
+/// Runs `keel resume`.
+pub async fn resume(config_file: Option<&Path>, args: ResumeArgs) -> anyhow::Result<ExitCode> {
+    let how = GoOn::Resume {
+        force: args.force,
+        accept_prompt_change: args.accept_prompt_change,
+        unsafe_call: args.unsafe_call.map(|choice| match choice {
+            UnsafeCallChoice::Retry => UnsafeCall::Retry,
+            UnsafeCallChoice::Skip => UnsafeCall::Skip,
+        }),
+    };
+    go_on(config_file, &args.run_id, &args.agent, args.json, how).await
+}
+
+/// Runs `keel answer`.
+pub async fn answer(config_file: Option<&Path>, args: AnswerArgs) -> anyhow::Result<ExitCode> {
+    let how = GoOn::Answer(args.answer.join(" "));
+    go_on(config_file, &args.run_id, &args.agent, args.json, how).await
+}
+
+async fn go_on(
+    config_file: Option<&Path>,
+    run_id: &str,
+    flags: &AgentArgs,
+    json: bool,
+    how: GoOn,
+) -> anyhow::Result<ExitCode> {
+    let home = keel_home()?;
+    let store = setup::open_store(&home).await?;
+    let reconciled = setup::reconcile(store.as_ref(), config_file, &home).await?;
+    let Some(record) = store.run(run_id).await? else {
+        return Err(ConfigError(format!("no run `{run_id}`: `keel runs` lists them")).into());
+    };
+    let output = Arc::new(TerminalOutput::new(!json));
+    let source = SettingsSource {
+        config_file,
+        home: &home,
+        flags,
+    };
+    let (agent, _) = build(
+        source,
+        store,
+        output.clone(),
+        &record.session_id,
+        None,
+        reconciled,
+    )?;
+    let cancel = CancellationToken::new();
+    let watcher = watch_ctrl_c(cancel.clone());
+    let report = match how {
+        GoOn::Resume {
+            accept_prompt_change,
+            unsafe_call,
+            force,
+        } => {
+            let options = ResumeOptions {
+                accept_prompt_change,
+                unsafe_call,
+                cancel: Some(cancel),
+                force,
+            };
+            agent.resume(run_id, options).await
+        }
+        GoOn::Answer(text) => agent.answer(run_id, &text).await,
+    };
+    watcher.abort();
+    let report = report.map_err(|e| match e {
+        // What the user must do differently: a usage error, exit code 2.
+        AgentError::NotResumable(message) => anyhow::Error::new(ConfigError(message)),
+        other => anyhow::Error::new(other),
+    })?;
+    let streamed = output.finish();
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        show_result(&report, streamed);
+    }
+    Ok(exit_code(report.state))
+}

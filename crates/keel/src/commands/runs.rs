@@ -1,0 +1,153 @@
+//! `keel runs`: list runs, show one (record, checkpoints, tool envelope, events, handoff), or
+//! ask one to stop.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use chrono::Utc;
+use keel_core::{AgentState, RunRecord};
+
+use crate::cli::{RunsAction, RunsArgs};
+use crate::config::{ConfigError, keel_home};
+use crate::output::one_line;
+use crate::setup;
+
+/// Runs `keel runs`.
+pub async fn runs(
+    config_file: Option<&std::path::Path>,
+    args: RunsArgs,
+) -> anyhow::Result<ExitCode> {
+    let home = keel_home()?;
+    let store = setup::open_store(&home).await?;
+    setup::reconcile(store.as_ref(), config_file, &home).await?;
+    match args.action {
+        None => {
+            let runs = store.list_runs(args.session.as_deref(), args.limit).await?;
+            if runs.is_empty() {
+                println!("no runs yet: start one with `keel run PROMPT`");
+            }
+            for run in runs {
+                println!("{}", summary_line(&run));
+            }
+        }
+        Some(RunsAction::Show { id }) => {
+            let Some(run) = store.run(&id).await? else {
+                return Err(no_run(&id));
+            };
+            let mut out = String::new();
+            let _ = writeln!(out, "{}", summary_line(&run));
+            let _ = writeln!(out, "session {}  provider {}", run.session_id, run.provider);
+            if let Some(error) = &run.error {
+                let _ = writeln!(out, "why: {error}");
+            }
+            if run.resume_available {
+                let _ = writeln!(out, "resume with: keel resume {}", run.id);
+            }
+            if ended_badly(&run)
+                && let Some(handoff) = store
+                    .journal(&run.session_id)
+                    .await?
+                    .and_then(|journal| journal.handoff())
+            {
+                let _ = writeln!(out, "\nhandoff (from the run journal):");
+                for line in handoff.lines() {
+                    let _ = writeln!(out, "  {line}");
+                }
+            }
+            let _ = writeln!(out, "\ncheckpoints:");
+            for c in store.checkpoints(&id).await? {
+                let _ = writeln!(
+                    out,
+                    "  {:>3}  {:<14} iteration {:<3} messages {}..={}  {}",
+                    c.seq,
+                    c.boundary.as_str(),
+                    c.iteration,
+                    c.message_cursor,
+                    c.persisted,
+                    c.created_at.format("%H:%M:%S%.3f")
+                );
+            }
+            let _ = writeln!(out, "\ntool envelope:");
+            for t in store.tool_calls(&id).await? {
+                let status = match (t.completed_at, t.ok) {
+                    (None, _) => "STARTED, NOT COMPLETED".to_string(),
+                    (Some(_), Some(true)) => "ok".to_string(),
+                    (Some(_), _) => "failed".to_string(),
+                };
+                let _ = writeln!(
+                    out,
+                    "  {}  {} {}  [{}{}]  {}",
+                    t.call_id,
+                    t.name,
+                    one_line(&t.arguments, 60),
+                    if t.idempotent { "idempotent, " } else { "" },
+                    status,
+                    one_line(t.output.as_deref().unwrap_or(""), 60)
+                );
+            }
+            let _ = writeln!(out, "\nevents:");
+            for e in store.events(&id).await? {
+                let mut payload = serde_json::to_value(&e.kind).unwrap_or_default();
+                if let Some(map) = payload.as_object_mut() {
+                    map.remove("event");
+                }
+                let _ = writeln!(
+                    out,
+                    "  {}  {}  {}",
+                    e.ts.format("%H:%M:%S%.3f"),
+                    e.kind.name(),
+                    one_line(&payload.to_string(), 120)
+                );
+            }
+            print!("{out}");
+        }
+        Some(RunsAction::Cancel { id }) => {
+            if !store.request_cancel(&id, Utc::now()).await? {
+                return Err(no_run(&id));
+            }
+            println!(
+                "asked run {id} to stop: a running loop stops at its next boundary; a paused run \
+                 is cancelled by the reconciler after the cancel timeout"
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn no_run(id: &str) -> anyhow::Error {
+    ConfigError(format!("no run `{id}`: `keel runs` lists them")).into()
+}
+
+fn ended_badly(run: &RunRecord) -> bool {
+    !matches!(
+        run.state,
+        AgentState::Completed | AgentState::Running | AgentState::Queued
+    )
+}
+
+/// One line: id, state, model, iterations, tokens, cost, age.
+fn summary_line(run: &RunRecord) -> String {
+    let age = Utc::now() - run.started_at;
+    let age = if age.num_days() > 0 {
+        format!("{}d", age.num_days())
+    } else if age.num_hours() > 0 {
+        format!("{}h", age.num_hours())
+    } else if age.num_minutes() > 0 {
+        format!("{}m", age.num_minutes())
+    } else {
+        format!("{}s", age.num_seconds().max(0))
+    };
+    let state = match run.reason {
+        Some(reason) => format!("{} ({reason})", run.state),
+        None => run.state.to_string(),
+    };
+    format!(
+        "{}  {:<28} {:<20} {:>3} iter  {:>7} tok  ${:.4}  {age} ago",
+        run.id,
+        state,
+        run.model_used.as_deref().unwrap_or(&run.model),
+        run.iterations,
+        run.usage.total(),
+        run.cost,
+    )
+}
