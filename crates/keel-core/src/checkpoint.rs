@@ -75,9 +75,14 @@ pub struct Checkpoint {
     pub prompt_hash: String,
     /// Ids of the tool calls completed so far in this run.
     pub completed_calls: Vec<String>,
-    /// The run's own state (counters, guardrails, pending step), without its messages: those
-    /// are in the store.
-    pub state: serde_json::Value,
+    /// The run's own state as JSON (counters, guardrails, pending step), without its messages
+    /// (those are in the store) and without its frame.
+    pub state: String,
+    /// The run's frame as JSON: its settings and tool specs, which rarely change. Written with
+    /// the run's first checkpoint and again only when the frame changes (a resume under a new
+    /// system prompt), so a boundary stores only what is new. [`crate::Store::latest_checkpoint`]
+    /// fills it in from the latest checkpoint that has one.
+    pub frame: Option<String>,
     /// When it was written.
     pub created_at: DateTime<Utc>,
 }

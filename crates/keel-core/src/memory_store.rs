@@ -275,11 +275,17 @@ impl Store for MemoryStore {
     }
 
     async fn latest_checkpoint(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
-        Ok(self
-            .lock()?
-            .checkpoints
-            .get(run_id)
-            .and_then(|all| all.last().cloned()))
+        let data = self.lock()?;
+        let Some(all) = data.checkpoints.get(run_id) else {
+            return Ok(None);
+        };
+        Ok(all.last().map(|latest| {
+            let mut latest = latest.clone();
+            if latest.frame.is_none() {
+                latest.frame = all.iter().rev().find_map(|c| c.frame.clone());
+            }
+            latest
+        }))
     }
 
     async fn events(&self, run_id: &str) -> Result<Vec<Event>, StoreError> {

@@ -218,10 +218,11 @@ pub trait Store: Send + Sync {
     /// The envelope rows of a run, by start time.
     async fn tool_calls(&self, run_id: &str) -> Result<Vec<ToolCallRecord>, StoreError>;
 
-    /// Every checkpoint of a run, oldest first.
+    /// Every checkpoint of a run, oldest first, as written (a frame only where one was written).
     async fn checkpoints(&self, run_id: &str) -> Result<Vec<Checkpoint>, StoreError>;
 
-    /// The latest checkpoint of a run.
+    /// The latest checkpoint of a run, its frame filled in from the latest checkpoint that has
+    /// one when it has none of its own: what a resume needs.
     async fn latest_checkpoint(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError>;
 
     /// The events kept with a run, in order.

@@ -354,7 +354,8 @@ pub(crate) fn decode_checkpoint(row: &SqliteRow) -> Result<Checkpoint, StoreErro
         persisted: count_column(row, "persisted", place)?,
         prompt_hash: column(row, "prompt_hash", place)?,
         completed_calls: required_json_column(row, "completed_calls", place)?,
-        state: required_json_column(row, "state", place)?,
+        state: column(row, "state", place)?,
+        frame: column(row, "frame", place)?,
         created_at: time_column(row, "created_at", place)?,
         run_id,
     })

@@ -23,10 +23,11 @@ use crate::connections::Connections;
 
 /// The checkpoint's run is the commit's (`$5`).
 const INSERT_CHECKPOINT: &str = "INSERT INTO checkpoints (run_id, seq, boundary, iteration, \
-     message_cursor, persisted, prompt_hash, completed_calls, state, created_at) VALUES ($5";
+     message_cursor, persisted, prompt_hash, completed_calls, state, frame, created_at) \
+     VALUES ($5";
 
 /// Parameters bound per checkpoint.
-const CHECKPOINT_PARAMS: usize = 9;
+const CHECKPOINT_PARAMS: usize = 10;
 
 const INSERT_TOOL_CALLS: &str = "INSERT INTO tool_calls (run_id, call_id, name, arguments, \
      idempotent, started_at, completed_at, ok, output) VALUES ";
@@ -58,13 +59,18 @@ const UPSERT_JOURNAL_TAIL: &str = ", $2) ON CONFLICT (session_id) DO UPDATE SET 
 macro_rules! select_checkpoints {
     () => {
         "SELECT run_id, seq, boundary, iteration, message_cursor, persisted, prompt_hash, \
-         completed_calls, state, created_at FROM checkpoints WHERE run_id = $1"
+         completed_calls, state, frame, created_at FROM checkpoints WHERE run_id = $1"
     };
 }
 
 const SELECT_CHECKPOINTS: &str = concat!(select_checkpoints!(), " ORDER BY seq");
 
-const SELECT_LATEST_CHECKPOINT: &str = concat!(select_checkpoints!(), " ORDER BY seq DESC LIMIT 1");
+/// The latest checkpoint, its frame from the latest checkpoint that has one.
+const SELECT_LATEST_CHECKPOINT: &str = "SELECT run_id, seq, boundary, iteration, \
+     message_cursor, persisted, prompt_hash, completed_calls, state, \
+     COALESCE(frame, (SELECT f.frame FROM checkpoints f WHERE f.run_id = $1 \
+         AND f.frame IS NOT NULL ORDER BY f.seq DESC LIMIT 1)) AS frame, created_at \
+     FROM checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT 1";
 
 const SELECT_TOOL_CALLS: &str = "SELECT run_id, call_id, name, arguments, idempotent, \
      started_at, completed_at, ok, output FROM tool_calls WHERE run_id = $1 \
@@ -122,7 +128,8 @@ fn add_checkpoint(batch: &mut Batch, checkpoint: &Checkpoint) -> Result<(), Stor
         .value(stored_count(checkpoint.persisted, "persisted")?)?
         .value(checkpoint.prompt_hash.as_str())?
         .value(to_json(&checkpoint.completed_calls, "completed calls")?)?
-        .value(to_json(&checkpoint.state, "checkpoint state")?)?
+        .value(checkpoint.state.as_str())?
+        .value(checkpoint.frame.as_deref())?
         .value(timestamp(checkpoint.created_at))?
         .sql(")");
     Ok(())

@@ -37,6 +37,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0004_durability.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            5,
+            "checkpoint frames".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0005_checkpoint_frames.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

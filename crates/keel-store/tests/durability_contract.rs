@@ -113,7 +113,10 @@ fn checkpoint(run_id: &str, seq: u32, boundary: Boundary) -> Checkpoint {
             "guard": {"level": 1, "history": ["a", "b"], "ratio": 0.1 + 0.2},
             "pending": null,
             "text": "ünïcode \"quoted\"\n",
-        }),
+        })
+        .to_string(),
+        // A frame with the first checkpoint and when it changed (here: the fourth).
+        frame: matches!(seq, 1 | 4).then(|| json!({"settings": {"model": seq}}).to_string()),
         created_at: at(i64::from(seq)),
     }
 }
@@ -284,15 +287,16 @@ async fn checkpoints_on(store: &dyn Store) {
         };
         store.commit(&commit).await.unwrap();
         written.push(checkpoint);
-        assert_eq!(
-            store.latest_checkpoint("r1").await.unwrap().as_ref(),
-            written.last()
-        );
+        // The latest checkpoint comes with the latest frame written up to it.
+        let mut latest = written.last().unwrap().clone();
+        latest.frame = written.iter().rev().find_map(|c| c.frame.clone());
+        assert!(latest.frame.is_some());
+        assert_eq!(store.latest_checkpoint("r1").await.unwrap(), Some(latest));
         // A commit without a checkpoint keeps the latest.
         store.commit(&Commit::new(&run, &[])).await.unwrap();
     }
     let mut theirs = checkpoint("r2", 1, Boundary::Input);
-    theirs.state = json!([]);
+    theirs.state = json!([]).to_string();
     theirs.completed_calls.clear();
     let commit = Commit {
         checkpoint: Some(&theirs),

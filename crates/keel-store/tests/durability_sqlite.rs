@@ -67,7 +67,8 @@ fn checkpoint(
         persisted: u64::from(seq),
         prompt_hash: prompt_hash.into(),
         completed_calls: vec!["call_1".into()],
-        state,
+        state: state.to_string(),
+        frame: None,
         created_at: Utc::now(),
     }
 }
@@ -393,12 +394,12 @@ async fn undecodable_durability_rows_are_reported_as_corrupt_with_their_place() 
     corrupt(store.latest_checkpoint("r1").await.map(drop), &place);
     execute(
         &mut conn,
-        "UPDATE checkpoints SET boundary = 'final', state = '{oops'",
+        "UPDATE checkpoints SET boundary = 'final', completed_calls = '{oops'",
     )
     .await;
     corrupt(
         store.checkpoints("r1").await.map(drop),
-        &["checkpoint 1", "state", "JSON"],
+        &["checkpoint 1", "completed_calls", "JSON"],
     );
     execute(&mut conn, "UPDATE tool_calls SET started_at = 'yesterday'").await;
     corrupt(

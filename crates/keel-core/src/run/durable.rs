@@ -12,9 +12,11 @@ use crate::checkpoint::{Boundary, Checkpoint};
 use crate::event::EventKind;
 use crate::journal::Journal;
 use crate::message::ToolCall;
+use crate::run_settings::RunSettings;
 use crate::state::{AgentState, ErrorReason};
 use crate::store::StoredMessage;
 use crate::tokens;
+use crate::tool::ToolSpec;
 
 /// The step a run owes its driver: what a checkpoint resumes with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +32,27 @@ pub enum NextStep {
     AskHuman,
     /// Nothing: the run is over.
     Finish,
+}
+
+/// What a run keeps apart from its per-boundary state: it rarely changes (see
+/// [`Checkpoint::frame`]).
+#[derive(Serialize)]
+struct FrameRef<'a> {
+    settings: &'a RunSettings,
+    tools: &'a [ToolSpec],
+}
+
+/// [`FrameRef`] read back. Checkpoints written before frames existed held these fields in
+/// their state, so a frame is read from the state when there is none.
+#[derive(Deserialize)]
+struct Frame {
+    settings: RunSettings,
+    tools: Vec<ToolSpec>,
+}
+
+/// The settings a run holds between decoding its state and reading its frame.
+pub(super) fn unset_settings() -> RunSettings {
+    RunSettings::new("", "")
 }
 
 /// Why a checkpoint could not be turned back into a run.
@@ -130,12 +153,22 @@ impl Run {
     }
 
     /// The checkpoint of the boundary the run just passed: its state without its messages,
-    /// covering every message so far (the driver stores the unpersisted ones with it).
+    /// covering every message so far (the driver stores the unpersisted ones with it), and its
+    /// frame when the store does not have it yet.
     pub fn checkpoint(
-        &self,
+        &mut self,
         seq: u32,
         now: DateTime<Utc>,
     ) -> Result<Checkpoint, serde_json::Error> {
+        let frame = if self.frame_stored {
+            None
+        } else {
+            self.frame_stored = true;
+            Some(serde_json::to_string(&FrameRef {
+                settings: &self.settings,
+                tools: &self.tools,
+            })?)
+        };
         Ok(Checkpoint {
             run_id: self.id.clone(),
             seq,
@@ -146,7 +179,8 @@ impl Run {
             persisted: self.seq_of(self.messages.len()).saturating_sub(1),
             prompt_hash: self.prompt_hash.clone(),
             completed_calls: self.tool_calls.iter().map(|call| call.id.clone()).collect(),
-            state: serde_json::to_value(self)?,
+            state: serde_json::to_string(self)?,
+            frame,
             created_at: now,
         })
     }
@@ -162,8 +196,18 @@ impl Run {
             seq: checkpoint.seq,
             message,
         };
-        let mut run: Run = serde_json::from_value(checkpoint.state.clone())
+        let mut run: Run = serde_json::from_str(&checkpoint.state)
             .map_err(|e| fail(format!("the state does not decode: {e}")))?;
+        let frame: Frame =
+            serde_json::from_str(checkpoint.frame.as_deref().unwrap_or(&checkpoint.state))
+                .map_err(|e| {
+                    fail(format!(
+                        "the frame (settings and tools) does not decode: {e}"
+                    ))
+                })?;
+        run.settings = frame.settings;
+        run.tools = frame.tools;
+        run.frame_stored = true;
         let stored: Vec<StoredMessage> = stored
             .into_iter()
             .filter(|m| m.seq >= checkpoint.message_cursor && m.seq <= checkpoint.persisted)
@@ -310,6 +354,7 @@ impl Run {
         if let Some(prompt) = new_prompt {
             self.prompt_hash = prompt_hash(Some(&prompt));
             self.settings.system_prompt = Some(prompt);
+            self.frame_stored = false;
         }
         self.reason = None;
         self.error = None;

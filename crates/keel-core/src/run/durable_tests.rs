@@ -123,25 +123,51 @@ fn a_checkpoint_holds_no_messages_and_restores_to_the_same_next_step() {
         ("a", "append", json!({"n": 1})),
         ("b", "append", json!({"n": 2})),
     ]);
+    let first = run
+        .checkpoint(1, DateTime::from_timestamp(8, 0).unwrap())
+        .unwrap();
+    let frame = first
+        .frame
+        .clone()
+        .expect("the first checkpoint carries the frame");
+    assert!(frame.contains("be careful") && frame.contains("\"append\""));
     let step = run.on_model_result(Ok(calls));
     run.mark_persisted();
-    let checkpoint = run
+    let mut checkpoint = run
         .checkpoint(2, DateTime::from_timestamp(9, 0).unwrap())
         .unwrap();
     assert_eq!(checkpoint.boundary, Boundary::LlmResponse);
     assert_eq!((checkpoint.message_cursor, checkpoint.persisted), (1, 4));
     assert_eq!(checkpoint.prompt_hash, prompt_hash(Some("be careful")));
-    let state = checkpoint.state.to_string();
+    assert_eq!(checkpoint.frame, None, "the frame is written once");
+    let state = &checkpoint.state;
     assert!(
         !state.contains("append twice"),
         "messages stay in the store: {state}"
     );
     assert!(
-        state.len() < 8_000,
+        !state.contains("be careful"),
+        "settings stay in the frame: {state}"
+    );
+    assert!(
+        state.len() < 2_000,
         "a checkpoint is small: {} bytes",
         state.len()
     );
 
+    // A checkpoint written before frames existed holds the frame's fields in its state.
+    let mut old = checkpoint.clone();
+    let mut merged: serde_json::Value = serde_json::from_str(&old.state).unwrap();
+    let frame_fields: serde_json::Value = serde_json::from_str(&frame).unwrap();
+    for (key, value) in frame_fields.as_object().unwrap() {
+        merged[key] = value.clone();
+    }
+    old.state = merged.to_string();
+    let mut from_old = Run::restore(&old, stored(&run)).unwrap();
+    assert_eq!(from_old.resume(), step);
+
+    // The store fills in the latest frame.
+    checkpoint.frame = Some(frame);
     let mut restored = Run::restore(&checkpoint, stored(&run)).unwrap();
     assert_eq!(restored.resume(), step, "the owed step comes back");
     assert_eq!(restored.messages(), run.messages());
@@ -270,7 +296,26 @@ fn an_unsafe_resume_halts_and_keeps_the_batch_owed() {
             .any(|e| e.name() == "agent_run.resume_unsafe")
     );
     run.clear_halt(None);
+    assert_eq!(
+        run.boundary(),
+        Boundary::Input,
+        "the decision is the new input"
+    );
     assert!(matches!(run.resume(), Step::RunTools(calls) if calls.len() == 1));
+}
+
+#[test]
+fn accepting_a_new_prompt_writes_a_new_frame() {
+    let mut run = run();
+    run.start();
+    let at = DateTime::from_timestamp(0, 0).unwrap();
+    assert!(run.checkpoint(1, at).unwrap().frame.is_some());
+    assert!(run.checkpoint(2, at).unwrap().frame.is_none());
+    run.halt_prompt_drift();
+    run.clear_halt(Some("be bold".into()));
+    assert_eq!(run.prompt_hash(), prompt_hash(Some("be bold")));
+    let frame = run.checkpoint(3, at).unwrap().frame.expect("a new frame");
+    assert!(frame.contains("be bold"), "{frame}");
 }
 
 #[test]

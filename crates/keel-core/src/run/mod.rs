@@ -117,8 +117,15 @@ enum SoftLimit {
 pub struct Run {
     id: String,
     session_id: String,
+    /// With `tools`, the run's frame: not in each checkpoint's state but in the frame written
+    /// with the first (see [`Checkpoint::frame`]).
+    #[serde(skip, default = "durable::unset_settings")]
     settings: RunSettings,
+    #[serde(skip)]
     tools: Vec<ToolSpec>,
+    /// The frame is in the store (written with an earlier checkpoint, or restored from one).
+    #[serde(skip)]
+    frame_stored: bool,
     /// The conversation: the stored history this run loaded, then this turn. Compaction never
     /// removes anything from it; it changes what part of it is sent. Not in checkpoints: a
     /// restored run reads it back from the store.
@@ -238,6 +245,7 @@ impl Run {
             guard: LoopGuard::new(settings.guard.clone()),
             settings,
             tools,
+            frame_stored: false,
             messages: Vec::with_capacity(history.len() + 8),
             counts: Vec::with_capacity(history.len() + 8),
             seqs: history.iter().map(|stored| stored.seq).collect(),
