@@ -47,13 +47,14 @@ pub(crate) enum Piece {
 }
 
 impl Answer {
-    /// Resolves `step`, the answer numbered `number`, for a request of `request_bytes` bytes of
-    /// JSON asking for `request_model`. Tool calls without a scripted id get
+    /// Resolves `step`, the answer numbered `number`, for a request of `request_bytes()` bytes
+    /// of JSON asking for `request_model` (the size is asked for only when the step's usage
+    /// leaves the input tokens to estimate). Tool calls without a scripted id get
     /// `<call_prefix>_<number>_<index>`.
     pub(crate) fn from_step(
         step: &Step,
         number: usize,
-        request_bytes: usize,
+        request_bytes: impl FnOnce() -> usize,
         request_model: &str,
         call_prefix: &str,
     ) -> Answer {
@@ -75,24 +76,26 @@ impl Answer {
         } else {
             FinishReason::ToolCalls
         });
-        let output_chars = [&step.text, &step.reasoning]
-            .into_iter()
-            .flatten()
-            .map(|s| s.chars().count())
-            .chain(
-                calls
-                    .iter()
-                    .map(|c| c.name.chars().count() + c.arguments.chars().count()),
-            )
-            .sum();
+        let output_chars = || {
+            [&step.text, &step.reasoning]
+                .into_iter()
+                .flatten()
+                .map(|s| s.chars().count())
+                .chain(
+                    calls
+                        .iter()
+                        .map(|c| c.name.chars().count() + c.arguments.chars().count()),
+                )
+                .sum()
+        };
         let scripted = step.usage.unwrap_or_default();
         let usage = Usage {
             input_tokens: scripted
                 .input_tokens
-                .unwrap_or_else(|| estimate_tokens(request_bytes)),
+                .unwrap_or_else(|| estimate_tokens(request_bytes())),
             output_tokens: scripted
                 .output_tokens
-                .unwrap_or_else(|| estimate_tokens(output_chars)),
+                .unwrap_or_else(|| estimate_tokens(output_chars())),
             cache_read_tokens: scripted.cache_read_tokens.unwrap_or(0),
             cache_write_tokens: 0,
         };
@@ -286,7 +289,7 @@ mod tests {
     #[test]
     fn defaults_ids_finish_usage_and_model() {
         let step = Step::tool_call("f", json!({"a": 1})).with_tool_call("g", json!("oops"));
-        let answer = Answer::from_step(&step, 3, 400, "gpt-x", "call");
+        let answer = Answer::from_step(&step, 3, || 400, "gpt-x", "call");
         assert_eq!(answer.calls[0].id, "call_3_0");
         assert_eq!(answer.calls[1].id, "call_3_1");
         assert_eq!(answer.calls[1].arguments, "oops");
@@ -296,7 +299,7 @@ mod tests {
         assert_eq!(answer.usage.output_tokens, 3);
         assert_eq!(answer.model, "gpt-x");
 
-        let text = Answer::from_step(&Step::text("hi"), 0, 2, "m", "call");
+        let text = Answer::from_step(&Step::text("hi"), 0, || 2, "m", "call");
         assert_eq!(text.finish, FinishReason::Stop);
         assert_eq!((text.usage.input_tokens, text.usage.output_tokens), (1, 1));
     }
@@ -311,7 +314,7 @@ mod tests {
             output_tokens: Some(9),
             cache_read_tokens: Some(4),
         });
-        let answer = Answer::from_step(&step, 0, 40, "m", "toolu");
+        let answer = Answer::from_step(&step, 0, || 40, "m", "toolu");
         assert_eq!(answer.usage.input_tokens, 10);
         assert_eq!(answer.usage.output_tokens, 9);
         assert_eq!(answer.usage.cache_read_tokens, 4);
@@ -320,11 +323,23 @@ mod tests {
     }
 
     #[test]
+    fn the_request_size_is_only_read_to_estimate_input_tokens() {
+        let mut step = Step::text("hi");
+        step.usage = Some(ScriptUsage {
+            input_tokens: Some(7),
+            output_tokens: None,
+            cache_read_tokens: None,
+        });
+        let answer = Answer::from_step(&step, 0, || panic!("size asked for"), "m", "call");
+        assert_eq!(answer.usage.input_tokens, 7);
+    }
+
+    #[test]
     fn pieces_come_in_wire_order() {
         let step = Step::text("a b")
             .with_reasoning("r")
             .with_tool_call("f", json!({"long_argument": "value"}));
-        let pieces = Answer::from_step(&step, 0, 0, "m", "call").pieces();
+        let pieces = Answer::from_step(&step, 0, || 0, "m", "call").pieces();
         assert_eq!(pieces[0], Piece::Reasoning("r".into()));
         assert_eq!(pieces[1], Piece::Text("a".into()));
         assert_eq!(pieces[2], Piece::Text(" b".into()));

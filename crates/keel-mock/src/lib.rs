@@ -4,7 +4,8 @@
 //! API's request rules as pure functions ([`validate`]).
 //!
 //! It owns the [`Script`] format (one [`Step`] per request: text, tool calls, reasoning, errors,
-//! delays, cut streams, mid-stream error events; per-model step lists), the step cursors, and
+//! delays, cut streams, mid-stream error events; per-model step lists; per-turn reading), the
+//! step cursors, and
 //! its own encoding of each
 //! wire API. It depends on `keel-core` for the `Provider` vocabulary only, and must not depend
 //! on any adapter crate (`keel-providers`): a test of an adapter against this mock is a test of
@@ -21,7 +22,8 @@
 //!
 //! Every API route takes the next step of one shared script: a chat request, then an Anthropic
 //! one, then a Responses one consume steps 1, 2 and 3 (unless their model has steps of its own:
-//! see [Per-model steps](#per-model-steps)). A request the real API would reject is
+//! see [Per-model steps](#per-model-steps); or the script is read by each request's position in
+//! its turn: see [Per-turn scripts](#per-turn-scripts)). A request the real API would reject is
 //! answered 400 in that API's error format and takes no step. A step's reply is written in the
 //! route's format: `reasoning` is `reasoning_content`, an Anthropic `thinking` block (with a
 //! made-up signature) or a Responses `reasoning` item; `finish_reason: "length"` is
@@ -97,6 +99,37 @@
 //! routes by `ChatRequest::model` the same way; in Rust,
 //! `Script::new(agent_steps).with_model("summary-model", summary_steps)`.
 //!
+//! # Per-turn scripts
+//!
+//! With `"per_turn": true` ([`Script::per_turn`]) no request consumes a step: each gets the
+//! step at its position in its own turn, the number of assistant replies it carries after its
+//! last real user message. So any number of conversations, interleaved or concurrent, each walk
+//! the script from its start (what `keel bench` runs), and a new user message starts it over:
+//!
+//! ```json
+//! {"per_turn": true,
+//!  "steps": [
+//!   {"tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]},
+//!   {"text": "The file says hello.", "usage": {"input_tokens": 900, "output_tokens": 12}}
+//! ]}
+//! ```
+//!
+//! Position 0 is a turn's first call, 1 the call after the first tool results, and so on; a
+//! step's `times` covers that many positions, `forever` every later one, and a position past
+//! the end gets the usual "exhausted" 500. Per-model lists are read by position too. A real user
+//! message is one that is not just tool results: in process, a user message the loop did not
+//! inject (its `meta.internal` is unset); over HTTP, where the loop's own messages cannot be
+//! told apart, a user message that neither carries tool results (an Anthropic `tool_result`
+//! block) nor directly follows them (so a warning or nudge after tool results continues the
+//! turn, while one after a plain answer, like a `max_tokens` continuation, starts one). A
+//! reply is an `assistant` message on chat completions and Anthropic, and on Responses a run of
+//! output items (`reasoning`, assistant `message`, `function_call`) between input items.
+//! Default tool-call ids number every per-turn answer the server or provider gave
+//! (`call_<n>_<i>`), so they never repeat within a conversation. For thousands of
+//! conversations in process, `ScriptedProvider::new(script).without_recording()` keeps no
+//! copy of the requests; a step whose `usage` gives `input_tokens` spares serializing the
+//! request for the estimate.
+//!
 //! # In Rust
 //!
 //! Scripts built with [`Step`]'s builders, against the in-process provider; the summary call
@@ -146,6 +179,7 @@ pub mod script;
 pub mod scripted;
 pub mod server;
 mod step_builders;
+mod turn_position;
 pub mod validate;
 mod wire;
 
@@ -154,4 +188,4 @@ pub use script::{
     ScriptToolCall, ScriptUsage, Step, StreamError, ToolArguments,
 };
 pub use scripted::ScriptedProvider;
-pub use server::{MockError, MockServer, serve_forever};
+pub use server::{MockError, MockServer, ServeOptions, serve_forever};

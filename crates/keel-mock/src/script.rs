@@ -26,6 +26,10 @@ pub struct ScriptError {
 /// instead, with a cursor of its own; every other request consumes [`Script::steps`]. So a
 /// test can script the calls of a second model (e.g. compaction summaries) without knowing how
 /// they interleave with the agent's calls.
+///
+/// With [`Script::per_turn`] set, no request consumes anything: each is answered by the step
+/// at its position in its own turn, so any number of conversations can walk the same script
+/// from its start, concurrently and independently (what `keel bench` does).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Script {
@@ -36,6 +40,14 @@ pub struct Script {
     /// Step lists of their own for requests asking for these models (matched exactly).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub models: BTreeMap<String, ModelScript>,
+    /// Answer each request by its position in the current turn instead of with a shared
+    /// cursor: the number of assistant replies the request carries after its last real user
+    /// message (one that is not just tool results). Position 0 is the first call of a turn,
+    /// 1 the call after the first tool results, and so on; a step with `times: n` covers `n`
+    /// positions and a `forever` step every later one; a position past the end gets the
+    /// "exhausted" error. Per-model lists (`models`) are read by position too. Default `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub per_turn: bool,
 }
 
 /// The steps answering the requests for one model of [`Script::models`], in order.
@@ -102,10 +114,12 @@ pub struct Step {
     /// [`StreamError`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_error: Option<StreamError>,
-    /// Answer this many requests with this step (default 1).
+    /// Answer this many requests with this step (default 1); in a [`Script::per_turn`]
+    /// script, this many positions of a turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub times: Option<u32>,
-    /// Answer every remaining request with this step.
+    /// Answer every remaining request with this step; in a [`Script::per_turn`] script, every
+    /// later position of a turn.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub forever: bool,
 }
@@ -299,7 +313,15 @@ impl Script {
         Script {
             steps,
             models: BTreeMap::new(),
+            per_turn: false,
         }
+    }
+
+    /// Answers each request by its position in its own turn (see [`Script::per_turn`]) instead
+    /// of with the next step of a shared cursor.
+    pub fn with_per_turn(mut self) -> Script {
+        self.per_turn = true;
+        self
     }
 
     /// Gives requests for `model` their own steps (replacing any given before): they consume
@@ -345,6 +367,10 @@ impl Script {
     }
 
     fn check(&self) -> Result<(), String> {
+        let no_steps = self.steps.is_empty() && self.models.values().all(|m| m.steps.is_empty());
+        if self.per_turn && no_steps {
+            return Err("a `per_turn` script needs at least one step".into());
+        }
         check_steps("steps", &self.steps)?;
         for (model, script) in &self.models {
             if model.is_empty() {

@@ -88,7 +88,7 @@ fn documented_examples_load() {
                     .join("\n")
             })
             .collect();
-        assert_eq!(blocks.len(), 2);
+        assert_eq!(blocks.len(), 3);
         let scripts: Vec<Script> = blocks
             .iter()
             .map(|block| Script::from_json(block).unwrap())
@@ -96,6 +96,7 @@ fn documented_examples_load() {
         assert!(scripts[0].steps.iter().any(|s| s.stream_error.is_some()));
         assert!(scripts[1].models["summary-model"].steps[1].forever);
         assert_eq!(scripts[1].steps.len(), 2);
+        assert!(scripts[2].per_turn);
     }
 }
 
@@ -159,6 +160,60 @@ fn model_scripts_round_trip_through_json() {
     let json = serde_json::to_string(&script).unwrap();
     assert_eq!(Script::from_json(&json).unwrap(), script);
     assert!(script.validate().is_ok());
+}
+
+#[test]
+fn parses_and_round_trips_per_turn_scripts() {
+    let script = Script::from_json(
+        r#"{"per_turn": true,
+            "steps": [{"tool_calls": [{"name": "f"}]}, {"text": "done", "forever": true}],
+            "models": {"summary-model": {"steps": [{"text": "s"}]}}}"#,
+    )
+    .unwrap();
+    let built = Script::new(vec![
+        Step::tool_call("f", json!({})),
+        Step::text("done").repeat_forever(),
+    ])
+    .with_model("summary-model", vec![Step::text("s")])
+    .with_per_turn();
+    assert_eq!(script, built);
+    assert!(built.validate().is_ok());
+    let json = serde_json::to_value(&built).unwrap();
+    assert_eq!(json["per_turn"], true);
+    assert_eq!(Script::from_json(&json.to_string()).unwrap(), built);
+    // Off by default, and then not written.
+    assert!(
+        !Script::from_json(r#"{"steps": [{"text": "a"}]}"#)
+            .unwrap()
+            .per_turn
+    );
+    let off = serde_json::to_value(Script::new(vec![Step::text("a")])).unwrap();
+    assert!(off.get("per_turn").is_none(), "{off}");
+}
+
+#[test]
+fn a_per_turn_script_needs_a_step() {
+    for json in [
+        r#"{"per_turn": true}"#,
+        r#"{"per_turn": true, "steps": [], "models": {"m": {"steps": []}}}"#,
+    ] {
+        assert!(
+            problem(json).contains("a `per_turn` script needs at least one step"),
+            "{json}: {}",
+            problem(json)
+        );
+    }
+    assert!(Script::default().with_per_turn().validate().is_err());
+    let only_models = Script::default()
+        .with_model("m", vec![Step::text("s")])
+        .with_per_turn();
+    assert!(only_models.validate().is_ok());
+    assert!(problem(r#"{"per_turn": "yes", "steps": []}"#).contains("invalid type"));
+    // Steps are checked as in any script.
+    assert!(
+        problem(r#"{"per_turn": true, "steps": [{"text": "a", "times": 0}]}"#)
+            .contains("steps[0]: `times` must be at least 1")
+    );
 }
 
 #[test]

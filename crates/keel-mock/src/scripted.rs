@@ -17,6 +17,7 @@ use crate::answer::{
 };
 use crate::cursor::{Cursor, Turn};
 use crate::script::{CutMode, ErrorReply, FinishReason, Script, Step, StreamError};
+use crate::turn_position;
 
 /// A [`Provider`] that answers from a script: a request whose `model` has steps of its own in
 /// [`Script::models`] takes the next of those, any other request the next top-level step.
@@ -31,11 +32,18 @@ use crate::script::{CutMode, ErrorReply, FinishReason, Script, Step, StreamError
 /// step delivers its first `after_chunks` deltas, then `Finished { stop_reason: None }` and an
 /// error of the scripted kind (no HTTP status: the stream had begun); a non-streaming call
 /// fails with that error alone, with the status the kind usually comes with.
+///
+/// In a [`Script::per_turn`] script each request gets the step at its position in its turn
+/// (the assistant replies after its last user message the loop did not inject), so one
+/// provider can serve any number of conversations at once, each walking the script from its
+/// start. For such loads, [`ScriptedProvider::without_recording`] stops keeping a copy of
+/// every request.
 #[derive(Debug)]
 pub struct ScriptedProvider {
     name: String,
     cursor: Cursor,
     requests: Mutex<Vec<ChatRequest>>,
+    record: bool,
 }
 
 impl ScriptedProvider {
@@ -45,6 +53,7 @@ impl ScriptedProvider {
             name: "mock".to_string(),
             cursor: Cursor::new(script),
             requests: Mutex::new(Vec::new()),
+            record: true,
         }
     }
 
@@ -59,7 +68,15 @@ impl ScriptedProvider {
         self
     }
 
-    /// The requests received so far, for every model, in order.
+    /// Stops recording requests: [`ScriptedProvider::requests`] stays empty, and a call no
+    /// longer copies its request (for benchmarks running many conversations).
+    pub fn without_recording(mut self) -> ScriptedProvider {
+        self.record = false;
+        self
+    }
+
+    /// The requests received so far, for every model, in order (none when built
+    /// [`without_recording`](ScriptedProvider::without_recording)).
     pub fn requests(&self) -> Vec<ChatRequest> {
         self.recorded().clone()
     }
@@ -81,7 +98,9 @@ impl Provider for ScriptedProvider {
         request: &ChatRequest,
         sink: &dyn DeltaSink,
     ) -> Result<ChatResponse, ProviderError> {
-        self.recorded().push(request.clone());
+        if self.record {
+            self.recorded().push(request.clone());
+        }
         let stream = request.stream;
         let fail = |error: ProviderError| {
             if stream {
@@ -89,8 +108,9 @@ impl Provider for ScriptedProvider {
             }
             Err(error)
         };
-        let (number, step) = match self.cursor.next(&request.model) {
-            Turn::Answer { number, step } => (number, step),
+        let position = || turn_position::of_messages(&request.messages);
+        let (ids, step) = match self.cursor.take(&request.model, position) {
+            Turn::Answer { ids, step, .. } => (ids, step),
             Turn::Exhausted { served, model } => {
                 let message = exhausted_message(served, model.as_deref());
                 let error = ProviderError::new(ProviderErrorKind::Server, message).with_status(500);
@@ -103,10 +123,11 @@ impl Provider for ScriptedProvider {
         if let Some(reply) = &step.error {
             return fail(provider_error(reply, &request.model));
         }
-        // The size of the request as JSON, for the usage estimate; keel's own types always
-        // serialize, and 0 only makes the estimate its minimum.
-        let size = serde_json::to_vec(request).map_or(0, |json| json.len());
-        let answer = Answer::from_step(&step, number, size, &request.model, "call");
+        // The size of the request as JSON, for the usage estimate (only when the step leaves
+        // the input tokens to estimate); keel's own types always serialize, and 0 only makes
+        // the estimate its minimum.
+        let size = || serde_json::to_vec(request).map_or(0, |json| json.len());
+        let answer = Answer::from_step(&step, ids, size, &request.model, "call");
         let cut = step.cut_after_chunks;
         let failure = step.stream_error.as_ref();
         if !stream {
@@ -229,3 +250,7 @@ fn provider_error(reply: &ErrorReply, model: &str) -> ProviderError {
 #[cfg(test)]
 #[path = "scripted_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "scripted_per_turn_tests.rs"]
+mod per_turn_tests;

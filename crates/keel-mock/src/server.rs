@@ -2,7 +2,7 @@
 //! format of the route's API, injecting the step's faults (delays, errors, cut streams,
 //! mid-stream error events). One script cursor serves every route: each request takes one step,
 //! whatever its API, from its model's own steps if the script has some, else from the
-//! top-level steps.
+//! top-level steps; in a per-turn script, the step at the request's position in its turn.
 
 use std::io;
 use std::net::SocketAddr;
@@ -54,10 +54,36 @@ pub enum MockError {
 struct Shared {
     cursor: Cursor,
     requests: Mutex<Vec<Value>>,
+    record: bool,
+}
+
+/// How a [`MockServer`] serves, besides its script.
+#[derive(Clone, Copy, Debug)]
+pub struct ServeOptions {
+    /// Keep every request body for [`MockServer::requests`] (the default). Off for benchmarks,
+    /// where bodies would pile up in memory.
+    pub record: bool,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions { record: true }
+    }
 }
 
 impl Shared {
+    fn new(script: Script, options: ServeOptions) -> Arc<Shared> {
+        Arc::new(Shared {
+            cursor: Cursor::new(script),
+            requests: Mutex::new(Vec::new()),
+            record: options.record,
+        })
+    }
+
     fn record(&self, body: &[u8]) {
+        if !self.record {
+            return;
+        }
         let value = serde_json::from_slice(body)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
         self.recorded().push(value);
@@ -82,11 +108,17 @@ pub struct MockServer {
 impl MockServer {
     /// Binds `bind` (port 0 picks a free port) and serves `script` in a spawned task.
     pub async fn start(bind: SocketAddr, script: Script) -> Result<MockServer, MockError> {
+        Self::start_with(bind, script, ServeOptions::default()).await
+    }
+
+    /// [`MockServer::start`] with `options`.
+    pub async fn start_with(
+        bind: SocketAddr,
+        script: Script,
+        options: ServeOptions,
+    ) -> Result<MockServer, MockError> {
         let (listener, addr) = listen(bind).await?;
-        let shared = Arc::new(Shared {
-            cursor: Cursor::new(script),
-            requests: Mutex::new(Vec::new()),
-        });
+        let shared = Shared::new(script, options);
         let app = router(shared.clone());
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
@@ -154,10 +186,7 @@ pub async fn serve_forever(
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), MockError> {
     let (listener, addr) = listen(bind).await?;
-    let shared = Arc::new(Shared {
-        cursor: Cursor::new(script),
-        requests: Mutex::new(Vec::new()),
-    });
+    let shared = Shared::new(script, ServeOptions::default());
     ready(addr);
     axum::serve(listener, router(shared))
         .await
@@ -195,8 +224,9 @@ async fn unknown_route(method: Method, uri: Uri) -> Response {
     json_response(StatusCode::NOT_FOUND, body)
 }
 
-/// Answers one request of API `A` with the next step for its model. Every body is recorded; an
-/// invalid request (headers or body) is answered 400 without consuming a step.
+/// Answers one request of API `A` with the next step for its model (per turn: the step at its
+/// position). Every body is recorded; an invalid request (headers or body) is answered 400
+/// without consuming a step.
 async fn answer<A: WireApi>(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
@@ -209,8 +239,8 @@ async fn answer<A: WireApi>(
             return json_response(StatusCode::BAD_REQUEST, A::invalid_request_body(&invalid));
         }
     };
-    let (number, step) = match shared.cursor.next(&request.model) {
-        Turn::Answer { number, step } => (number, step),
+    let (ids, step) = match shared.cursor.take(&request.model, || request.turn_position) {
+        Turn::Answer { ids, step, .. } => (ids, step),
         Turn::Exhausted { served, model } => {
             let message = exhausted_message(served, model.as_deref());
             let body = A::error_body(500, ProviderErrorKind::Server, &message);
@@ -225,8 +255,8 @@ async fn answer<A: WireApi>(
     }
     let answer = Answer::from_step(
         &step,
-        number,
-        request.size,
+        ids,
+        || request.size,
         &request.model,
         A::CALL_ID_PREFIX,
     );

@@ -21,6 +21,9 @@ pub(crate) struct RequestInfo {
     pub include_usage: bool,
     /// Size of the request body in bytes (for the usage estimate).
     pub size: usize,
+    /// The request's position in its turn: the assistant replies it carries after its last
+    /// real user message (what a per-turn script answers by).
+    pub turn_position: usize,
     /// Request parameters the API echoes back in its answer (OpenAI Responses).
     pub echo: Map<String, Value>,
 }

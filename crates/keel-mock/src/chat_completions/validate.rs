@@ -19,11 +19,20 @@ pub(super) fn read_request(body: &[u8]) -> Result<RequestInfo, Invalid> {
     let info = check(&value)?;
     Ok(RequestInfo {
         size: body.len(),
+        turn_position: crate::turn_position::of_chat_completions(messages_of(&value)),
         ..info
     })
 }
 
-/// Checks a request (its `size` is left 0).
+/// The `messages` of a request that passed the checks.
+fn messages_of(value: &Value) -> &[Value] {
+    value
+        .get("messages")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+/// Checks a request (its `size` and `turn_position` are left 0).
 pub(crate) fn check(value: &Value) -> Result<RequestInfo, Invalid> {
     let request = request_object(value)?;
     let model = required_model(request)?;

@@ -74,11 +74,12 @@ pub(super) fn read_request(body: &[u8]) -> Result<RequestInfo, Invalid> {
     let info = check(&value)?;
     Ok(RequestInfo {
         size: body.len(),
+        turn_position: crate::turn_position::of_responses(value.get("input")),
         ..info
     })
 }
 
-/// Checks a request body (its `size` is left 0).
+/// Checks a request body (its `size` and `turn_position` are left 0).
 pub(crate) fn check(value: &Value) -> Result<RequestInfo, Invalid> {
     let request = request_object(value)?;
     let model = required_string(request, "model", "")?.to_string();
