@@ -39,6 +39,17 @@ use crate::codec::{MessageColumns, RunCounts, timestamp};
 use crate::connections::Connections;
 use crate::durability;
 
+/// The name of the savepoint around each commit of a group.
+macro_rules! savepoint {
+    () => {
+        "keel_commit"
+    };
+}
+
+/// Undoes one commit of a group, leaving the others.
+pub(crate) const ROLLBACK_TO_SAVEPOINT: &str =
+    concat!("ROLLBACK TO ", savepoint!(), "; RELEASE ", savepoint!());
+
 /// Rows per `INSERT`: keeps the number of distinct statement texts small.
 pub(crate) const ROWS_PER_QUERY: usize = 64;
 
@@ -169,6 +180,17 @@ impl Batch {
     /// Ends the batch with `COMMIT`.
     pub(crate) fn commit(&mut self) {
         self.end_statement().sql("COMMIT");
+    }
+
+    /// Starts the batch with `SAVEPOINT` [`SAVEPOINT`]: one commit of a group.
+    pub(crate) fn savepoint(&mut self) {
+        self.sql
+            .insert_str(0, concat!("SAVEPOINT ", savepoint!(), ";\n"));
+    }
+
+    /// Ends the batch with `RELEASE` of [`Batch::savepoint`]'s savepoint.
+    pub(crate) fn release(&mut self) {
+        self.end_statement().sql(concat!("RELEASE ", savepoint!()));
     }
 
     /// True when `more` parameters would take the batch past [`PARAMS_PER_BATCH`].

@@ -22,9 +22,10 @@ use std::time::Duration;
 use keel_core::StoreError;
 use sqlx::Connection;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqliteSynchronous};
-use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
+use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard, mpsc, oneshot};
 
 use crate::batch::Batch;
+use crate::group_commit::{self, Pending};
 use crate::schema;
 
 /// How long a write waits for another process's write transaction before failing.
@@ -39,21 +40,54 @@ type Slot = Arc<Mutex<Option<SqliteConnection>>>;
 /// A connection lent to one caller until the guard is dropped.
 pub(crate) type Lent<'a> = MappedMutexGuard<'a, SqliteConnection>;
 
-/// The writer and the readers (for an in-memory database, the writer is also the one reader).
-/// Clones share the same connections.
+/// The writer and the readers (for an in-memory database, the writer is also the one reader),
+/// and the queue of the writer's group commits. Clones share the same connections.
 #[derive(Clone, Debug)]
 pub(crate) struct Connections {
-    writer: Slot,
-    /// Set while the writer may be inside a transaction of [`Connections::transaction`]; still
-    /// set when it was cancelled there. Read and written only by the holder of the writer.
-    unfinished: Arc<AtomicBool>,
+    writer: Writer,
     readers: Arc<[Slot]>,
     next_reader: Arc<AtomicUsize>,
+    commits: mpsc::UnboundedSender<Pending>,
+}
+
+/// The writer connection, lent to one holder at a time.
+#[derive(Clone, Debug)]
+pub(crate) struct Writer {
+    slot: Slot,
+    /// Set while the writer may be inside a transaction; still set when its holder was
+    /// cancelled there. Read and written only by the holder of the writer.
+    unfinished: Arc<AtomicBool>,
+}
+
+impl Writer {
+    fn new(conn: SqliteConnection) -> Writer {
+        Writer {
+            slot: slot(conn),
+            unfinished: Arc::default(),
+        }
+    }
+
+    /// The writer, once the holders that asked before have returned it, outside any
+    /// transaction: one its last holder left open by being cancelled is rolled back first.
+    pub(crate) async fn lend(&self) -> Result<Lent<'_>, StoreError> {
+        let mut conn = lend(self.slot.lock().await)?;
+        if self.unfinished.load(Ordering::Acquire) {
+            rollback(&mut conn).await;
+            self.unfinished.store(false, Ordering::Release);
+        }
+        Ok(conn)
+    }
+
+    /// Marks the writer as (possibly) inside a transaction, or no longer.
+    pub(crate) fn set_unfinished(&self, unfinished: bool) {
+        self.unfinished.store(unfinished, Ordering::Release);
+    }
 }
 
 impl Connections {
     /// Opens the file at `path` (created if missing) in WAL mode and brings its schema up to
-    /// date; errors are in words, without the path.
+    /// date; errors are in words, without the path. Starts the writer's commit task on the
+    /// current tokio runtime.
     pub(crate) async fn open(path: &Path) -> Result<Self, String> {
         let options = SqliteConnectOptions::new()
             .filename(path)
@@ -77,9 +111,10 @@ impl Connections {
                 .map_err(|e| format!("cannot open a reader: {e}"))?;
             readers.push(slot(reader));
         }
+        let writer = Writer::new(writer);
         Ok(Connections {
-            writer: slot(writer),
-            unfinished: Arc::default(),
+            commits: group_commit::start(writer.clone()),
+            writer,
             readers: readers.into(),
             next_reader: Arc::default(),
         })
@@ -95,52 +130,36 @@ impl Connections {
             .await
             .map_err(|e| e.to_string())?;
         schema::migrate(&mut conn).await?;
-        let writer = slot(conn);
+        let writer = Writer::new(conn);
         Ok(Connections {
-            readers: Arc::new([writer.clone()]),
+            commits: group_commit::start(writer.clone()),
+            readers: Arc::new([writer.slot.clone()]),
             writer,
-            unfinished: Arc::default(),
             next_reader: Arc::default(),
         })
     }
 
     /// The writer, once the writers that asked before have returned it, outside any
-    /// transaction: one its last holder left open by being cancelled is rolled back first.
+    /// transaction.
     pub(crate) async fn writer(&self) -> Result<Lent<'_>, StoreError> {
-        let mut conn = lend(self.writer.lock().await)?;
-        if self.unfinished.load(Ordering::Acquire) {
-            rollback(&mut conn).await;
-            self.unfinished.store(false, Ordering::Release);
-        }
-        Ok(conn)
+        self.writer.lend().await
     }
 
-    /// Runs `batches` in order as one `BEGIN IMMEDIATE` transaction on the writer, sent with
-    /// the first and committed with the last; on any failure nothing is kept. Returns whether a
-    /// statement returned a true row (see [`Batch::run`]); errors are in words.
-    pub(crate) async fn transaction(&self, mut batches: Vec<Batch>) -> Result<bool, String> {
-        let Some(last) = batches.len().checked_sub(1) else {
+    /// Runs `batches` in order as one transaction on the writer; on any failure nothing of
+    /// them is kept. Commits that arrive while the writer is busy go together in its next
+    /// transaction (see [`crate::group_commit`]). Returns whether a statement returned a true
+    /// row (see [`Batch::run`]); errors are in words.
+    pub(crate) async fn transaction(&self, batches: Vec<Batch>) -> Result<bool, String> {
+        if batches.is_empty() {
             return Ok(false);
-        };
-        batches[0].begin_immediate();
-        batches[last].commit();
-        let mut conn = self.writer().await.map_err(|e| e.to_string())?;
-        self.unfinished.store(true, Ordering::Release);
-        let mut returned = false;
-        for batch in batches {
-            match batch.run(&mut conn).await {
-                Ok(row) => returned |= row.unwrap_or(false),
-                Err(e) => {
-                    // Also when the failure was BEGIN itself: a ROLLBACK without a
-                    // transaction fails harmlessly.
-                    rollback(&mut conn).await;
-                    self.unfinished.store(false, Ordering::Release);
-                    return Err(e);
-                }
-            }
         }
-        self.unfinished.store(false, Ordering::Release);
-        Ok(returned)
+        let (done, result) = oneshot::channel();
+        self.commits
+            .send(Pending { batches, done })
+            .map_err(|_| "the store's writer has stopped".to_string())?;
+        result
+            .await
+            .map_err(|_| "the store's writer has stopped".to_string())?
     }
 
     /// A reader: the first free one from a rotating start, else the next in turn when it is
@@ -149,7 +168,7 @@ impl Connections {
         if self
             .readers
             .iter()
-            .any(|reader| Arc::ptr_eq(reader, &self.writer))
+            .any(|reader| Arc::ptr_eq(reader, &self.writer.slot))
         {
             // In memory: the one connection may hold a cancelled write's transaction.
             return self.writer().await;
@@ -166,7 +185,7 @@ impl Connections {
 
     /// Closes every connection, waiting for those lent out to be returned.
     pub(crate) async fn close(&self) {
-        for slot in std::iter::once(&self.writer).chain(self.readers.iter()) {
+        for slot in std::iter::once(&self.writer.slot).chain(self.readers.iter()) {
             if let Some(conn) = slot.lock().await.take() {
                 // Closing only fails when the connection is already broken: nothing to keep.
                 let _ = conn.close().await;
@@ -174,16 +193,22 @@ impl Connections {
         }
     }
 
+    /// The writer itself, for tests of what runs on it.
+    #[cfg(test)]
+    pub(crate) fn writer_handle(&self) -> Writer {
+        self.writer.clone()
+    }
+
     /// Every open connection in turn, for tests that look at their settings.
     #[cfg(test)]
     pub(crate) fn all(&self) -> impl Iterator<Item = &Slot> {
-        std::iter::once(&self.writer).chain(self.readers.iter())
+        std::iter::once(&self.writer.slot).chain(self.readers.iter())
     }
 }
 
 /// Ends the connection's transaction, if it has one. Errors are left out: "no transaction is
 /// active" is the expected one, and a broken connection fails its next statement anyway.
-async fn rollback(conn: &mut SqliteConnection) {
+pub(crate) async fn rollback(conn: &mut SqliteConnection) {
     let _ = sqlx::query("ROLLBACK").execute(conn).await;
 }
 

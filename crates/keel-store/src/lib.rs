@@ -20,6 +20,7 @@ mod batch;
 mod codec;
 mod connections;
 mod durability;
+mod group_commit;
 mod schema;
 mod sqlite_store;
 
