@@ -1,16 +1,16 @@
 //! What only the SQLite store promises about durability: a safe boundary is one transaction
 //! (a failure anywhere in it leaves nothing), a stop asked for by another process is seen by the
 //! next commit, and undecodable rows of the new tables are reported as corrupt with their place.
-//! Also a timing of `commit` (ignored: run it by hand, in release mode).
+//! (The timing of `commit` is a benchmark: `cargo bench -p keel-store --bench commit`.)
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::Utc;
 use keel_core::store::Commit;
 use keel_core::{
-    AgentState, Boundary, Checkpoint, Event, EventKind, Journal, Message, RunRecord, StopReason,
-    Store, StoreError, ToolCall, ToolCallRecord, Usage,
+    AgentState, Boundary, Checkpoint, Event, EventKind, Journal, Message, RunRecord, Store,
+    StoreError, ToolCall, ToolCallRecord, Usage,
 };
 use keel_store::SqliteStore;
 use serde_json::json;
@@ -424,92 +424,5 @@ async fn undecodable_durability_rows_are_reported_as_corrupt_with_their_place() 
     corrupt(
         store.active_runs().await.map(drop),
         &["run `r1`", "heartbeat_at"],
-    );
-}
-
-/// A state JSON of about 3 KB, like a run's counters, guardrails and pending step.
-fn typical_state() -> serde_json::Value {
-    let history: Vec<serde_json::Value> = (0..24)
-        .map(|i| json!({"tool": "read_file", "args_hash": format!("{i:016x}"), "ok": true}))
-        .collect();
-    json!({
-        "iterations": 7,
-        "usage": {"input_tokens": 123_456, "output_tokens": 7_890},
-        "cost": 0.4321,
-        "guard": {"level": 0, "history": history},
-        "pending": {"kind": "tools", "calls": ["call_1", "call_2"]},
-        "notes": "x".repeat(1_350),
-    })
-}
-
-/// Median time of `commit` for a typical boundary on a file database: one assistant message,
-/// a checkpoint with a ~3 KB state, two envelope rows, three events. Not a pass/fail check:
-/// `cargo test --release -p keel-store --test durability_sqlite -- --ignored --nocapture`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement, run by hand in release mode"]
-async fn commit_timing() {
-    const WARMUP: u32 = 200;
-    const COMMITS: u32 = 5_000;
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&dir.path().join("keel.db"))
-        .await
-        .unwrap();
-    let mut run = run_record("r1", "s1");
-    let state = typical_state();
-    println!("state JSON: {} bytes", state.to_string().len());
-    let answer = Message::assistant(
-        "I read the file; main is empty, so the program does nothing. ".repeat(4),
-    );
-    let mut times = Vec::with_capacity(COMMITS as usize);
-    for seq in 1..=WARMUP + COMMITS {
-        run.iterations = seq;
-        run.state = if seq % 2 == 0 {
-            AgentState::Running
-        } else {
-            AgentState::WaitingForTool
-        };
-        let checkpoint = checkpoint(&run, seq, "sha256:9f86d081884c7d65", state.clone());
-        let calls = [
-            tool_call(&run, &format!("call_{seq}_a")),
-            tool_call(&run, &format!("call_{seq}_b")),
-        ];
-        let events = [
-            event(
-                &run,
-                EventKind::ModelResponse {
-                    iteration: seq,
-                    model: "claude-sonnet-4".into(),
-                    stop_reason: StopReason::ToolUse,
-                    tool_calls: 2,
-                    usage: Usage::default(),
-                    latency_ms: 900,
-                },
-            ),
-            completed_event(&run, "call_a"),
-            completed_event(&run, "call_b"),
-        ];
-        let commit = Commit {
-            run: &run,
-            messages: std::slice::from_ref(&answer),
-            checkpoint: Some(&checkpoint),
-            tool_calls: &calls,
-            events: &events,
-            journal: None,
-        };
-        let start = Instant::now();
-        store.commit(&commit).await.unwrap();
-        if seq > WARMUP {
-            times.push(start.elapsed());
-        }
-    }
-    times.sort();
-    let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize];
-    let mean = times.iter().sum::<Duration>() / COMMITS;
-    println!(
-        "commit of a typical boundary, {COMMITS} commits: median {:?}, p90 {:?}, p99 {:?}, \
-         mean {mean:?}",
-        at(0.5),
-        at(0.9),
-        at(0.99)
     );
 }

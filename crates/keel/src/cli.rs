@@ -38,6 +38,65 @@ pub enum Command {
     Demo,
     /// Serve a scripted model over HTTP (chat-completions, Responses and Anthropic Messages).
     MockProvider(MockProviderArgs),
+    /// Run many concurrent conversations against the scripted model and report the loop's own
+    /// overhead per iteration, wall time against the ideal, throughput and memory.
+    Bench(BenchArgs),
+}
+
+/// `keel bench`.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Concurrent conversations.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub conversations: usize,
+
+    /// Iterations per conversation: model calls, all but the last asking for a tool.
+    #[arg(long, value_name = "K", default_value_t = 5)]
+    pub iterations: u32,
+
+    /// Simulated model latency per call, in milliseconds.
+    #[arg(long, value_name = "L", default_value_t = 200)]
+    pub latency_ms: u64,
+
+    /// Where runs are stored: in memory, or a SQLite file in a temporary directory.
+    #[arg(long, value_enum, default_value_t = BenchStore::Memory)]
+    pub store: BenchStore,
+
+    /// Talk to `keel mock-provider` in a child process over HTTP (chat completions) instead of
+    /// the in-process scripted provider.
+    #[arg(long)]
+    pub http: bool,
+
+    /// With --http, ask for streamed answers.
+    #[arg(long)]
+    pub stream: bool,
+
+    /// Start all conversations at once (`burst`), or evenly over the first latency period
+    /// (`spread`: no queueing behind each other, so the overhead is the loop's alone).
+    #[arg(long, value_enum, default_value_t = BenchStart::Burst)]
+    pub start: BenchStart,
+
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The store `keel bench` uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchStore {
+    /// In memory.
+    Memory,
+    /// A SQLite file with durable checkpoints.
+    Sqlite,
+}
+
+/// How `keel bench` starts its conversations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchStart {
+    /// All at once.
+    Burst,
+    /// Evenly over the first latency period.
+    Spread,
 }
 
 /// How to reach a model and run the loop; shared by `run` and `chat`.
@@ -289,4 +348,8 @@ pub struct MockProviderArgs {
     /// JSON script of the responses to give, in order.
     #[arg(long, value_name = "FILE")]
     pub script: PathBuf,
+
+    /// Keep no request bodies (for long benchmark runs).
+    #[arg(long)]
+    pub no_record: bool,
 }

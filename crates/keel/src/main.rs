@@ -40,6 +40,7 @@ fn main() -> ExitCode {
         Command::Answer(args) => runtime.block_on(commands::resume::answer(config, args)),
         Command::Demo => runtime.block_on(commands::demo::demo()),
         Command::MockProvider(args) => runtime.block_on(commands::mock_provider::serve(args)),
+        Command::Bench(args) => runtime.block_on(commands::bench::bench(args)),
     };
     match result {
         Ok(code) => code,

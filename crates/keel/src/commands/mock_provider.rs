@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use keel_mock::{MockServer, Script};
+use keel_mock::{MockServer, Script, ServeOptions};
 
 use crate::cli::MockProviderArgs;
 use crate::config::ConfigError;
@@ -13,7 +13,10 @@ use crate::config::ConfigError;
 /// Runs `keel mock-provider`.
 pub async fn serve(args: MockProviderArgs) -> anyhow::Result<ExitCode> {
     let script = Script::from_file(&args.script).map_err(|e| ConfigError(e.to_string()))?;
-    let server = MockServer::start(args.bind, script)
+    let options = ServeOptions {
+        record: !args.no_record,
+    };
+    let server = MockServer::start_with(args.bind, script, options)
         .await
         .with_context(|| format!("cannot listen on {}", args.bind))?;
     let mut stdout = std::io::stdout().lock();

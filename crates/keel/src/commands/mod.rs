@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod bench;
 pub mod chat;
 pub mod demo;
 pub mod mock_provider;

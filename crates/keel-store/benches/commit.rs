@@ -1,0 +1,247 @@
+//! `Store::commit` on SQLite: the one transaction the loop writes at every safe boundary, on a
+//! file database in a temporary directory (WAL, `synchronous=NORMAL`, as `SqliteStore::open`
+//! sets it up).
+//!
+//! - `boundary`: a typical boundary: the run record, one assistant message, a checkpoint with
+//!   a ~3 KB state (no frame: the run's first checkpoint, written before measuring, has it),
+//!   two tool-call envelope rows and three events;
+//! - `append_only`: a boundary without a checkpoint: the run record and one message.
+//!
+//! Each commit is a new boundary of the same run (iteration, checkpoint seq and call ids
+//! carry on), so the tables grow through the measurement as they do in a long run. Building
+//! the records is outside the measurement.
+//!
+//! `cargo bench -p keel-store --bench commit -- --warm-up-time 1 --measurement-time 2`
+
+use chrono::Utc;
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use keel_core::store::Commit;
+use keel_core::{
+    AgentState, Boundary, Checkpoint, Event, EventKind, Message, RunRecord, StopReason, Store,
+    ToolCallRecord, Usage,
+};
+use keel_store::SqliteStore;
+use serde_json::json;
+
+fn run_record(id: &str) -> RunRecord {
+    let now = Utc::now();
+    RunRecord {
+        id: id.into(),
+        session_id: format!("session-{id}"),
+        state: AgentState::Running,
+        reason: None,
+        provider: "anthropic".into(),
+        model: "claude-sonnet-4".into(),
+        model_used: None,
+        iterations: 0,
+        usage: Usage::default(),
+        final_text: None,
+        error: None,
+        started_at: now,
+        updated_at: now,
+        finished_at: None,
+        cost: 0.0,
+        heartbeat_at: None,
+        cancel_requested_at: None,
+        resume_available: false,
+    }
+}
+
+/// A state JSON of about 3 KB, like a run's counters, guardrails and pending step.
+fn typical_state() -> String {
+    let history: Vec<serde_json::Value> = (0..24)
+        .map(|i| json!({"tool": "read_file", "args_hash": format!("{i:016x}"), "ok": true}))
+        .collect();
+    json!({
+        "iterations": 7,
+        "usage": {"input_tokens": 123_456, "output_tokens": 7_890},
+        "cost": 0.4321,
+        "guard": {"level": 0, "history": history},
+        "pending": {"kind": "tools", "calls": ["call_1", "call_2"]},
+        "notes": "x".repeat(1_350),
+    })
+    .to_string()
+}
+
+/// The run's frame (settings and tool specs), written with its first checkpoint only.
+fn frame() -> String {
+    json!({
+        "settings": {"provider": "anthropic", "model": "claude-sonnet-4", "max_iterations": 50},
+        "tools": ["read_file", "grep", "run_command", "ask_human"],
+    })
+    .to_string()
+}
+
+fn checkpoint(run: &RunRecord, seq: u32, state: String, frame: Option<String>) -> Checkpoint {
+    Checkpoint {
+        run_id: run.id.clone(),
+        seq,
+        boundary: Boundary::ToolResult,
+        iteration: run.iterations,
+        message_cursor: 1,
+        persisted: u64::from(seq),
+        prompt_hash: "sha256:9f86d081884c7d65".into(),
+        completed_calls: vec!["call_1".into()],
+        state,
+        frame,
+        created_at: Utc::now(),
+    }
+}
+
+fn tool_call(run: &RunRecord, call_id: String) -> ToolCallRecord {
+    let now = Utc::now();
+    ToolCallRecord {
+        run_id: run.id.clone(),
+        call_id,
+        name: "read_file".into(),
+        arguments: r#"{"path": "src/main.rs"}"#.into(),
+        idempotent: true,
+        started_at: now,
+        completed_at: Some(now),
+        ok: Some(true),
+        output: Some("fn main() {}\n".into()),
+    }
+}
+
+fn event(run: &RunRecord, kind: EventKind) -> Event {
+    Event {
+        ts: Utc::now(),
+        run_id: run.id.clone(),
+        session_id: run.session_id.clone(),
+        kind,
+    }
+}
+
+fn completed_event(run: &RunRecord, call_id: &str) -> Event {
+    event(
+        run,
+        EventKind::ToolCompleted {
+            call_id: call_id.into(),
+            name: "read_file".into(),
+            ok: true,
+            output: "fn main() {}\n".into(),
+            truncated: false,
+            duration_ms: 2,
+        },
+    )
+}
+
+/// One boundary's records, built before it is measured.
+struct BoundaryRecords {
+    run: RunRecord,
+    checkpoint: Option<Checkpoint>,
+    calls: Vec<ToolCallRecord>,
+    events: Vec<Event>,
+}
+
+impl BoundaryRecords {
+    /// The `seq`th boundary of `run`; `full`: with its checkpoint, envelope rows and events.
+    fn new(run: &RunRecord, seq: u32, state: &str, full: bool) -> BoundaryRecords {
+        let mut run = run.clone();
+        run.iterations = seq;
+        run.updated_at = Utc::now();
+        run.state = if seq % 2 == 0 {
+            AgentState::Running
+        } else {
+            AgentState::WaitingForTool
+        };
+        if !full {
+            return BoundaryRecords {
+                run,
+                checkpoint: None,
+                calls: Vec::new(),
+                events: Vec::new(),
+            };
+        }
+        let calls = vec![
+            tool_call(&run, format!("call_{seq}_a")),
+            tool_call(&run, format!("call_{seq}_b")),
+        ];
+        let events = vec![
+            event(
+                &run,
+                EventKind::ModelResponse {
+                    iteration: seq,
+                    model: "claude-sonnet-4".into(),
+                    stop_reason: StopReason::ToolUse,
+                    tool_calls: 2,
+                    usage: Usage::default(),
+                    latency_ms: 900,
+                },
+            ),
+            completed_event(&run, &format!("call_{seq}_a")),
+            completed_event(&run, &format!("call_{seq}_b")),
+        ];
+        BoundaryRecords {
+            checkpoint: Some(checkpoint(&run, seq, state.to_string(), None)),
+            run,
+            calls,
+            events,
+        }
+    }
+
+    fn commit<'a>(&'a self, messages: &'a [Message]) -> Commit<'a> {
+        Commit {
+            run: &self.run,
+            messages,
+            checkpoint: self.checkpoint.as_ref(),
+            tool_calls: &self.calls,
+            events: &self.events,
+            journal: None,
+        }
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = rt
+        .block_on(SqliteStore::open(&dir.path().join("keel.db")))
+        .expect("sqlite");
+    let state = typical_state();
+    assert!((2_500..3_500).contains(&state.len()), "{}", state.len());
+    let answer = [Message::assistant(
+        "I read the file; main is empty, so the program does nothing. ".repeat(4),
+    )];
+
+    let mut group = c.benchmark_group("commit");
+    for (name, full) in [("boundary", true), ("append_only", false)] {
+        let run = run_record(name);
+        // The run's first boundary writes its frame; the measured ones carry on from it.
+        let first = checkpoint(&run, 1, state.clone(), Some(frame()));
+        rt.block_on(store.commit(&Commit {
+            checkpoint: Some(&first),
+            ..Commit::new(&run, &answer)
+        }))
+        .expect("first commit");
+        let mut seq = 1;
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                || {
+                    seq += 1;
+                    BoundaryRecords::new(&run, seq, &state, full)
+                },
+                |boundary| {
+                    rt.block_on(store.commit(&boundary.commit(&answer)))
+                        .expect("commit")
+                },
+                BatchSize::SmallInput,
+            )
+        });
+        // Everything measured was written.
+        let written = rt.block_on(store.messages(&run.session_id)).expect("read");
+        assert_eq!(written.len(), seq as usize, "{name}");
+        let checkpoints = rt.block_on(store.checkpoints(&run.id)).expect("read");
+        let expected = if full { seq as usize } else { 1 };
+        assert_eq!(checkpoints.len(), expected, "{name}");
+        eprintln!("{name}: {seq} boundaries written");
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
