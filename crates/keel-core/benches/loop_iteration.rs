@@ -13,7 +13,7 @@ use keel_core::{
     Agent, MemoryStore, Provider, RunRequest, Store, Tool, ToolContext, ToolError, ToolOutput,
     ToolSpec,
 };
-use keel_mock::{MockServer, Script, ScriptedProvider, Step};
+use keel_mock::{MockServer, Script, ScriptedProvider, ServeOptions, Step};
 use keel_providers::{OpenAiChat, OpenAiConfig};
 use keel_store::SqliteStore;
 use serde_json::json;
@@ -32,8 +32,14 @@ impl Tool for Noop {
     }
 }
 
-fn forever() -> Vec<Step> {
-    vec![Step::tool_call("noop", json!({"n": 1})).repeat_forever()]
+/// Nine tool calls with distinct arguments (so no loop detector fires), then the answer: ten
+/// iterations, every usage given (nothing for the mock to estimate).
+fn steps() -> Vec<Step> {
+    let mut steps: Vec<Step> = (1..ITERATIONS)
+        .map(|n| Step::tool_call("noop", json!({"n": n})).with_usage(500, 20))
+        .collect();
+    steps.push(Step::text("done").with_usage(600, 5));
+    steps
 }
 
 fn agent(provider: Arc<dyn Provider>, store: Arc<dyn Store>, stream: bool) -> Agent {
@@ -63,14 +69,16 @@ fn bench(c: &mut Criterion) {
             .expect("sqlite"),
     );
     let server = rt
-        .block_on(MockServer::start(
+        .block_on(MockServer::start_with(
             "127.0.0.1:0".parse().expect("addr"),
-            Script::new(forever()),
+            Script::new(steps()).with_per_turn(),
+            ServeOptions { record: false },
         ))
         .expect("mock server");
     let http: Arc<dyn Provider> =
         Arc::new(OpenAiChat::new(OpenAiConfig::new(server.base_url())).expect("adapter"));
-    let in_process: Arc<dyn Provider> = Arc::new(ScriptedProvider::from_steps(forever()));
+    let in_process: Arc<dyn Provider> =
+        Arc::new(ScriptedProvider::new(Script::new(steps()).with_per_turn()).without_recording());
 
     let cases: Vec<(&str, Agent)> = vec![
         (

@@ -24,7 +24,10 @@ fn check(report: &Value, store: &str, transport: &str) {
     assert_eq!(report["ideal_ms"], 15.0);
     let overhead = &report["overhead_us"];
     let p50 = overhead["p50"].as_f64().unwrap();
-    assert!(p50 > 0.0 && p50 <= overhead["p99"].as_f64().unwrap(), "{report}");
+    assert!(
+        p50 > 0.0 && p50 <= overhead["p99"].as_f64().unwrap(),
+        "{report}"
+    );
     assert!(report["wall_ms"].as_f64().unwrap() >= 15.0, "{report}");
     assert!(report["iterations_per_sec"].as_f64().unwrap() > 0.0);
     if cfg!(target_os = "linux") {
@@ -58,5 +61,9 @@ fn bad_arguments_are_usage_errors() {
     let (_guard, home) = temp();
     let output = run(keel(&home).args(["bench", "--conversations", "0"]));
     assert_eq!(output.status.code(), Some(2));
-    assert!(stderr(&output).contains("at least 1"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("at least 1"),
+        "{}",
+        stderr(&output)
+    );
 }
