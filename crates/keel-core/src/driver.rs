@@ -8,7 +8,6 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -16,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::checkpoint::ToolCallRecord;
 use crate::clock::Clock;
 use crate::event::{Emitter, EventKind};
+use crate::heartbeat::HeartbeatTicker;
 use crate::human::HumanChannel;
 use crate::provider::{ChatResponse, DeltaSink, NoDeltas, Provider};
 use crate::provider_error::{ProviderError, ProviderErrorKind};
@@ -44,8 +44,8 @@ pub struct Driver<'a> {
     pub user_id: Option<String>,
     /// Someone to ask `ask_human` questions; without one, the run waits for `keel answer`.
     pub human: Option<&'a dyn HumanChannel>,
-    /// How often a long step shows the worker is alive (and learns of a cancel request).
-    pub heartbeat_interval: Duration,
+    /// When a long step shows the worker is alive (and learns of a cancel request).
+    pub heartbeat: &'a HeartbeatTicker,
 }
 
 /// Whether cancelling may interrupt a step in flight.
@@ -259,14 +259,14 @@ impl Driver<'_> {
             }
         };
         let heartbeat = async {
-            let mut tick = tokio::time::interval(self.heartbeat_interval);
-            tick.tick().await;
-            loop {
-                tick.tick().await;
+            let mut ticks = self.heartbeat.subscribe();
+            while ticks.changed().await.is_ok() {
                 if let Ok(true) = self.store.heartbeat(run_id, self.clock.now()).await {
                     self.cancel.cancel();
                 }
             }
+            // The ticker is gone (its runtime ended): no more heartbeats.
+            std::future::pending::<()>().await
         };
         tokio::select! {
             done = work => Raced::Done(done),

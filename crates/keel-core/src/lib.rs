@@ -15,6 +15,7 @@ pub mod context;
 pub mod driver;
 pub mod event;
 pub mod fixup;
+pub mod heartbeat;
 pub mod human;
 pub mod journal;
 pub mod loop_guard;

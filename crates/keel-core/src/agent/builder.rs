@@ -8,6 +8,7 @@ use super::{Agent, AgentError};
 use crate::budget::{Budgets, PriceTable};
 use crate::clock::Clock;
 use crate::event::EventSink;
+use crate::heartbeat::HeartbeatTicker;
 use crate::human::HumanChannel;
 use crate::loop_guard::GuardConfig;
 use crate::memory_store::MemoryStore;
@@ -290,7 +291,7 @@ impl AgentBuilder {
             settings,
             chat_session: Mutex::new(None),
             human: self.human,
-            heartbeat_interval: self.heartbeat_interval,
+            heartbeat: HeartbeatTicker::new(self.heartbeat_interval),
             reconcile: self.reconcile,
         })
     }

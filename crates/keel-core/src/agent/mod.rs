@@ -1,9 +1,9 @@
 //! The library entry point for people who embed keel: build an [`Agent`] from a provider, a
 //! model, tools, a store and event sinks, then [`Agent::chat`] or [`Agent::run`].
 
+use crate::heartbeat::HeartbeatTicker;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -149,7 +149,7 @@ impl RunReport {
 /// on different sessions may proceed concurrently.
 pub struct Agent {
     human: Option<Arc<dyn HumanChannel>>,
-    heartbeat_interval: Duration,
+    heartbeat: HeartbeatTicker,
     reconcile: crate::reconcile::ReconcilePolicy,
     providers: HashMap<String, Arc<dyn Provider>>,
     registry: Arc<ToolRegistry>,
@@ -268,7 +268,7 @@ impl Agent {
             cancel,
             user_id,
             human: self.human.as_deref(),
-            heartbeat_interval: self.heartbeat_interval,
+            heartbeat: &self.heartbeat,
         }
     }
 
