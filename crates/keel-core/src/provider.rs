@@ -1,6 +1,7 @@
 //! The `Provider` trait: one model call, whole or streamed, in keel's own terms.
 
 use std::ops::AddAssign;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -31,8 +32,8 @@ pub struct ChatRequest {
     pub model: String,
     /// The conversation, system message(s) first.
     pub messages: Vec<Message>,
-    /// Tools the model may call.
-    pub tools: Vec<ToolSpec>,
+    /// Tools the model may call (shared: the same list goes with every call of a run).
+    pub tools: Arc<[ToolSpec]>,
     /// How the model may use them.
     pub tool_choice: ToolChoice,
     /// Upper bound on output tokens, if any.

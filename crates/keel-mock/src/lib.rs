@@ -152,7 +152,7 @@
 //! let request = ChatRequest {
 //!     model: "gpt-test".into(),
 //!     messages: vec![Message::user("read a.txt")],
-//!     tools: Vec::new(),
+//!     tools: Vec::new().into(),
 //!     tool_choice: ToolChoice::Auto,
 //!     max_tokens: None,
 //!     stream: false,

@@ -29,7 +29,7 @@ impl Conversation {
         let request = ChatRequest {
             model: "gpt-test".into(),
             messages: self.messages.clone(),
-            tools: Vec::new(),
+            tools: Vec::new().into(),
             tool_choice: ToolChoice::Auto,
             max_tokens: None,
             stream: false,
@@ -165,7 +165,7 @@ async fn a_position_past_the_end_is_exhausted() {
     let mut summary = ChatRequest {
         model: "summary-model".into(),
         messages: vec![Message::user("summarize")],
-        tools: Vec::new(),
+        tools: Vec::new().into(),
         tool_choice: ToolChoice::Auto,
         max_tokens: None,
         stream: false,

@@ -49,7 +49,7 @@ fn request(stream: bool) -> ChatRequest {
     ChatRequest {
         model: "gpt-test".into(),
         messages: vec![Message::user("hello there")],
-        tools: Vec::new(),
+        tools: Vec::new().into(),
         tool_choice: ToolChoice::Auto,
         max_tokens: None,
         stream,

@@ -160,7 +160,7 @@ fn simple_request(stream: bool) -> ChatRequest {
     ChatRequest {
         model: "claude-test".into(),
         messages: vec![Message::user("hi")],
-        tools: Vec::new(),
+        tools: Vec::new().into(),
         tool_choice: ToolChoice::Auto,
         max_tokens: None,
         stream,
@@ -272,7 +272,8 @@ async fn the_request_body_is_the_messages_wire_format() {
             "get_weather",
             "Current weather for a city",
             json!({"type": "object", "properties": {"city": {"type": "string"}}}),
-        )],
+        )]
+        .into(),
         tool_choice: ToolChoice::Required,
         max_tokens: Some(100),
         stream: false,

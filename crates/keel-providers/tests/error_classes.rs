@@ -38,7 +38,7 @@ fn request(stream: bool) -> ChatRequest {
     ChatRequest {
         model: "gpt-test".into(),
         messages: vec![Message::user("hello")],
-        tools: Vec::new(),
+        tools: Vec::new().into(),
         tool_choice: ToolChoice::Auto,
         max_tokens: Some(64),
         stream,

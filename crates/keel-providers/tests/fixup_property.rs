@@ -66,7 +66,8 @@ fn request(messages: Vec<Message>) -> ChatRequest {
             "lookup",
             "looks things up",
             json!({"type": "object", "properties": {"q": {"type": "string"}}}),
-        )],
+        )]
+        .into(),
         tool_choice: ToolChoice::Auto,
         max_tokens: Some(256),
         stream: false,

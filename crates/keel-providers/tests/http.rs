@@ -143,7 +143,7 @@ fn simple_request(stream: bool) -> ChatRequest {
     ChatRequest {
         model: "test-model".into(),
         messages: vec![Message::user("hi")],
-        tools: Vec::new(),
+        tools: Vec::new().into(),
         tool_choice: ToolChoice::Auto,
         max_tokens: None,
         stream,
@@ -219,7 +219,8 @@ async fn the_request_body_carries_tools_choice_and_tool_results() {
             "Current weather for a city",
             json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
         )
-        .idempotent()],
+        .idempotent()]
+        .into(),
         tool_choice: ToolChoice::Tool("get_weather".into()),
         max_tokens: Some(100),
         stream: false,

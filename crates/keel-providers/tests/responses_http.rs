@@ -156,7 +156,7 @@ fn simple_request(stream: bool) -> ChatRequest {
     ChatRequest {
         model: "test-model".into(),
         messages: vec![Message::user("hi")],
-        tools: Vec::new(),
+        tools: Vec::new().into(),
         tool_choice: ToolChoice::Auto,
         max_tokens: None,
         stream,
@@ -248,7 +248,8 @@ async fn the_request_body_carries_instructions_items_tools_and_reasoning() {
             "get_weather",
             "Current weather for a city",
             json!({"type": "object", "properties": {"city": {"type": "string"}}}),
-        )],
+        )]
+        .into(),
         tool_choice: ToolChoice::Tool("get_weather".into()),
         max_tokens: Some(100),
         stream: false,

@@ -245,7 +245,7 @@ impl Run {
                     Message::system(context::SUMMARY_INSTRUCTIONS),
                     Message::user(input),
                 ],
-                tools: Vec::new(),
+                tools: Vec::new().into(),
                 tool_choice: ToolChoice::Auto,
                 max_tokens: Some(self.settings.context.summary_max_tokens),
                 stream: false,

@@ -50,6 +50,11 @@ struct Frame {
     tools: Vec<ToolSpec>,
 }
 
+/// The tools a run holds between decoding its state and reading its frame.
+pub(super) fn no_tools() -> std::sync::Arc<[ToolSpec]> {
+    std::sync::Arc::new([])
+}
+
 /// The settings a run holds between decoding its state and reading its frame.
 pub(super) fn unset_settings() -> RunSettings {
     RunSettings::new("", "")
@@ -206,7 +211,7 @@ impl Run {
                     ))
                 })?;
         run.settings = frame.settings;
-        run.tools = frame.tools;
+        run.tools = frame.tools.into();
         run.frame_stored = true;
         let stored: Vec<StoredMessage> = stored
             .into_iter()

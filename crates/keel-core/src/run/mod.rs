@@ -7,6 +7,7 @@
 //! unit-testable without a runtime and a run can be checkpointed and restored elsewhere.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -121,8 +122,8 @@ pub struct Run {
     /// with the first (see [`Checkpoint::frame`]).
     #[serde(skip, default = "durable::unset_settings")]
     settings: RunSettings,
-    #[serde(skip)]
-    tools: Vec<ToolSpec>,
+    #[serde(skip, default = "durable::no_tools")]
+    tools: Arc<[ToolSpec]>,
     /// The frame is in the store (written with an earlier checkpoint, or restored from one).
     #[serde(skip)]
     frame_stored: bool,
@@ -244,7 +245,7 @@ impl Run {
             iteration_limit: settings.max_iterations,
             guard: LoopGuard::new(settings.guard.clone()),
             settings,
-            tools,
+            tools: tools.into(),
             frame_stored: false,
             messages: Vec::with_capacity(history.len() + 8),
             counts: Vec::with_capacity(history.len() + 8),

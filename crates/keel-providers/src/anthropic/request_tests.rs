@@ -16,7 +16,7 @@ fn request(messages: Vec<Message>) -> ChatRequest {
     ChatRequest {
         model: "claude-test".into(),
         messages,
-        tools: Vec::new(),
+        tools: Vec::new().into(),
         tool_choice: ToolChoice::Auto,
         max_tokens: None,
         stream: false,
@@ -323,7 +323,7 @@ fn tools_and_tool_choice_map_per_variant() {
     ];
     for (choice, wire) in cases {
         let mut req = request(vec![Message::user("hi")]);
-        req.tools = vec![echo_tool("echo")];
+        req.tools = vec![echo_tool("echo")].into();
         req.tool_choice = choice.clone();
         let body = build_request_body(&req, NO_CACHE);
         assert_eq!(body.get("tool_choice"), wire.as_ref(), "{choice:?}");
@@ -332,7 +332,7 @@ fn tools_and_tool_choice_map_per_variant() {
             json!([{"name": "echo", "description": "Echoes", "input_schema": {"type": "object"}}])
         );
         // Without tools there is no tool_choice either.
-        req.tools.clear();
+        req.tools = Vec::new().into();
         let body = build_request_body(&req, NO_CACHE);
         assert!(body.get("tool_choice").is_none(), "{choice:?}: {body}");
         assert!(body.get("tools").is_none());
@@ -351,7 +351,7 @@ fn cache_breakpoints_mark_system_tools_and_the_last_two_user_turns() {
         Message::tool_result("t1", "result"),
         Message::user("third"),
     ]);
-    req.tools = vec![echo_tool("x"), echo_tool("y")];
+    req.tools = vec![echo_tool("x"), echo_tool("y")].into();
     let body = build_request_body(&req, CACHE);
     let mark = json!({"type": "ephemeral"});
     assert!(body["system"][0].get("cache_control").is_none());

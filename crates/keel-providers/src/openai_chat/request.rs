@@ -128,7 +128,7 @@ mod tests {
         ChatRequest {
             model: "m".into(),
             messages: vec![Message::user("hi")],
-            tools,
+            tools: tools.into(),
             tool_choice,
             max_tokens: None,
             stream: false,

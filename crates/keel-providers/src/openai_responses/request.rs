@@ -210,7 +210,7 @@ mod tests {
         ChatRequest {
             model: "o4-mini".into(),
             messages,
-            tools: Vec::new(),
+            tools: Vec::new().into(),
             tool_choice: ToolChoice::Auto,
             max_tokens: None,
             stream: false,
@@ -456,7 +456,7 @@ mod tests {
     #[test]
     fn tools_are_flat_function_tools_and_choices_map() {
         let mut req = request(vec![Message::user("hi")]);
-        req.tools = vec![echo_tool()];
+        req.tools = vec![echo_tool()].into();
         let cases = [
             (ToolChoice::Auto, None),
             (ToolChoice::None, Some(json!("none"))),
@@ -481,7 +481,7 @@ mod tests {
     #[test]
     fn a_chosen_tool_that_is_not_offered_is_not_forced() {
         let mut req = request(vec![Message::user("hi")]);
-        req.tools = vec![echo_tool()];
+        req.tools = vec![echo_tool()].into();
         req.tool_choice = ToolChoice::Tool("missing".into());
         let body = body(&req);
         assert!(body.get("tool_choice").is_none(), "{body}");

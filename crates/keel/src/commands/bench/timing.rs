@@ -144,7 +144,7 @@ mod tests {
         let request = ChatRequest {
             model: "m".into(),
             messages: vec![keel_core::Message::user("q")],
-            tools: Vec::new(),
+            tools: Vec::new().into(),
             tool_choice: keel_core::ToolChoice::Auto,
             max_tokens: None,
             stream: false,
