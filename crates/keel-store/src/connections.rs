@@ -78,6 +78,20 @@ impl Writer {
         Ok(conn)
     }
 
+    /// The writer when nobody holds it or waits for it, else `None`; rolled back first like
+    /// [`Writer::lend`].
+    pub(crate) async fn try_lend(&self) -> Result<Option<Lent<'_>>, StoreError> {
+        let Ok(guard) = self.slot.try_lock() else {
+            return Ok(None);
+        };
+        let mut conn = lend(guard)?;
+        if self.unfinished.load(Ordering::Acquire) {
+            rollback(&mut conn).await;
+            self.unfinished.store(false, Ordering::Release);
+        }
+        Ok(Some(conn))
+    }
+
     /// Marks the writer as (possibly) inside a transaction, or no longer.
     pub(crate) fn set_unfinished(&self, unfinished: bool) {
         self.unfinished.store(unfinished, Ordering::Release);
@@ -152,6 +166,15 @@ impl Connections {
     pub(crate) async fn transaction(&self, batches: Vec<Batch>) -> Result<bool, String> {
         if batches.is_empty() {
             return Ok(false);
+        }
+        // A free writer takes the commit at once, on this task: without a group to join, the
+        // trip through the writer's task would only add two wake-ups. Cancelled midway, it
+        // leaves the writer marked unfinished, and the next holder rolls it back.
+        if let Some(mut conn) = self.writer.try_lend().await.map_err(|e| e.to_string())? {
+            self.writer.set_unfinished(true);
+            let outcome = group_commit::alone(&mut conn, batches).await;
+            self.writer.set_unfinished(false);
+            return outcome;
         }
         let (done, result) = oneshot::channel();
         self.commits

@@ -77,7 +77,10 @@ async fn write(writer: &Writer, mut commits: Vec<Vec<Batch>>) -> Vec<Result<bool
 
 /// One commit: `BEGIN IMMEDIATE` and `COMMIT` ride on its first and last batches, so a
 /// typical boundary is a single trip to the connection's thread.
-async fn alone(conn: &mut SqliteConnection, mut batches: Vec<Batch>) -> Result<bool, String> {
+pub(crate) async fn alone(
+    conn: &mut SqliteConnection,
+    mut batches: Vec<Batch>,
+) -> Result<bool, String> {
     let Some(last) = batches.len().checked_sub(1) else {
         return Ok(false);
     };
