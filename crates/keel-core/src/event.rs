@@ -423,7 +423,7 @@ mod tests {
     }
 }
 
-/// Stamps events of one run and hands them to every sink. Also a [`DeltaSink`], so stream
+/// Stamps events of one run and hands them to every sink. Also a [`DeltaSink`](crate::provider::DeltaSink), so stream
 /// deltas become `agent.stream.delta` events. When keeping, it also holds every event but the
 /// deltas until the driver stores them with the next boundary.
 #[derive(Clone)]

@@ -20,7 +20,7 @@ use crate::event::EventKind;
 use crate::journal::Journal;
 use crate::loop_guard::{Detection, LoopGuard};
 use crate::message::{InternalReason, Message, Role, ToolCall};
-use crate::provider::{ChatRequest, ChatResponse, StopReason, ToolChoice, Usage};
+use crate::provider::{ChatResponse, StopReason, ToolChoice, Usage};
 use crate::provider_error::ProviderError;
 use crate::recovery::{self, Recovery};
 use crate::run_settings::{ModelTarget, RunSettings};
@@ -32,9 +32,12 @@ use crate::tool::ToolSpec;
 mod context;
 mod durable;
 mod escalation;
+mod step;
+mod stopping;
 mod view;
 
 pub use durable::{NextStep, RestoreError, prompt_hash};
+pub use step::{ModelCall, Step, ToolCallReport, ToolResult};
 
 pub use crate::run_settings::{
     DEFAULT_ITERATION_CAP, DEFAULT_MAX_ITERATIONS, DEFAULT_TOOL_RESULT_MAX_CHARS,
@@ -47,60 +50,6 @@ Continue from exactly where you left off, without repeating anything.";
 /// The prompt of the last turn at the soft time limit.
 pub const SUMMARIZE_PROMPT: &str = "Time is up for this task. Do not call any more tools. \
 Summarize what you have done so far, what you found, and what is left to do.";
-
-/// What the driver must do next.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Step {
-    /// Call a model and feed the result to [`Run::on_model_result`].
-    CallModel(ModelCall),
-    /// Run these tool calls (results in this order) and feed them to [`Run::on_tool_results`].
-    RunTools(Vec<ToolCall>),
-    /// Ask a model to summarize older messages (compaction) and feed the answer to
-    /// [`Run::on_summary`]. Not an iteration; its deltas are not streamed.
-    Summarize(ModelCall),
-    /// Put this question to the human and feed the answer to [`Run::on_human_answer`]; with no
-    /// human at hand, the run waits (`waiting_on_human`) until `keel answer`.
-    AskHuman(String),
-    /// The run is over; its state is terminal.
-    Finish,
-}
-
-/// One model call to make.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ModelCall {
-    /// The provider to call (a key of the agent's providers).
-    pub provider: String,
-    /// What to send.
-    pub request: ChatRequest,
-    /// How long to wait before sending (a retry's backoff).
-    pub wait: Duration,
-}
-
-/// The outcome of one tool call, as the driver hands it back.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ToolResult {
-    /// The call it answers.
-    pub call_id: String,
-    /// False when `content` is an error message.
-    pub ok: bool,
-    /// What the model will see (already cut to size).
-    pub content: String,
-}
-
-/// One tool call of a run, as reported at the end.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ToolCallReport {
-    /// Call id.
-    pub id: String,
-    /// Tool name.
-    pub name: String,
-    /// Arguments: parsed JSON when they were valid JSON, else the raw text.
-    pub arguments: serde_json::Value,
-    /// False when the tool failed or the call was refused.
-    pub ok: bool,
-    /// What the model saw.
-    pub output: String,
-}
 
 /// Where the run stands against its soft time limit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -532,60 +481,6 @@ impl Run {
             return stop;
         }
         self.next_model_call()
-    }
-
-    /// Stops the run at a user's request. Nothing more is written to the transcript.
-    pub fn cancel(&mut self) -> Step {
-        if self.state.is_terminal() {
-            return Step::Finish;
-        }
-        self.next = durable::NextStep::Finish;
-        self.pending.clear();
-        self.state = AgentState::Cancelled;
-        self.events.push(EventKind::RunCancelled {
-            iterations: self.iteration,
-        });
-        Step::Finish
-    }
-
-    /// Notes that the soft time limit passed: the next model call is a last turn that
-    /// summarizes, without tools.
-    pub fn on_soft_limit(&mut self) {
-        if self.soft_limit == SoftLimit::NotReached && !self.state.is_terminal() {
-            self.soft_limit = SoftLimit::Reached;
-            self.events.push(EventKind::SoftLimit {
-                iterations: self.iteration,
-            });
-        }
-    }
-
-    /// Ends the run at the hard time limit.
-    pub fn on_hard_limit(&mut self, limit: Duration) -> Step {
-        if self.state.is_terminal() {
-            return Step::Finish;
-        }
-        self.fail(
-            AgentState::TimedOut,
-            None,
-            format!(
-                "stopped at the hard time limit of {} s",
-                limit.as_secs_f64()
-            ),
-        )
-    }
-
-    /// Ends the run in `error` because keel itself failed (e.g. the store).
-    pub fn fail_internal(&mut self, message: impl Into<String>) -> Step {
-        self.fail(
-            AgentState::Error,
-            Some(ErrorReason::Internal),
-            message.into(),
-        )
-    }
-
-    /// Ends the run as `budget_exceeded` before it starts (a user's monthly budget is spent).
-    pub fn refuse_over_budget(&mut self, message: impl Into<String>) -> Step {
-        self.fail(AgentState::BudgetExceeded, None, message.into())
     }
 
     fn next_model_call(&mut self) -> Step {
