@@ -70,12 +70,7 @@ impl Writer {
     /// The writer, once the holders that asked before have returned it, outside any
     /// transaction: one its last holder left open by being cancelled is rolled back first.
     pub(crate) async fn lend(&self) -> Result<Lent<'_>, StoreError> {
-        let mut conn = lend(self.slot.lock().await)?;
-        if self.unfinished.load(Ordering::Acquire) {
-            rollback(&mut conn).await;
-            self.unfinished.store(false, Ordering::Release);
-        }
-        Ok(conn)
+        self.settle(self.slot.lock().await).await
     }
 
     /// The writer when nobody holds it or waits for it, else `None`; rolled back first like
@@ -84,12 +79,21 @@ impl Writer {
         let Ok(guard) = self.slot.try_lock() else {
             return Ok(None);
         };
+        self.settle(guard).await.map(Some)
+    }
+
+    /// Lends the writer out of `guard`, first rolling back a transaction its last holder left
+    /// open by being cancelled.
+    async fn settle<'a>(
+        &self,
+        guard: MutexGuard<'a, Option<SqliteConnection>>,
+    ) -> Result<Lent<'a>, StoreError> {
         let mut conn = lend(guard)?;
         if self.unfinished.load(Ordering::Acquire) {
             rollback(&mut conn).await;
             self.unfinished.store(false, Ordering::Release);
         }
-        Ok(Some(conn))
+        Ok(conn)
     }
 
     /// Marks the writer as (possibly) inside a transaction, or no longer.
@@ -171,10 +175,8 @@ impl Connections {
         // trip through the writer's task would only add two wake-ups. Cancelled midway, it
         // leaves the writer marked unfinished, and the next holder rolls it back.
         if let Some(mut conn) = self.writer.try_lend().await.map_err(|e| e.to_string())? {
-            self.writer.set_unfinished(true);
-            let outcome = group_commit::alone(&mut conn, batches).await;
-            self.writer.set_unfinished(false);
-            return outcome;
+            let mut outcomes = group_commit::write_on(&self.writer, &mut conn, vec![batches]).await;
+            return outcomes.pop().unwrap_or(Ok(false));
         }
         let (done, result) = oneshot::channel();
         self.commits

@@ -59,17 +59,26 @@ async fn run(writer: Writer, mut queue: mpsc::UnboundedReceiver<Pending>) {
 }
 
 /// Writes the commits as one transaction; one outcome per commit, in order.
-async fn write(writer: &Writer, mut commits: Vec<Vec<Batch>>) -> Vec<Result<bool, String>> {
+async fn write(writer: &Writer, commits: Vec<Vec<Batch>>) -> Vec<Result<bool, String>> {
+    match writer.lend().await {
+        Ok(mut conn) => write_on(writer, &mut conn, commits).await,
+        Err(e) => vec![Err(e.to_string()); commits.len()],
+    }
+}
+
+/// [`write`] on the writer's connection, already lent. Marked unfinished meanwhile: a holder
+/// cancelled midway leaves it to the next one to roll back.
+pub(crate) async fn write_on(
+    writer: &Writer,
+    conn: &mut SqliteConnection,
+    mut commits: Vec<Vec<Batch>>,
+) -> Vec<Result<bool, String>> {
     let count = commits.len();
-    let mut conn = match writer.lend().await {
-        Ok(conn) => conn,
-        Err(e) => return vec![Err(e.to_string()); count],
-    };
     writer.set_unfinished(true);
     let outcomes = if count == 1 {
-        vec![alone(&mut conn, commits.pop().unwrap_or_default()).await]
+        vec![alone(conn, commits.pop().unwrap_or_default()).await]
     } else {
-        together(&mut conn, commits).await
+        together(conn, commits).await
     };
     writer.set_unfinished(false);
     outcomes
@@ -77,10 +86,7 @@ async fn write(writer: &Writer, mut commits: Vec<Vec<Batch>>) -> Vec<Result<bool
 
 /// One commit: `BEGIN IMMEDIATE` and `COMMIT` ride on its first and last batches, so a
 /// typical boundary is a single trip to the connection's thread.
-pub(crate) async fn alone(
-    conn: &mut SqliteConnection,
-    mut batches: Vec<Batch>,
-) -> Result<bool, String> {
+async fn alone(conn: &mut SqliteConnection, mut batches: Vec<Batch>) -> Result<bool, String> {
     let Some(last) = batches.len().checked_sub(1) else {
         return Ok(false);
     };
