@@ -271,7 +271,7 @@ impl Case {
             .expect("append");
         let sqlite = compacted.then(|| {
             rt.block_on(async {
-                let sqlite = SqliteStore::open_in_memory().await.expect("sqlite");
+                let sqlite = SqliteStore::open_temporary().await.expect("sqlite");
                 sqlite
                     .append_messages(SESSION, None, &messages)
                     .await

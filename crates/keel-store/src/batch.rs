@@ -1,17 +1,15 @@
 //! One write of the store (append messages to a session; for a commit, also upsert the run and
-//! write the rest of its boundary) in as few trips to the connection's worker thread as SQLite
-//! allows.
+//! write the rest of its boundary), planned as statements that the writer's thread runs in one
+//! transaction ([`crate::writer`]).
 //!
-//! A write is planned as a list of [`Batch`]es, each one multi-statement query, run in order as
-//! one transaction ([`Connections::transaction`]). Each chunk of up to [`ROWS_PER_QUERY`]
-//! messages is one batch that (1) creates the session or bumps its count, `updated_at` and title,
-//! and (2) inserts the rows, numbering them from the session's new count, so nothing is read back
-//! (a compaction summary's `summary_of.last` also goes to the `summary_last` column, see
-//! `migrations/0003_summaries.sql`).
-//! The last one also (3) upserts the run, returning whether it was asked to stop, and (4) writes
-//! the boundary's checkpoint, envelope rows, events and journal ([`crate::durability`]); only a
-//! boundary with hundreds of rows spills into further batches. A typical boundary is therefore
-//! a single query, `BEGIN IMMEDIATE` and `COMMIT` included: one trip to the worker thread.
+//! A write is planned as a list of [`Batch`]es, each a few statements that share their first
+//! parameters. Each chunk of up to [`ROWS_PER_QUERY`] messages is one batch that (1) creates the
+//! session or bumps its count, `updated_at` and title, and (2) inserts the rows, numbering them
+//! from the session's new count, so nothing is read back (a compaction summary's
+//! `summary_of.last` also goes to the `summary_last` column, see
+//! `migrations/0003_summaries.sql`). The last one also (3) upserts the run, returning whether it
+//! was asked to stop, and (4) writes the boundary's checkpoint, envelope rows, events and journal
+//! ([`crate::durability`]); only a boundary with hundreds of rows spills into further batches.
 //!
 //! Every statement of a batch shares its first parameters:
 //!
@@ -24,31 +22,19 @@
 //! | `$5` | run id, or NULL |
 //!
 //! Every other value is bound once, numbered in the order the text first uses it, so the text and
-//! its arguments are built together and cannot disagree. SQLite prepares each distinct text once
-//! per connection (sqlx's statement cache); the text varies only with the shape of the write (how
+//! its arguments are built together and cannot disagree. The writer prepares each distinct
+//! statement once (its statement cache); the text varies only with the shape of the write (how
 //! many messages, envelope rows and events, whether there is a run, a checkpoint, a journal).
 
 use std::fmt::Write;
 
 use keel_core::store::{Commit, session_title};
 use keel_core::{Message, Role, StoreError};
-use sqlx::sqlite::{Sqlite, SqliteArguments, SqliteConnection};
-use sqlx::{Arguments, AssertSqlSafe, Encode, Row, Type};
+use rusqlite::types::{ToSql, ToSqlOutput, Value};
 
 use crate::codec::{MessageColumns, RunCounts, timestamp};
 use crate::connections::Connections;
 use crate::durability;
-
-/// The name of the savepoint around each commit of a group.
-macro_rules! savepoint {
-    () => {
-        "keel_commit"
-    };
-}
-
-/// Undoes one commit of a group, leaving the others.
-pub(crate) const ROLLBACK_TO_SAVEPOINT: &str =
-    concat!("ROLLBACK TO ", savepoint!(), "; RELEASE ", savepoint!());
 
 /// Rows per `INSERT`: keeps the number of distinct statement texts small.
 pub(crate) const ROWS_PER_QUERY: usize = 64;
@@ -102,25 +88,35 @@ const UPSERT_RUN_TAIL: &str = ") ON CONFLICT (id) DO UPDATE SET \
      event_count = runs.event_count + excluded.event_count \
      RETURNING cancel_requested_at IS NOT NULL";
 
-/// A multi-statement query under construction: its text and its arguments, numbered together.
+/// Statements under construction that share their parameters: the texts and the arguments,
+/// numbered together.
 pub(crate) struct Batch {
-    sql: String,
-    args: SqliteArguments,
+    /// The finished statements, then the one being written (possibly empty).
+    statements: Vec<String>,
+    args: Vec<Value>,
 }
 
 impl Batch {
-    /// A batch with no parameters bound yet.
+    /// A batch with no statement and no parameter yet.
     pub(crate) fn new() -> Self {
         Batch {
-            sql: String::with_capacity(2048),
-            args: SqliteArguments::default(),
+            statements: vec![String::with_capacity(512)],
+            args: Vec::new(),
         }
+    }
+
+    /// A batch of the one statement `sql`, whose parameters `$1`, `$2`, … are bound next, in
+    /// order, with [`Batch::bind`].
+    pub(crate) fn of(sql: &str) -> Self {
+        let mut batch = Batch::new();
+        batch.sql(sql);
+        batch
     }
 
     /// A batch with the shared parameters `$1`…`$5` bound (see the module documentation).
     fn shared(shared: &Shared<'_>, messages: usize) -> Result<Self, StoreError> {
         let mut batch = Batch::new();
-        batch.args.reserve(5 + messages * MESSAGE_PARAMS, 0);
+        batch.args.reserve(5 + messages * MESSAGE_PARAMS);
         batch.param(shared.session_id)?;
         batch.param(shared.now.as_str())?;
         batch.param(shared.title.as_deref())?;
@@ -131,21 +127,27 @@ impl Batch {
     }
 
     /// Binds `value` as the next parameter and returns its number; writes nothing.
-    pub(crate) fn param<'t, T>(&mut self, value: T) -> Result<usize, StoreError>
-    where
-        T: Encode<'t, Sqlite> + Type<Sqlite>,
-    {
-        self.args
-            .add(value)
-            .map_err(|e| StoreError::Backend(format!("cannot encode a query parameter: {e}")))?;
+    pub(crate) fn param<T: ToSql>(&mut self, value: T) -> Result<usize, StoreError> {
+        let failed = |e: &dyn std::fmt::Display| {
+            StoreError::Backend(format!("cannot encode a query parameter: {e}"))
+        };
+        let value = match value.to_sql().map_err(|e| failed(&e))? {
+            ToSqlOutput::Borrowed(value) => Value::try_from(value).map_err(|e| failed(&e))?,
+            ToSqlOutput::Owned(value) => value,
+            other => return Err(failed(&format_args!("unsupported {other:?}"))),
+        };
+        self.args.push(value);
         Ok(self.args.len())
     }
 
+    /// Binds `value` as the next parameter, for [`Batch::of`].
+    pub(crate) fn bind<T: ToSql>(mut self, value: T) -> Result<Self, StoreError> {
+        self.param(value)?;
+        Ok(self)
+    }
+
     /// Binds `value` and writes `, $n` for it: the next value of a row or list.
-    pub(crate) fn value<'t, T>(&mut self, value: T) -> Result<&mut Self, StoreError>
-    where
-        T: Encode<'t, Sqlite> + Type<Sqlite>,
-    {
+    pub(crate) fn value<T: ToSql>(&mut self, value: T) -> Result<&mut Self, StoreError> {
         let n = self.param(value)?;
         self.placeholder(n);
         Ok(self)
@@ -154,43 +156,30 @@ impl Batch {
     /// Writes `, $n`, a parameter bound earlier.
     pub(crate) fn placeholder(&mut self, n: usize) -> &mut Self {
         // Writing to a String cannot fail.
-        let _ = write!(self.sql, ", ${n}");
+        let _ = write!(self, ", ${n}");
         self
     }
 
-    /// Appends SQL text.
+    /// Appends SQL text to the current statement.
     pub(crate) fn sql(&mut self, text: &str) -> &mut Self {
-        self.sql.push_str(text);
+        self.current().push_str(text);
         self
     }
 
     /// Ends the current statement, if any.
     pub(crate) fn end_statement(&mut self) -> &mut Self {
-        if !self.sql.is_empty() {
-            self.sql.push_str(";\n");
+        if !self.current().is_empty() {
+            self.statements.push(String::with_capacity(512));
         }
         self
     }
 
-    /// Starts the batch with `BEGIN IMMEDIATE`.
-    pub(crate) fn begin_immediate(&mut self) {
-        self.sql.insert_str(0, "BEGIN IMMEDIATE;\n");
-    }
-
-    /// Ends the batch with `COMMIT`.
-    pub(crate) fn commit(&mut self) {
-        self.end_statement().sql("COMMIT");
-    }
-
-    /// Starts the batch with `SAVEPOINT` [`SAVEPOINT`]: one commit of a group.
-    pub(crate) fn savepoint(&mut self) {
-        self.sql
-            .insert_str(0, concat!("SAVEPOINT ", savepoint!(), ";\n"));
-    }
-
-    /// Ends the batch with `RELEASE` of [`Batch::savepoint`]'s savepoint.
-    pub(crate) fn release(&mut self) {
-        self.end_statement().sql(concat!("RELEASE ", savepoint!()));
+    fn current(&mut self) -> &mut String {
+        if self.statements.is_empty() {
+            self.statements.push(String::new());
+        }
+        let last = self.statements.len() - 1;
+        &mut self.statements[last]
     }
 
     /// True when `more` parameters would take the batch past [`PARAMS_PER_BATCH`].
@@ -204,31 +193,50 @@ impl Batch {
         self.args.len()
     }
 
-    /// The text built so far.
+    /// The text built so far, statements separated by `;\n`.
     #[cfg(test)]
-    pub(crate) fn text(&self) -> &str {
-        &self.sql
+    pub(crate) fn text(&self) -> String {
+        let statements: Vec<&str> = self
+            .statements
+            .iter()
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
+            .collect();
+        statements.join(";\n")
     }
 
-    /// Runs every statement of the batch; returns the value of the one `RETURNING` column, if a
-    /// statement returned a row.
-    pub(crate) async fn run(self, conn: &mut SqliteConnection) -> Result<Option<bool>, String> {
-        // Built only from this crate's constants and parameter numbers: no outside text.
-        let rows = sqlx::query_with(AssertSqlSafe(self.sql), self.args)
-            .fetch_all(conn)
-            .await
-            .map_err(|e| e.to_string())?;
-        rows.first()
-            .map(|row| row.try_get::<bool, _>(0))
-            .transpose()
-            .map_err(|e| e.to_string())
+    /// Runs every statement of the batch on `conn`, each prepared once per connection; returns
+    /// the value of the one `RETURNING` column, if a statement returned a row.
+    pub(crate) fn run(&self, conn: &rusqlite::Connection) -> Result<Option<bool>, String> {
+        let mut returned = None;
+        for text in self.statements.iter().filter(|text| !text.is_empty()) {
+            // Built only from this crate's constants and parameter numbers: no outside text.
+            let mut statement = conn.prepare_cached(text).map_err(|e| e.to_string())?;
+            for index in 1..=statement.parameter_count() {
+                let value = statement
+                    .parameter_name(index)
+                    .and_then(|name| name.strip_prefix('$'))
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .and_then(|n| self.args.get(n.checked_sub(1)?))
+                    .ok_or_else(|| format!("parameter {index} of `{text}` is not bound"))?;
+                statement
+                    .raw_bind_parameter(index, value)
+                    .map_err(|e| e.to_string())?;
+            }
+            let mut rows = statement.raw_query();
+            if let Some(row) = rows.next().map_err(|e| e.to_string())? {
+                returned = Some(row.get::<_, bool>(0).map_err(|e| e.to_string())?);
+                while rows.next().map_err(|e| e.to_string())?.is_some() {}
+            }
+        }
+        Ok(returned)
     }
 }
 
 impl std::fmt::Write for Batch {
     /// Appends text; for what [`Batch::sql`] cannot write alone (row numbers, placeholders).
     fn write_str(&mut self, text: &str) -> std::fmt::Result {
-        self.sql.push_str(text);
+        self.current().push_str(text);
         Ok(())
     }
 }
@@ -274,6 +282,7 @@ pub(crate) async fn write(
     conns
         .transaction(batches)
         .await
+        .map(|returned| returned.unwrap_or(false))
         .map_err(|e| StoreError::Backend(format!("{}: {e}", doing())))
 }
 
@@ -367,8 +376,12 @@ fn add_run(batch: &mut Batch, commit: &Commit<'_>, counts: &RunCounts) -> Result
         .end_statement();
     let _ = write!(
         batch,
-        "UPDATE runs SET state = ${state} WHERE id = $5 AND state <> ${state};\n\
-         UPDATE runs SET session_id = $1, started_at = ${started} \
+        "UPDATE runs SET state = ${state} WHERE id = $5 AND state <> ${state}"
+    );
+    batch.end_statement();
+    let _ = write!(
+        batch,
+        "UPDATE runs SET session_id = $1, started_at = ${started} \
          WHERE id = $5 AND (session_id <> $1 OR started_at <> ${started})"
     );
     Ok(())
@@ -393,7 +406,7 @@ mod tests {
     /// Each batch uses only parameters it binds, and every one it binds but the shared `$1`…`$5`.
     fn assert_numbered_without_gaps(batches: &[Batch]) {
         for batch in batches {
-            let used = placeholders(batch.text());
+            let used = placeholders(&batch.text());
             let bound: BTreeSet<usize> = (1..=batch.params()).collect();
             assert!(used.is_subset(&bound), "{}", batch.text());
             let unused: Vec<usize> = bound.difference(&used).copied().collect();

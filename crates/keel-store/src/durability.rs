@@ -14,7 +14,6 @@ use std::fmt::Write;
 use chrono::{DateTime, Utc};
 use keel_core::store::Commit;
 use keel_core::{Checkpoint, Event, Journal, StoreError, ToolCallRecord};
-use sqlx::Row;
 use sqlx::sqlite::SqliteConnection;
 
 use crate::batch::{Batch, Plan, ROWS_PER_QUERY};
@@ -84,9 +83,10 @@ const SELECT_JOURNAL: &str = "SELECT journal FROM journals WHERE session_id = $1
 const HEARTBEAT: &str = "UPDATE runs SET heartbeat_at = $2 WHERE id = $1 \
      RETURNING cancel_requested_at IS NOT NULL";
 
-/// The first request wins; later ones leave its time. Counts the run as found either way.
+/// The first request wins; later ones leave its time. Returns a row when the run was found,
+/// either way.
 const REQUEST_CANCEL: &str = "UPDATE runs SET cancel_requested_at = \
-     COALESCE(cancel_requested_at, $2) WHERE id = $1";
+     COALESCE(cancel_requested_at, $2) WHERE id = $1 RETURNING 1";
 
 /// Adds the commit's checkpoint, envelope rows, events and journal, in that order, after its
 /// run upsert (the last statement of `plan`).
@@ -228,7 +228,7 @@ pub(crate) async fn tool_calls(
     rows.iter().map(codec::decode_tool_call).collect()
 }
 
-/// Inserts or replaces envelope rows, in one transaction; a single statement needs none.
+/// Inserts or replaces envelope rows, in one transaction.
 pub(crate) async fn record_tool_calls(
     conns: &Connections,
     calls: &[ToolCallRecord],
@@ -239,16 +239,11 @@ pub(crate) async fn record_tool_calls(
         add_tool_calls(&mut batch, chunk)?;
         batches.push(batch);
     }
-    let result = if batches.len() == 1 {
-        let mut writer = conns.writer().await?;
-        match batches.pop() {
-            Some(batch) => batch.run(&mut writer).await.map(drop),
-            None => Ok(()),
-        }
-    } else {
-        conns.transaction(batches).await.map(drop)
-    };
-    result.map_err(|e| StoreError::Backend(format!("cannot record tool calls: {e}")))
+    conns
+        .transaction(batches)
+        .await
+        .map(drop)
+        .map_err(|e| StoreError::Backend(format!("cannot record tool calls: {e}")))
 }
 
 /// The events of `run_id`, in order.
@@ -287,36 +282,38 @@ pub(crate) async fn journal(
 
 /// Sets the heartbeat of `run_id`; returns whether it was asked to stop (false: no such run).
 pub(crate) async fn heartbeat(
-    writer: &mut SqliteConnection,
+    conns: &Connections,
     run_id: &str,
     at: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
     let doing = || format!("cannot record the heartbeat of run `{run_id}`");
-    let row = sqlx::query(HEARTBEAT)
-        .bind(run_id)
-        .bind(timestamp(at))
-        .fetch_optional(writer)
+    let batch = Batch::of(HEARTBEAT).bind(run_id)?.bind(timestamp(at))?;
+    let cancel = conns
+        .transaction(vec![batch])
         .await
-        .map_err(failed(doing))?;
-    row.map(|row| row.try_get::<bool, _>(0))
-        .transpose()
-        .map_err(failed(doing))
-        .map(|cancel| cancel.unwrap_or(false))
+        .map_err(written(doing))?;
+    Ok(cancel.unwrap_or(false))
 }
 
 /// Asks `run_id` to stop at `at`, unless it was asked before; false when there is no such run.
 pub(crate) async fn request_cancel(
-    writer: &mut SqliteConnection,
+    conns: &Connections,
     run_id: &str,
     at: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
-    let done = sqlx::query(REQUEST_CANCEL)
-        .bind(run_id)
-        .bind(timestamp(at))
-        .execute(writer)
+    let batch = Batch::of(REQUEST_CANCEL)
+        .bind(run_id)?
+        .bind(timestamp(at))?;
+    let found = conns
+        .transaction(vec![batch])
         .await
-        .map_err(failed(|| format!("cannot request run `{run_id}` to stop")))?;
-    Ok(done.rows_affected() > 0)
+        .map_err(written(|| format!("cannot request run `{run_id}` to stop")))?;
+    Ok(found.is_some())
+}
+
+/// Adds what was being done to a write's error.
+fn written(doing: impl FnOnce() -> String) -> impl FnOnce(String) -> StoreError {
+    move |e| StoreError::Backend(format!("{}: {e}", doing()))
 }
 
 #[cfg(test)]
@@ -342,7 +339,7 @@ mod tests {
 
     #[tokio::test]
     async fn reads_and_the_event_numbering_seek_their_primary_keys() {
-        let conns = Connections::open_in_memory().await.unwrap();
+        let conns = Connections::open_temporary().await.unwrap();
         for query in [
             SELECT_CHECKPOINTS,
             SELECT_LATEST_CHECKPOINT,

@@ -3,9 +3,9 @@
 //! and cancel requests), behind the [`keel_core::Store`] trait. SQLite ([`SqliteStore`]) is the embedded default; PostgreSQL (many
 //! workers) will come later behind the same trait, so the SQL here stays portable where that costs
 //! nothing: `$1` placeholders, `ON CONFLICT … DO UPDATE`, `BIGINT` counters, text ids. What is
-//! SQLite's own is kept to the connection setup and the write path: `BEGIN IMMEDIATE` and `COMMIT`
-//! sent with the statements of one multi-statement query per save (PostgreSQL would pipeline the
-//! same statements instead), and `RETURNING` on the run upsert.
+//! SQLite's own is kept to the connection setup and the write path: one writer thread that runs
+//! each boundary's statements, and those of every other boundary waiting, as one `BEGIN
+//! IMMEDIATE` transaction ([`writer`]); reads go through sqlx.
 //!
 //! The schema lives in `migrations/` and is applied on open; see `migrations/0001_init.sql` for
 //! the tables and the storage conventions (RFC 3339 UTC timestamps with nine fractional digits,
@@ -20,9 +20,9 @@ mod batch;
 mod codec;
 mod connections;
 mod durability;
-mod group_commit;
 mod schema;
 mod sqlite_store;
+mod writer;
 
 pub use sqlite_store::SqliteStore;
 

@@ -19,9 +19,10 @@ use keel_core::{
     ToolCallRecord, Usage, UserRecord,
 };
 
+use crate::batch::{self, Batch};
 use crate::codec::{self, timestamp};
 use crate::connections::Connections;
-use crate::{batch, durability};
+use crate::durability;
 
 /// Every column of `runs` that a [`RunRecord`] holds.
 macro_rules! run_columns {
@@ -143,13 +144,23 @@ impl SqliteStore {
         Ok(SqliteStore { conns })
     }
 
-    /// An empty store in memory, for tests: one connection that lives as long as the store, so
-    /// every call sees the same database.
-    pub async fn open_in_memory() -> Result<SqliteStore, StoreError> {
-        let conns = Connections::open_in_memory()
-            .await
-            .map_err(|what| StoreError::Backend(format!("cannot open in-memory store: {what}")))?;
+    /// A new, empty store in a temporary directory of its own, removed when the store (its last
+    /// clone) is dropped: for tests and benchmarks. It behaves exactly as a store opened on a
+    /// file, because it is one.
+    pub async fn open_temporary() -> Result<SqliteStore, StoreError> {
+        let conns = Connections::open_temporary().await.map_err(|what| {
+            StoreError::Backend(format!("cannot open a temporary store: {what}"))
+        })?;
         Ok(SqliteStore { conns })
+    }
+
+    /// Runs `batch` as one transaction on the writer.
+    async fn write(&self, batch: Batch, doing: impl FnOnce() -> String) -> Result<(), StoreError> {
+        self.conns
+            .transaction(vec![batch])
+            .await
+            .map(drop)
+            .map_err(|e| StoreError::Backend(format!("{}: {e}", doing())))
     }
 
     /// Closes every connection, waiting for those in use to be returned; the store refuses
@@ -168,13 +179,11 @@ fn sql_limit(limit: usize) -> i64 {
 #[async_trait]
 impl Store for SqliteStore {
     async fn ensure_session(&self, session_id: &str) -> Result<(), StoreError> {
-        sqlx::query(batch::ENSURE_SESSION)
-            .bind(session_id)
-            .bind(timestamp(Utc::now()))
-            .execute(&mut *self.conns.writer().await?)
+        let batch = Batch::of(batch::ENSURE_SESSION)
+            .bind(session_id)?
+            .bind(timestamp(Utc::now()))?;
+        self.write(batch, || format!("cannot create session `{session_id}`"))
             .await
-            .or_backend(|| format!("cannot create session `{session_id}`"))?;
-        Ok(())
     }
 
     async fn session(&self, session_id: &str) -> Result<Option<SessionInfo>, StoreError> {
@@ -284,15 +293,13 @@ impl Store for SqliteStore {
             .monthly_token_budget
             .map(|b| codec::stored_count(b, "monthly_token_budget"))
             .transpose()?;
-        sqlx::query(SAVE_USER)
-            .bind(&user.id)
-            .bind(budget)
-            .bind(timestamp(user.created_at))
-            .bind(timestamp(user.updated_at))
-            .execute(&mut *self.conns.writer().await?)
+        let batch = Batch::of(SAVE_USER)
+            .bind(&user.id)?
+            .bind(budget)?
+            .bind(timestamp(user.created_at))?
+            .bind(timestamp(user.updated_at))?;
+        self.write(batch, || format!("cannot save user `{}`", user.id))
             .await
-            .or_backend(|| format!("cannot save user `{}`", user.id))?;
-        Ok(())
     }
 
     async fn list_users(&self) -> Result<Vec<UserRecord>, StoreError> {
@@ -304,23 +311,21 @@ impl Store for SqliteStore {
     }
 
     async fn add_usage(&self, user_id: &str, month: &str, usage: Usage) -> Result<(), StoreError> {
-        sqlx::query(ADD_USAGE)
-            .bind(user_id)
-            .bind(month)
-            .bind(codec::stored_count(usage.input_tokens, "input_tokens")?)
-            .bind(codec::stored_count(usage.output_tokens, "output_tokens")?)
+        let batch = Batch::of(ADD_USAGE)
+            .bind(user_id)?
+            .bind(month)?
+            .bind(codec::stored_count(usage.input_tokens, "input_tokens")?)?
+            .bind(codec::stored_count(usage.output_tokens, "output_tokens")?)?
             .bind(codec::stored_count(
                 usage.cache_read_tokens,
                 "cache_read_tokens",
-            )?)
+            )?)?
             .bind(codec::stored_count(
                 usage.cache_write_tokens,
                 "cache_write_tokens",
-            )?)
-            .execute(&mut *self.conns.writer().await?)
+            )?)?;
+        self.write(batch, || format!("cannot record usage of user `{user_id}`"))
             .await
-            .or_backend(|| format!("cannot record usage of user `{user_id}`"))?;
-        Ok(())
     }
 
     async fn monthly_usage(&self, user_id: &str, month: &str) -> Result<Usage, StoreError> {
@@ -378,11 +383,11 @@ impl Store for SqliteStore {
     }
 
     async fn heartbeat(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
-        durability::heartbeat(&mut *self.conns.writer().await?, run_id, at).await
+        durability::heartbeat(&self.conns, run_id, at).await
     }
 
     async fn request_cancel(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
-        durability::request_cancel(&mut *self.conns.writer().await?, run_id, at).await
+        durability::request_cancel(&self.conns, run_id, at).await
     }
 
     async fn active_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
@@ -404,6 +409,11 @@ mod tests {
         sqlx::query_scalar(sql).fetch_one(conn).await.unwrap()
     }
 
+    /// Runs `sql` on the writer.
+    async fn execute(store: &SqliteStore, sql: &str) -> Result<Option<bool>, String> {
+        store.conns.transaction(vec![Batch::of(sql)]).await
+    }
+
     #[tokio::test]
     async fn connections_are_set_up_once_as_documented() {
         let dir = tempfile::tempdir().unwrap();
@@ -411,7 +421,7 @@ mod tests {
             .await
             .unwrap();
         let mut count = 0;
-        for slot in store.conns.all() {
+        for slot in store.conns.readers() {
             let mut guard = slot.lock().await;
             let conn = guard.as_mut().unwrap();
             // 1 = NORMAL
@@ -420,7 +430,19 @@ mod tests {
             assert_eq!(pragma(conn, "PRAGMA foreign_keys").await, 1);
             count += 1;
         }
-        assert_eq!(count, 5, "one writer, four readers");
+        assert_eq!(count, 4, "four readers");
+        for check in [
+            "SELECT synchronous = 1 FROM pragma_synchronous",
+            "SELECT timeout = 5000 FROM pragma_busy_timeout",
+            "SELECT foreign_keys = 1 FROM pragma_foreign_keys",
+            "SELECT journal_mode = 'wal' FROM pragma_journal_mode",
+        ] {
+            assert_eq!(
+                execute(&store, check).await,
+                Ok(Some(true)),
+                "the writer: {check}"
+            );
+        }
         for _ in 0..4 {
             let write = sqlx::query(
                 "INSERT INTO sessions (id, created_at, updated_at) VALUES ('x', '', '')",
@@ -429,10 +451,12 @@ mod tests {
             .await;
             assert!(write.is_err(), "reader connections are read-only");
         }
-        sqlx::query("INSERT INTO sessions (id, created_at, updated_at) VALUES ('x', '', '')")
-            .execute(&mut *store.conns.writer().await.unwrap())
-            .await
-            .unwrap();
+        execute(
+            &store,
+            "INSERT INTO sessions (id, created_at, updated_at) VALUES ('x', '', '')",
+        )
+        .await
+        .unwrap();
 
         store.close().await;
         let err = store.session("x").await.unwrap_err();
@@ -458,7 +482,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_context_is_found_through_indexes_without_a_scan() {
-        let store = SqliteStore::open_in_memory().await.unwrap();
+        let store = SqliteStore::open_temporary().await.unwrap();
         let mut plans = vec![plan(&store, SELECT_CONTEXT_MESSAGES).await];
         // Also once the planner has statistics of a long, twice compacted session.
         let mut messages: Vec<Message> = (0..500)
@@ -469,10 +493,7 @@ mod tests {
         }
         store.append_messages("s", None, &messages).await.unwrap();
         store.append_messages("t", None, &messages).await.unwrap();
-        sqlx::query("ANALYZE")
-            .execute(&mut *store.conns.writer().await.unwrap())
-            .await
-            .unwrap();
+        execute(&store, "ANALYZE").await.unwrap();
         plans.push(plan(&store, SELECT_CONTEXT_MESSAGES).await);
 
         for text in plans {
@@ -492,7 +513,7 @@ mod tests {
 
     #[tokio::test]
     async fn active_runs_are_read_in_order_from_their_partial_index() {
-        let store = SqliteStore::open_in_memory().await.unwrap();
+        let store = SqliteStore::open_temporary().await.unwrap();
         let mut plans = vec![plan(&store, ACTIVE_RUNS).await];
         // Also once the planner has statistics of many finished runs and a few active ones.
         for i in 0..300 {
@@ -523,10 +544,7 @@ mod tests {
             };
             store.save_run(&run, &[]).await.unwrap();
         }
-        sqlx::query("ANALYZE")
-            .execute(&mut *store.conns.writer().await.unwrap())
-            .await
-            .unwrap();
+        execute(&store, "ANALYZE").await.unwrap();
         plans.push(plan(&store, ACTIVE_RUNS).await);
         for text in plans {
             assert!(text.contains("USING INDEX runs_active"), "{text}");
@@ -537,12 +555,12 @@ mod tests {
 
     #[tokio::test]
     async fn foreign_keys_hold_messages_to_their_session() {
-        let store = SqliteStore::open_in_memory().await.unwrap();
-        let orphan = sqlx::query(
+        let store = SqliteStore::open_temporary().await.unwrap();
+        let orphan = execute(
+            &store,
             "INSERT INTO messages (session_id, seq, role, content, created_at) \
              VALUES ('nobody', 1, 'user', 'hi', '')",
         )
-        .execute(&mut *store.conns.writer().await.unwrap())
         .await;
         assert!(orphan.is_err());
     }

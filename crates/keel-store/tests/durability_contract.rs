@@ -83,7 +83,7 @@ async fn memory() -> (MemoryStore, ()) {
 }
 
 async fn sqlite_in_memory() -> (SqliteStore, ()) {
-    (SqliteStore::open_in_memory().await.unwrap(), ())
+    (SqliteStore::open_temporary().await.unwrap(), ())
 }
 
 async fn sqlite_file() -> (SqliteStore, tempfile::TempDir) {

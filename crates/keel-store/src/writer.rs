@@ -1,0 +1,370 @@
+//! The store's one writer: a SQLite connection on a thread of its own that runs every write
+//! transaction, and runs those that wait for it together (group commit).
+//!
+//! **Why a thread of its own.** The readers are sqlx connections, each served by sqlx's worker
+//! thread: every query is a message to that thread and a wake-up back. For reads that is a fair
+//! price; for the writer it was the bound of the whole store (~2,000 boundaries a second, most
+//! of it spent waking threads, not in SQLite). Here a write is one hand-off: the caller queues
+//! its statements and awaits the outcome, and the thread runs them with statements it prepared
+//! once (rusqlite over the same `libsqlite3-sys` as sqlx). Under load the thread never sleeps:
+//! it takes every commit waiting in the queue at once.
+//!
+//! **Group commit.** A commit's cost is mostly the commit itself, the WAL frames of every page it
+//! dirtied, and the boundaries of many runs dirty the same pages (the last leaf of each table and
+//! index). When several commits wait, they share one transaction, each in a savepoint: one that
+//! fails is rolled back alone and gets its error; the others are kept. Every caller is answered
+//! only after the group's `COMMIT`, so a boundary is durable before its run acts on it.
+//!
+//! The thread owns a commit once it is queued: a caller that stops waiting (a cancelled run)
+//! never leaves a transaction half done; its commit lands or fails with its group.
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+use tokio::sync::oneshot;
+
+use crate::batch::Batch;
+
+/// How long a write waits for another process's write transaction before failing.
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Most commits in one transaction: bounds how long the first of a group waits for the last.
+const MAX_GROUP: usize = 256;
+
+/// Distinct statements kept prepared: the texts vary with the shape of a write (see
+/// [`crate::batch`]), a few dozen in practice.
+const PREPARED_STATEMENTS: usize = 256;
+
+/// The outcome of one commit: whether a statement returned a row, and its value (see
+/// [`Batch::run`]), or what went wrong, in words.
+pub(crate) type Outcome = Result<Option<bool>, String>;
+
+/// What the writer's thread is asked to do.
+enum Job {
+    /// Run these batches as one transaction.
+    Commit {
+        batches: Vec<Batch>,
+        done: oneshot::Sender<Outcome>,
+    },
+    /// Finish what was queued before, close the connection and stop.
+    Close(oneshot::Sender<()>),
+}
+
+/// A handle on the writer's thread; clones share it. The thread stops when the store is closed
+/// or every handle is dropped, after the commits already queued.
+#[derive(Clone, Debug)]
+pub(crate) struct Writer {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Job::Commit { .. } => "Commit",
+            Job::Close(_) => "Close",
+        })
+    }
+}
+
+impl Writer {
+    /// Opens the database file at `path`, which must exist with its schema, on a new thread;
+    /// errors are in words.
+    pub(crate) async fn open(path: &Path) -> Result<Writer, String> {
+        let path = path.to_owned();
+        let (opened, open_result) = oneshot::channel();
+        let (jobs, queue) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("keel-store-writer".into())
+            .spawn(move || match connect(&path) {
+                Ok(conn) => {
+                    let _ = opened.send(Ok(()));
+                    serve(conn, &queue);
+                }
+                Err(e) => {
+                    let _ = opened.send(Err(e));
+                }
+            })
+            .map_err(|e| format!("cannot start the writer's thread: {e}"))?;
+        open_result
+            .await
+            .map_err(|_| "the writer's thread stopped while opening".to_string())??;
+        Ok(Writer { jobs })
+    }
+
+    /// Runs `batches` in order as one transaction; on any failure nothing of them is kept.
+    pub(crate) async fn commit(&self, batches: Vec<Batch>) -> Outcome {
+        let (done, outcome) = oneshot::channel();
+        self.jobs
+            .send(Job::Commit { batches, done })
+            .map_err(|_| closed())?;
+        outcome.await.map_err(|_| closed())?
+    }
+
+    /// Stops the thread once the commits queued before are done, and closes the connection.
+    pub(crate) async fn close(&self) {
+        let (done, closed) = oneshot::channel();
+        if self.jobs.send(Job::Close(done)).is_ok() {
+            let _ = closed.await;
+        }
+    }
+}
+
+fn closed() -> String {
+    "the store is closed".into()
+}
+
+/// The writer's connection: the settings every connection of the store has (see
+/// [`crate::connections`]).
+fn connect(path: &Path) -> Result<Connection, String> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| e.to_string())?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| e.to_string())?;
+    conn.pragma_update(None, "foreign_keys", true)
+        .and_then(|()| conn.pragma_update(None, "synchronous", "NORMAL"))
+        .map_err(|e| e.to_string())?;
+    conn.set_prepared_statement_cache_capacity(PREPARED_STATEMENTS);
+    Ok(conn)
+}
+
+/// The thread's loop: takes the first job waiting and every commit queued behind it (up to
+/// [`MAX_GROUP`]), runs the commits as one transaction, answers each.
+fn serve(conn: Connection, queue: &mpsc::Receiver<Job>) {
+    let mut group = Vec::with_capacity(MAX_GROUP);
+    let mut dones = Vec::with_capacity(MAX_GROUP);
+    while let Ok(first) = queue.recv() {
+        let mut close = None;
+        let mut next = Some(first);
+        while let Some(job) = next.take() {
+            match job {
+                Job::Commit { batches, done } => {
+                    group.push(batches);
+                    dones.push(done);
+                }
+                Job::Close(done) => {
+                    close = Some(done);
+                    break;
+                }
+            }
+            if group.len() < MAX_GROUP {
+                next = queue.try_recv().ok();
+            }
+        }
+        let outcomes = write(&conn, std::mem::take(&mut group));
+        for (done, outcome) in dones.drain(..).zip(outcomes) {
+            // A caller that stopped waiting has nobody to tell.
+            let _ = done.send(outcome);
+        }
+        if let Some(done) = close {
+            // Closing only fails when the connection is already broken: nothing to keep.
+            let _ = conn.close();
+            let _ = done.send(());
+            return;
+        }
+    }
+}
+
+/// Writes the commits as one transaction; one outcome per commit, in order.
+fn write(conn: &Connection, mut commits: Vec<Vec<Batch>>) -> Vec<Outcome> {
+    match commits.len() {
+        0 => Vec::new(),
+        1 => vec![alone(conn, &commits.pop().unwrap_or_default())],
+        _ => together(conn, &commits),
+    }
+}
+
+/// One commit in a transaction of its own.
+fn alone(conn: &Connection, batches: &[Batch]) -> Outcome {
+    statement(conn, "BEGIN IMMEDIATE")?;
+    match run(conn, batches) {
+        Ok(returned) => match statement(conn, "COMMIT") {
+            Ok(()) => Ok(returned),
+            Err(e) => {
+                rollback(conn);
+                Err(format!("cannot commit: {e}"))
+            }
+        },
+        Err(e) => {
+            rollback(conn);
+            Err(e)
+        }
+    }
+}
+
+/// Several commits in one transaction, each in its own savepoint.
+fn together(conn: &Connection, commits: &[Vec<Batch>]) -> Vec<Outcome> {
+    let count = commits.len();
+    if let Err(e) = statement(conn, "BEGIN IMMEDIATE") {
+        return vec![Err(e); count];
+    }
+    let mut outcomes = Vec::with_capacity(count);
+    for batches in commits {
+        let outcome = statement(conn, "SAVEPOINT keel_commit").and_then(|()| {
+            let returned = run(conn, batches)?;
+            statement(conn, "RELEASE keel_commit")?;
+            Ok(returned)
+        });
+        if outcome.is_err()
+            && let Err(e) = statement(conn, "ROLLBACK TO keel_commit")
+                .and_then(|()| statement(conn, "RELEASE keel_commit"))
+        {
+            // The transaction is in an unknown state: none of the group is kept.
+            rollback(conn);
+            let failure = format!("the group's transaction failed: {e}");
+            outcomes.push(outcome);
+            let unwritten = count - outcomes.len();
+            return outcomes
+                .into_iter()
+                .map(|o| o.and(Err(failure.clone())))
+                .chain(std::iter::repeat_n(Err(failure.clone()), unwritten))
+                .collect();
+        }
+        outcomes.push(outcome);
+    }
+    if let Err(e) = statement(conn, "COMMIT") {
+        rollback(conn);
+        return outcomes
+            .into_iter()
+            .map(|o| o.and(Err(format!("cannot commit: {e}"))))
+            .collect();
+    }
+    outcomes
+}
+
+/// Runs the batches in order; the last row a statement returned decides the outcome.
+fn run(conn: &Connection, batches: &[Batch]) -> Outcome {
+    let mut returned = None;
+    for batch in batches {
+        if let Some(value) = batch.run(conn)? {
+            returned = Some(value);
+        }
+    }
+    Ok(returned)
+}
+
+/// Runs one statement without parameters, prepared once.
+fn statement(conn: &Connection, sql: &str) -> Result<(), String> {
+    conn.prepare_cached(sql)
+        .and_then(|mut statement| statement.raw_execute())
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// Ends the connection's transaction, if it has one. Errors are left out: "no transaction is
+/// active" is the expected one, and a broken connection fails its next statement anyway.
+fn rollback(conn: &Connection) {
+    let _ = conn.execute_batch("ROLLBACK");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::connections::Connections;
+
+    fn insert(id: i64) -> Vec<Batch> {
+        vec![
+            Batch::of("INSERT INTO t (id) VALUES ($1)")
+                .bind(id)
+                .unwrap(),
+        ]
+    }
+
+    async fn ids(conns: &Connections) -> Vec<i64> {
+        sqlx::query_scalar("SELECT id FROM t ORDER BY id")
+            .fetch_all(&mut *conns.reader().await.unwrap())
+            .await
+            .unwrap()
+    }
+
+    async fn table() -> Connections {
+        let conns = Connections::open_temporary().await.unwrap();
+        conns
+            .transaction(vec![Batch::of("CREATE TABLE t (id INTEGER PRIMARY KEY)")])
+            .await
+            .unwrap();
+        conns
+    }
+
+    #[test]
+    fn a_failing_commit_of_a_group_is_rolled_back_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+            .unwrap();
+        let conn = connect(&path).unwrap();
+        let group = vec![insert(1), insert(2), insert(1), Vec::new(), insert(3)];
+        let outcomes = write(&conn, group);
+        assert_eq!(outcomes[0], Ok(None));
+        assert_eq!(outcomes[1], Ok(None));
+        assert!(
+            outcomes[2].as_ref().unwrap_err().contains("UNIQUE"),
+            "{outcomes:?}"
+        );
+        assert_eq!(outcomes[3], Ok(None), "an empty commit is nothing to do");
+        assert_eq!(outcomes[4], Ok(None));
+        let mut select = conn.prepare("SELECT id FROM t ORDER BY id").unwrap();
+        let ids: Vec<i64> = select
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(ids, [1, 2, 3]);
+    }
+
+    #[tokio::test]
+    async fn a_commit_alone_fails_whole_and_the_next_goes_through() {
+        let conns = table().await;
+        let mut twice = insert(5);
+        twice.extend(insert(5));
+        assert!(conns.transaction(twice).await.is_err());
+        assert_eq!(conns.transaction(insert(6)).await, Ok(None));
+        assert_eq!(
+            ids(&conns).await,
+            [6],
+            "nothing of the failed commit is kept"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_returned_row_is_the_outcome() {
+        let conns = table().await;
+        let returning = Batch::of("INSERT INTO t (id) VALUES ($1) RETURNING id = 7")
+            .bind(7)
+            .unwrap();
+        assert_eq!(conns.transaction(vec![returning]).await, Ok(Some(true)));
+        let unbound = Batch::of("INSERT INTO t (id) VALUES ($2)").bind(8).unwrap();
+        let err = conns.transaction(vec![unbound]).await.unwrap_err();
+        assert!(err.contains("not bound"), "{err}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_commits_all_land_once() {
+        let conns = table().await;
+        let mut tasks = tokio::task::JoinSet::new();
+        for id in 0..500 {
+            let conns = conns.clone();
+            tasks.spawn(async move { conns.transaction(insert(id)).await });
+        }
+        while let Some(outcome) = tasks.join_next().await {
+            assert_eq!(outcome.unwrap(), Ok(None));
+        }
+        assert_eq!(ids(&conns).await, (0..500).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn commits_queued_before_close_land_and_later_ones_are_refused() {
+        let conns = table().await;
+        let queued = tokio::spawn({
+            let conns = conns.clone();
+            async move { conns.transaction(insert(1)).await }
+        });
+        tokio::task::yield_now().await;
+        conns.close().await;
+        assert_eq!(queued.await.unwrap(), Ok(None), "queued before the close");
+        let err = conns.transaction(insert(2)).await.unwrap_err();
+        assert!(err.contains("closed"), "{err}");
+    }
+}
