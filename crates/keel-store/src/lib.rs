@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 mod batch;
+mod checkpointer;
 mod codec;
 mod connections;
 mod durability;

@@ -11,9 +11,10 @@
 //!
 //! **Group commit.** A commit's cost is mostly the commit itself, the WAL frames of every page it
 //! dirtied, and the boundaries of many runs dirty the same pages (the last leaf of each table and
-//! index). When several commits wait, they share one transaction, each in a savepoint: one that
-//! fails is rolled back alone and gets its error; the others are kept. Every caller is answered
-//! only after the group's `COMMIT`, so a boundary is durable before its run acts on it.
+//! index). When several commits wait, they share one transaction; if one of them fails, they are
+//! run again one by one, so only that one fails. Every caller is answered only after its
+//! `COMMIT`, so a boundary is durable before its run acts on it. Checkpoints are left to another
+//! thread ([`crate::checkpointer`]).
 //!
 //! The thread owns a commit once it is queued: a caller that stops waiting (a cancelled run)
 //! never leaves a transaction half done; its commit lands or fails with its group.
@@ -26,12 +27,16 @@ use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
 
 use crate::batch::Batch;
+use crate::checkpointer::{Checkpointer, TRANSACTIONS_PER_CHECKPOINT};
 
 /// How long a write waits for another process's write transaction before failing.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Most commits in one transaction: bounds how long the first of a group waits for the last.
 const MAX_GROUP: usize = 256;
+
+/// The writer's page cache, in KiB.
+const WRITER_CACHE_KIB: i64 = 32 * 1024;
 
 /// Distinct statements kept prepared: the texts vary with the shape of a write (see
 /// [`crate::batch`]), a few dozen in practice.
@@ -77,13 +82,18 @@ impl Writer {
         let (jobs, queue) = mpsc::channel();
         std::thread::Builder::new()
             .name("keel-store-writer".into())
-            .spawn(move || match connect(&path) {
-                Ok(conn) => {
-                    let _ = opened.send(Ok(()));
-                    serve(conn, &queue);
-                }
-                Err(e) => {
-                    let _ = opened.send(Err(e));
+            .spawn(move || {
+                match connect(&path).and_then(|conn| {
+                    let checkpointer = Checkpointer::start(Checkpointer::connect(&path)?)?;
+                    Ok((conn, checkpointer))
+                }) {
+                    Ok((conn, checkpointer)) => {
+                        let _ = opened.send(Ok(()));
+                        serve(conn, &checkpointer, &queue);
+                    }
+                    Err(e) => {
+                        let _ = opened.send(Err(e));
+                    }
                 }
             })
             .map_err(|e| format!("cannot start the writer's thread: {e}"))?;
@@ -123,6 +133,14 @@ fn connect(path: &Path) -> Result<Connection, String> {
     conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| e.to_string())?;
     conn.pragma_update(None, "foreign_keys", true)
         .and_then(|()| conn.pragma_update(None, "synchronous", "NORMAL"))
+        // Statement journals (a multi-row statement that fails halfway) in memory, not in
+        // temporary files.
+        .and_then(|()| conn.pragma_update(None, "temp_store", "MEMORY"))
+        // Room for the pages a group of commits dirties (by default 2 MiB, and a large group
+        // spilled pages to the log before its commit, and read them back).
+        .and_then(|()| conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB))
+        // Checkpoints are the checkpointer's (see crate::checkpointer).
+        .and_then(|()| conn.pragma_update(None, "wal_autocheckpoint", 0))
         .map_err(|e| e.to_string())?;
     conn.set_prepared_statement_cache_capacity(PREPARED_STATEMENTS);
     Ok(conn)
@@ -130,9 +148,10 @@ fn connect(path: &Path) -> Result<Connection, String> {
 
 /// The thread's loop: takes the first job waiting and every commit queued behind it (up to
 /// [`MAX_GROUP`]), runs the commits as one transaction, answers each.
-fn serve(conn: Connection, queue: &mpsc::Receiver<Job>) {
+fn serve(conn: Connection, checkpointer: &Checkpointer, queue: &mpsc::Receiver<Job>) {
     let mut group = Vec::with_capacity(MAX_GROUP);
     let mut dones = Vec::with_capacity(MAX_GROUP);
+    let mut transactions = 0u32;
     while let Ok(first) = queue.recv() {
         let mut close = None;
         let mut next = Some(first);
@@ -152,6 +171,10 @@ fn serve(conn: Connection, queue: &mpsc::Receiver<Job>) {
             }
         }
         let outcomes = write(&conn, std::mem::take(&mut group));
+        transactions = transactions.wrapping_add(1);
+        if transactions % TRANSACTIONS_PER_CHECKPOINT == 0 {
+            checkpointer.nudge();
+        }
         for (done, outcome) in dones.drain(..).zip(outcomes) {
             // A caller that stopped waiting has nobody to tell.
             let _ = done.send(outcome);
@@ -192,44 +215,30 @@ fn alone(conn: &Connection, batches: &[Batch]) -> Outcome {
     }
 }
 
-/// Several commits in one transaction, each in its own savepoint.
+/// Several commits in one transaction. When one of them fails, the transaction is rolled back
+/// and each commit runs alone, so only the failing one fails. (Failures are rare: a savepoint
+/// around each commit would cost every commit a copy of each page it touches.)
 fn together(conn: &Connection, commits: &[Vec<Batch>]) -> Vec<Outcome> {
-    let count = commits.len();
     if let Err(e) = statement(conn, "BEGIN IMMEDIATE") {
-        return vec![Err(e); count];
+        return vec![Err(e); commits.len()];
     }
-    let mut outcomes = Vec::with_capacity(count);
+    let mut outcomes = Vec::with_capacity(commits.len());
     for batches in commits {
-        let outcome = statement(conn, "SAVEPOINT keel_commit").and_then(|()| {
-            let returned = run(conn, batches)?;
-            statement(conn, "RELEASE keel_commit")?;
-            Ok(returned)
-        });
-        if outcome.is_err()
-            && let Err(e) = statement(conn, "ROLLBACK TO keel_commit")
-                .and_then(|()| statement(conn, "RELEASE keel_commit"))
-        {
-            // The transaction is in an unknown state: none of the group is kept.
-            rollback(conn);
-            let failure = format!("the group's transaction failed: {e}");
-            outcomes.push(outcome);
-            let unwritten = count - outcomes.len();
-            return outcomes
-                .into_iter()
-                .map(|o| o.and(Err(failure.clone())))
-                .chain(std::iter::repeat_n(Err(failure.clone()), unwritten))
-                .collect();
+        match run(conn, batches) {
+            Ok(returned) => outcomes.push(Ok(returned)),
+            Err(_) => {
+                rollback(conn);
+                return commits.iter().map(|batches| alone(conn, batches)).collect();
+            }
         }
-        outcomes.push(outcome);
     }
-    if let Err(e) = statement(conn, "COMMIT") {
-        rollback(conn);
-        return outcomes
-            .into_iter()
-            .map(|o| o.and(Err(format!("cannot commit: {e}"))))
-            .collect();
+    match statement(conn, "COMMIT") {
+        Ok(()) => outcomes,
+        Err(e) => {
+            rollback(conn);
+            vec![Err(format!("cannot commit: {e}")); commits.len()]
+        }
     }
-    outcomes
 }
 
 /// Runs the batches in order; the last row a statement returned decides the outcome.
