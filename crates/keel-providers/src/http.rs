@@ -227,7 +227,7 @@ where
     E: StdError + 'static,
     A: SseAccumulator,
 {
-    let mut events = pin!(bytes.eventsource());
+    let mut events = pin!(in_pieces(bytes).eventsource());
     while let Some(item) = events.next().await {
         let event = item.map_err(|err| event_stream_error(err, origin))?;
         if accumulator.on_event(&event, sink)? == SseFlow::Done {
@@ -235,6 +235,34 @@ where
         }
     }
     accumulator.finish(sink)
+}
+
+/// The largest piece handed to the event-stream parser at once. eventsource-stream 0.2 copies
+/// what remains of its buffer after every line, so one large read (a local server sends a whole
+/// answer in one) costs time quadratic in its size; pieces of this size keep it linear.
+const SSE_PIECE: usize = 4096;
+
+/// `bytes` cut into pieces of at most [`SSE_PIECE`] bytes (each chunk copied once).
+fn in_pieces<S, B, E>(bytes: S) -> impl Stream<Item = Result<Bytes, E>>
+where
+    S: Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
+{
+    bytes.flat_map(|item| {
+        let pieces = match item {
+            Ok(chunk) => {
+                let mut chunk = Bytes::copy_from_slice(chunk.as_ref());
+                let mut pieces = Vec::with_capacity(chunk.len().div_ceil(SSE_PIECE));
+                while chunk.len() > SSE_PIECE {
+                    pieces.push(Ok(chunk.split_to(SSE_PIECE)));
+                }
+                pieces.push(Ok(chunk));
+                pieces
+            }
+            Err(err) => vec![Err(err)],
+        };
+        futures::stream::iter(pieces)
+    })
 }
 
 fn event_stream_error<E: StdError + 'static>(
@@ -264,4 +292,44 @@ pub(crate) fn finish_stream(
         stop_reason: result.as_ref().ok().map(|response| response.stop_reason),
     });
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_large_read_is_cut_into_pieces_that_parse_as_the_whole() {
+        // One read holding many events; the first one's `é` straddles the first piece boundary.
+        let mut body = format!("data: {}é\n\n", "x".repeat(SSE_PIECE - 1 - "data: ".len()));
+        assert_eq!(body.find('é'), Some(SSE_PIECE - 1));
+        for i in 1..200 {
+            body.push_str(&format!("data: {i} {}é\n\n", "x".repeat(SSE_PIECE / 20)));
+        }
+        let read = futures::stream::iter([Ok::<_, io::Error>(body.as_bytes())]);
+        let pieces: Vec<Bytes> = in_pieces(read)
+            .map(Result::unwrap)
+            .collect::<Vec<_>>()
+            .await;
+        assert!(pieces.iter().all(|piece| piece.len() <= SSE_PIECE));
+        assert_eq!(pieces.concat(), body.as_bytes());
+
+        let read = futures::stream::iter([Ok::<_, io::Error>(body.as_bytes())]);
+        let events: Vec<String> = in_pieces(read)
+            .eventsource()
+            .map(|event| event.unwrap().data)
+            .collect()
+            .await;
+        assert_eq!(events.len(), 200);
+        assert!(events.iter().all(|data| data.ends_with("xé")), "{events:?}");
+    }
+
+    #[tokio::test]
+    async fn a_transport_error_passes_through_in_order() {
+        let reads =
+            futures::stream::iter([Ok(&b"data: a\n\n"[..]), Err(io::Error::other("reset"))]);
+        let items: Vec<Result<Bytes, io::Error>> = in_pieces(reads).collect().await;
+        assert_eq!(items[0].as_ref().unwrap(), &b"data: a\n\n"[..]);
+        assert_eq!(items[1].as_ref().unwrap_err().to_string(), "reset");
+    }
 }
