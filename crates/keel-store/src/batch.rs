@@ -91,8 +91,11 @@ const UPSERT_RUN_TAIL: &str = ") ON CONFLICT (id) DO UPDATE SET \
 /// Statements under construction that share their parameters: the texts and the arguments,
 /// numbered together.
 pub(crate) struct Batch {
-    /// The finished statements, then the one being written (possibly empty).
-    statements: Vec<String>,
+    /// The statements' texts, one after another.
+    sql: String,
+    /// Where each finished statement's text ends in `sql`; the text after the last is the
+    /// statement being written (possibly empty).
+    ends: Vec<usize>,
     args: Vec<Value>,
 }
 
@@ -100,7 +103,8 @@ impl Batch {
     /// A batch with no statement and no parameter yet.
     pub(crate) fn new() -> Self {
         Batch {
-            statements: vec![String::with_capacity(512)],
+            sql: String::with_capacity(1024),
+            ends: Vec::with_capacity(8),
             args: Vec::new(),
         }
     }
@@ -162,24 +166,31 @@ impl Batch {
 
     /// Appends SQL text to the current statement.
     pub(crate) fn sql(&mut self, text: &str) -> &mut Self {
-        self.current().push_str(text);
+        self.sql.push_str(text);
         self
     }
 
     /// Ends the current statement, if any.
     pub(crate) fn end_statement(&mut self) -> &mut Self {
-        if !self.current().is_empty() {
-            self.statements.push(String::with_capacity(512));
+        if self.sql.len() > self.ends.last().copied().unwrap_or(0) {
+            self.ends.push(self.sql.len());
         }
         self
     }
 
-    fn current(&mut self) -> &mut String {
-        if self.statements.is_empty() {
-            self.statements.push(String::new());
-        }
-        let last = self.statements.len() - 1;
-        &mut self.statements[last]
+    /// Each statement's text, the unfinished one included, empty ones left out.
+    fn statements(&self) -> impl Iterator<Item = &str> {
+        let mut start = 0;
+        self.ends
+            .iter()
+            .copied()
+            .chain(std::iter::once(self.sql.len()))
+            .map(move |end| {
+                let text = &self.sql[start..end];
+                start = end;
+                text
+            })
+            .filter(|text| !text.is_empty())
     }
 
     /// True when `more` parameters would take the batch past [`PARAMS_PER_BATCH`].
@@ -196,20 +207,14 @@ impl Batch {
     /// The text built so far, statements separated by `;\n`.
     #[cfg(test)]
     pub(crate) fn text(&self) -> String {
-        let statements: Vec<&str> = self
-            .statements
-            .iter()
-            .map(String::as_str)
-            .filter(|s| !s.is_empty())
-            .collect();
-        statements.join(";\n")
+        self.statements().collect::<Vec<_>>().join(";\n")
     }
 
     /// Runs every statement of the batch on `conn`, each prepared once per connection; returns
     /// the value of the one `RETURNING` column, if a statement returned a row.
     pub(crate) fn run(&self, conn: &rusqlite::Connection) -> Result<Option<bool>, String> {
         let mut returned = None;
-        for text in self.statements.iter().filter(|text| !text.is_empty()) {
+        for text in self.statements() {
             // Built only from this crate's constants and parameter numbers: no outside text.
             let mut statement = conn.prepare_cached(text).map_err(|e| e.to_string())?;
             for index in 1..=statement.parameter_count() {
@@ -236,7 +241,7 @@ impl Batch {
 impl std::fmt::Write for Batch {
     /// Appends text; for what [`Batch::sql`] cannot write alone (row numbers, placeholders).
     fn write_str(&mut self, text: &str) -> std::fmt::Result {
-        self.current().push_str(text);
+        self.sql.push_str(text);
         Ok(())
     }
 }

@@ -7,7 +7,8 @@
 //! of it spent waking threads, not in SQLite). Here a write is one hand-off: the caller queues
 //! its statements and awaits the outcome, and the thread runs them with statements it prepared
 //! once (rusqlite over the same `libsqlite3-sys` as sqlx). Under load the thread never sleeps:
-//! it takes every commit waiting in the queue at once.
+//! it takes every commit waiting in the queue at once. When it is idle, a caller runs its commit
+//! itself, without any hand-off (see [`Writer::commit`]).
 //!
 //! **Group commit.** A commit's cost is mostly the commit itself, the WAL frames of every page it
 //! dirtied, and the boundaries of many runs dirty the same pages (the last leaf of each table and
@@ -20,7 +21,8 @@
 //! never leaves a transaction half done; its commit lands or fails with its group.
 
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
@@ -62,14 +64,52 @@ enum Job {
 #[derive(Clone, Debug)]
 pub(crate) struct Writer {
     jobs: mpsc::Sender<Job>,
+    /// Commits queued and not yet taken by the thread.
+    queued: Arc<AtomicUsize>,
+    owned: Arc<Mutex<Owned>>,
 }
 
-impl std::fmt::Debug for Job {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Job::Commit { .. } => "Commit",
-            Job::Close(_) => "Close",
-        })
+/// The connection and its count of transactions, used by one thread at a time: the writer's
+/// own, or a caller that finds it idle (see [`Writer::commit`]).
+#[derive(Debug)]
+struct Owned {
+    /// `None` once the store is closed.
+    conn: Option<Connection>,
+    transactions: u32,
+    checkpointer: Checkpointer,
+}
+
+impl Owned {
+    /// Writes the commits as one transaction (see [`write`]) and counts it.
+    fn write(&mut self, commits: Vec<Vec<Batch>>) -> Vec<Outcome> {
+        let Some(conn) = &self.conn else {
+            return vec![Err(closed()); commits.len()];
+        };
+        let outcomes = write(conn, commits);
+        self.counted();
+        outcomes
+    }
+
+    /// Runs one commit at once if the database's write lock is free; `None` if another
+    /// process holds it, so that the caller never waits for it.
+    fn write_now(&mut self, batches: &[Batch]) -> Option<Outcome> {
+        let conn = self.conn.as_ref()?;
+        conn.busy_timeout(Duration::ZERO).ok()?;
+        let begun = statement(conn, "BEGIN IMMEDIATE");
+        // Setting a timeout fails only on a closed connection, which the next statement reports.
+        let _ = conn.busy_timeout(BUSY_TIMEOUT);
+        begun.ok()?;
+        let outcome = finish(conn, batches);
+        self.counted();
+        Some(outcome)
+    }
+
+    /// Counts a transaction, and asks for a checkpoint every so many.
+    fn counted(&mut self) {
+        self.transactions = self.transactions.wrapping_add(1);
+        if self.transactions % TRANSACTIONS_PER_CHECKPOINT == 0 {
+            self.checkpointer.nudge();
+        }
     }
 }
 
@@ -83,13 +123,19 @@ impl Writer {
         std::thread::Builder::new()
             .name("keel-store-writer".into())
             .spawn(move || {
-                match connect(&path).and_then(|conn| {
-                    let checkpointer = Checkpointer::start(Checkpointer::connect(&path)?)?;
-                    Ok((conn, checkpointer))
-                }) {
-                    Ok((conn, checkpointer)) => {
-                        let _ = opened.send(Ok(()));
-                        serve(conn, &checkpointer, &queue);
+                let owned = connect(&path).and_then(|conn| {
+                    Ok(Owned {
+                        conn: Some(conn),
+                        transactions: 0,
+                        checkpointer: Checkpointer::start(Checkpointer::connect(&path)?)?,
+                    })
+                });
+                match owned {
+                    Ok(owned) => {
+                        let owned = Arc::new(Mutex::new(owned));
+                        let queued = Arc::new(AtomicUsize::new(0));
+                        let _ = opened.send(Ok((owned.clone(), queued.clone())));
+                        serve(&owned, &queued, &queue);
                     }
                     Err(e) => {
                         let _ = opened.send(Err(e));
@@ -97,18 +143,36 @@ impl Writer {
                 }
             })
             .map_err(|e| format!("cannot start the writer's thread: {e}"))?;
-        open_result
+        let (owned, queued) = open_result
             .await
             .map_err(|_| "the writer's thread stopped while opening".to_string())??;
-        Ok(Writer { jobs })
+        Ok(Writer {
+            jobs,
+            queued,
+            owned,
+        })
     }
 
     /// Runs `batches` in order as one transaction; on any failure nothing of them is kept.
+    ///
+    /// When the writer's thread is idle with nothing queued, the caller runs the commit itself,
+    /// at once: waking the thread and being woken back costs more than a small commit on this
+    /// thread (tens of microseconds each on a VM). It never waits there: not for the thread,
+    /// which holds the connection while it writes, nor for another process's write lock. Under
+    /// load, commits queue and go in groups.
     pub(crate) async fn commit(&self, batches: Vec<Batch>) -> Outcome {
+        if self.queued.load(Ordering::Acquire) == 0
+            && let Ok(mut owned) = self.owned.try_lock()
+            && let Some(outcome) = owned.write_now(&batches)
+        {
+            return outcome;
+        }
         let (done, outcome) = oneshot::channel();
-        self.jobs
-            .send(Job::Commit { batches, done })
-            .map_err(|_| closed())?;
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        if self.jobs.send(Job::Commit { batches, done }).is_err() {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            return Err(closed());
+        }
         outcome.await.map_err(|_| closed())?
     }
 
@@ -148,10 +212,9 @@ fn connect(path: &Path) -> Result<Connection, String> {
 
 /// The thread's loop: takes the first job waiting and every commit queued behind it (up to
 /// [`MAX_GROUP`]), runs the commits as one transaction, answers each.
-fn serve(conn: Connection, checkpointer: &Checkpointer, queue: &mpsc::Receiver<Job>) {
+fn serve(owned: &Mutex<Owned>, queued: &AtomicUsize, queue: &mpsc::Receiver<Job>) {
     let mut group = Vec::with_capacity(MAX_GROUP);
     let mut dones = Vec::with_capacity(MAX_GROUP);
-    let mut transactions = 0u32;
     while let Ok(first) = queue.recv() {
         let mut close = None;
         let mut next = Some(first);
@@ -170,18 +233,19 @@ fn serve(conn: Connection, checkpointer: &Checkpointer, queue: &mpsc::Receiver<J
                 next = queue.try_recv().ok();
             }
         }
-        let outcomes = write(&conn, std::mem::take(&mut group));
-        transactions = transactions.wrapping_add(1);
-        if transactions % TRANSACTIONS_PER_CHECKPOINT == 0 {
-            checkpointer.nudge();
-        }
+        queued.fetch_sub(group.len(), Ordering::AcqRel);
+        // Poisoned only by a panic inside SQLite's wrapper; the connection is still whole.
+        let mut owned = owned.lock().unwrap_or_else(PoisonError::into_inner);
+        let outcomes = owned.write(std::mem::take(&mut group));
         for (done, outcome) in dones.drain(..).zip(outcomes) {
             // A caller that stopped waiting has nobody to tell.
             let _ = done.send(outcome);
         }
         if let Some(done) = close {
             // Closing only fails when the connection is already broken: nothing to keep.
-            let _ = conn.close();
+            if let Some(conn) = owned.conn.take() {
+                let _ = conn.close();
+            }
             let _ = done.send(());
             return;
         }
@@ -200,6 +264,11 @@ fn write(conn: &Connection, mut commits: Vec<Vec<Batch>>) -> Vec<Outcome> {
 /// One commit in a transaction of its own.
 fn alone(conn: &Connection, batches: &[Batch]) -> Outcome {
     statement(conn, "BEGIN IMMEDIATE")?;
+    finish(conn, batches)
+}
+
+/// Runs the batches of one commit in the transaction just begun, and commits it.
+fn finish(conn: &Connection, batches: &[Batch]) -> Outcome {
     match run(conn, batches) {
         Ok(returned) => match statement(conn, "COMMIT") {
             Ok(()) => Ok(returned),
@@ -347,6 +416,34 @@ mod tests {
         let unbound = Batch::of("INSERT INTO t (id) VALUES ($2)").bind(8).unwrap();
         let err = conns.transaction(vec![unbound]).await.unwrap_err();
         assert!(err.contains("not bound"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_commit_never_waits_on_the_callers_thread_for_another_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keel.db");
+        let conns = Connections::open(&path).await.unwrap();
+        conns
+            .transaction(vec![Batch::of("CREATE TABLE t (id INTEGER PRIMARY KEY)")])
+            .await
+            .unwrap();
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+
+        let started = std::time::Instant::now();
+        let commit = tokio::spawn({
+            let conns = conns.clone();
+            async move { conns.transaction(insert(1)).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "the caller's thread waited for the lock"
+        );
+        assert!(!commit.is_finished(), "the write lock is another's");
+        other.execute_batch("COMMIT").unwrap();
+        assert_eq!(commit.await.unwrap(), Ok(None), "queued, then written");
+        assert_eq!(ids(&conns).await, [1]);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
