@@ -55,6 +55,12 @@ impl std::str::FromStr for Boundary {
     }
 }
 
+/// True for a value at its default: what a checkpoint's state leaves out (and reads back as the
+/// default when it is missing).
+pub(crate) fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
 /// The state of a run at a safe boundary.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Checkpoint {

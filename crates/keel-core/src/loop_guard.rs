@@ -154,16 +154,27 @@ struct CallRecord {
     learned: bool,
 }
 
-/// The guard's state for one turn; serializable with the run.
+/// The guard's state for one turn; serializable with the run, without its thresholds (they are
+/// the run's settings, stored in its frame: see [`LoopGuard::set_config`]) and without what is
+/// empty or zero.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct LoopGuard {
+    #[serde(skip_serializing)]
     config: GuardConfig,
+    #[serde(skip_serializing_if = "VecDeque::is_empty")]
     recent: VecDeque<CallRecord>,
+    #[serde(skip_serializing_if = "HashSet::is_empty")]
     seen_results: HashSet<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     last_batch: Option<u64>,
+    #[serde(skip_serializing_if = "crate::checkpoint::is_default")]
     same_batches: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
     last_text: Option<u64>,
+    #[serde(skip_serializing_if = "crate::checkpoint::is_default")]
     same_texts: usize,
+    #[serde(skip_serializing_if = "crate::checkpoint::is_default")]
     level: u8,
 }
 
@@ -174,6 +185,11 @@ impl LoopGuard {
             config,
             ..Self::default()
         }
+    }
+
+    /// Gives a restored guard its thresholds back (a checkpoint does not repeat them).
+    pub fn set_config(&mut self, config: GuardConfig) {
+        self.config = config;
     }
 
     /// The current rung (0 before any detection).

@@ -67,26 +67,49 @@ impl Encoding {
 /// How many counts [`Encoding::count_repeated`] remembers before starting over.
 const MEMO_CAPACITY: usize = 1024;
 
+/// Texts up to this many bytes are remembered by [`count_text`]: short texts repeat (tool names,
+/// small arguments, brief results), and for them the tokenizer's fixed cost per call (~30,000
+/// instructions for a few characters) is what counting costs.
+const SHORT_TEXT: usize = 256;
+
+/// The count remembered under `key`, or `count()` remembered now.
+fn remembered(key: (Encoding, u64), count: impl FnOnce() -> u32) -> u32 {
+    static MEMO: LazyLock<Mutex<HashMap<(Encoding, u64), u32>>> =
+        LazyLock::new(|| Mutex::new(HashMap::new()));
+    if let Some(count) = MEMO.lock().ok().and_then(|memo| memo.get(&key).copied()) {
+        return count;
+    }
+    let count = count();
+    if let Ok(mut memo) = MEMO.lock() {
+        if memo.len() >= MEMO_CAPACITY {
+            memo.clear();
+        }
+        memo.insert(key, count);
+    }
+    count
+}
+
+fn hash_of<T: Hash + ?Sized>(value: &T) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    value.hash(&mut hasher);
+    hasher.finish()
+}
+
 impl Encoding {
     /// Tokens in `text`, remembered for the life of the process: for the texts sent with every
     /// call (system prompts, tool definitions), so a turn does not count them again.
     pub fn count_repeated(self, text: &str) -> u32 {
-        static MEMO: LazyLock<Mutex<HashMap<(Encoding, u64), u32>>> =
-            LazyLock::new(|| Mutex::new(HashMap::new()));
-        let mut hasher = DefaultHasher::new();
-        text.hash(&mut hasher);
-        let key = (self, hasher.finish());
-        if let Some(count) = MEMO.lock().ok().and_then(|memo| memo.get(&key).copied()) {
-            return count;
-        }
-        let count = self.count(text);
-        if let Ok(mut memo) = MEMO.lock() {
-            if memo.len() >= MEMO_CAPACITY {
-                memo.clear();
-            }
-            memo.insert(key, count);
-        }
-        count
+        remembered((self, hash_of(text)), || self.count(text))
+    }
+}
+
+/// Tokens in `text`: remembered when it is short, counted afresh when it is long (a long text
+/// rarely repeats, and the tokenizer's cost per call is small next to its cost per byte).
+fn count_text(encoding: Encoding, text: &str) -> u32 {
+    if text.len() <= SHORT_TEXT {
+        encoding.count_repeated(text)
+    } else {
+        encoding.count(text)
     }
 }
 
@@ -107,12 +130,14 @@ pub fn cache_tokens(encoding: Encoding, message: &mut Message) -> u32 {
 }
 
 fn count_message(encoding: Encoding, message: &Message) -> u32 {
-    let mut total = MESSAGE_OVERHEAD + encoding.count(&message.content);
+    let mut total = MESSAGE_OVERHEAD + count_text(encoding, &message.content);
     for call in &message.tool_calls {
-        total += TOOL_CALL_OVERHEAD + encoding.count(&call.name) + encoding.count(&call.arguments);
+        total += TOOL_CALL_OVERHEAD
+            + count_text(encoding, &call.name)
+            + count_text(encoding, &call.arguments);
     }
     if let Some(reasoning) = &message.reasoning {
-        total += encoding.count(&reasoning.text);
+        total += count_text(encoding, &reasoning.text);
     }
     total
 }
@@ -125,7 +150,10 @@ pub fn tools_tokens(encoding: Encoding, tools: &[ToolSpec]) -> u32 {
             TOOL_CALL_OVERHEAD
                 + encoding.count_repeated(&tool.name)
                 + encoding.count_repeated(&tool.description)
-                + encoding.count_repeated(&tool.parameters.to_string())
+                // Keyed by the schema's value, so it is written out only when first counted.
+                + remembered((encoding, hash_of(&tool.parameters)), || {
+                    encoding.count(&tool.parameters.to_string())
+                })
         })
         .sum()
 }
@@ -171,6 +199,49 @@ mod tests {
             Encoding::O200kBase.count(&prompt),
             "each encoding has its own entry"
         );
+    }
+
+    #[test]
+    fn remembered_counts_are_the_tokenizers_counts() {
+        let short = Message::assistant_with_calls(
+            "ok",
+            vec![ToolCall {
+                id: "c".into(),
+                name: "lookup".into(),
+                arguments: r#"{"item":"bolts"}"#.into(),
+            }],
+        );
+        let long = Message::assistant("The quick brown fox jumps over the lazy dog. ".repeat(20));
+        for encoding in [Encoding::Cl100kBase, Encoding::O200kBase] {
+            let fresh = |m: &Message| {
+                MESSAGE_OVERHEAD
+                    + encoding.count(&m.content)
+                    + m.tool_calls
+                        .iter()
+                        .map(|c| {
+                            TOOL_CALL_OVERHEAD
+                                + encoding.count(&c.name)
+                                + encoding.count(&c.arguments)
+                        })
+                        .sum::<u32>()
+            };
+            for message in [&short, &long] {
+                // Twice: counted, then remembered.
+                assert_eq!(message_tokens(encoding, message), fresh(message));
+                assert_eq!(message_tokens(encoding, message), fresh(message));
+            }
+            let tools = [ToolSpec::new(
+                "lookup",
+                "Looks an item up.",
+                serde_json::json!({"type": "object", "properties": {"item": {"type": "string"}}}),
+            )];
+            let expected = TOOL_CALL_OVERHEAD
+                + encoding.count("lookup")
+                + encoding.count("Looks an item up.")
+                + encoding.count(&tools[0].parameters.to_string());
+            assert_eq!(tools_tokens(encoding, &tools), expected);
+            assert_eq!(tools_tokens(encoding, &tools), expected);
+        }
     }
 
     #[test]

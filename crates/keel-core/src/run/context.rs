@@ -31,7 +31,7 @@ pub const CONTEXT_HELP_QUESTION: &str = "I've made progress but I'm losing conte
 I can recover. Keep going, change direction, or stop?";
 
 /// Where the run stands on the recovery ladder this turn.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub(super) struct Ladder {
     recoveries: u32,
     last_r1: Option<u32>,

@@ -2,6 +2,7 @@
 //! checkpoint, and coming back from one — in another process, after a crash, after a human
 //! answered, or refusing to guess when a side effect may be half done.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -50,9 +51,31 @@ struct Frame {
     tools: Vec<ToolSpec>,
 }
 
+/// The frame of a run as JSON. The runs of one agent share their frame, so the last one written
+/// is kept and handed out again while the settings and tools are the same.
+fn frame_json(
+    settings: &RunSettings,
+    tools: &Arc<[ToolSpec]>,
+) -> Result<String, serde_json::Error> {
+    type Last = Option<(RunSettings, Arc<[ToolSpec]>, String)>;
+    static LAST: Mutex<Last> = Mutex::new(None);
+    if let Ok(last) = LAST.lock()
+        && let Some((last_settings, last_tools, json)) = last.as_ref()
+        && last_settings == settings
+        && last_tools[..] == tools[..]
+    {
+        return Ok(json.clone());
+    }
+    let json = serde_json::to_string(&FrameRef { settings, tools })?;
+    if let Ok(mut last) = LAST.lock() {
+        *last = Some((settings.clone(), tools.clone(), json.clone()));
+    }
+    Ok(json)
+}
+
 /// The tools a run holds between decoding its state and reading its frame.
-pub(super) fn no_tools() -> std::sync::Arc<[ToolSpec]> {
-    std::sync::Arc::new([])
+pub(super) fn no_tools() -> Arc<[ToolSpec]> {
+    Arc::new([])
 }
 
 /// The settings a run holds between decoding its state and reading its frame.
@@ -169,10 +192,7 @@ impl Run {
             None
         } else {
             self.frame_stored = true;
-            Some(serde_json::to_string(&FrameRef {
-                settings: &self.settings,
-                tools: &self.tools,
-            })?)
+            Some(frame_json(&self.settings, &self.tools)?)
         };
         Ok(Checkpoint {
             run_id: self.id.clone(),
@@ -210,6 +230,7 @@ impl Run {
                         "the frame (settings and tools) does not decode: {e}"
                     ))
                 })?;
+        run.guard.set_config(frame.settings.guard.clone());
         run.settings = frame.settings;
         run.tools = frame.tools.into();
         run.frame_stored = true;
@@ -379,7 +400,14 @@ pub(super) mod compact_calls {
 
     use crate::run::ToolCallReport;
 
-    #[derive(Serialize, Deserialize)]
+    #[derive(Serialize)]
+    struct CompactRef<'a> {
+        id: &'a str,
+        name: &'a str,
+        ok: bool,
+    }
+
+    #[derive(Deserialize)]
     struct Compact {
         id: String,
         name: String,
@@ -387,9 +415,9 @@ pub(super) mod compact_calls {
     }
 
     pub fn serialize<S: Serializer>(calls: &[ToolCallReport], s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(calls.iter().map(|c| Compact {
-            id: c.id.clone(),
-            name: c.name.clone(),
+        s.collect_seq(calls.iter().map(|c| CompactRef {
+            id: &c.id,
+            name: &c.name,
             ok: c.ok,
         }))
     }

@@ -62,7 +62,8 @@ enum SoftLimit {
     Summarizing,
 }
 
-/// One run of the loop over one turn of a conversation.
+/// One run of the loop over one turn of a conversation. Its checkpointed state leaves out what
+/// is empty or at its default, so a boundary writes only what it has.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Run {
     id: String,
@@ -99,14 +100,18 @@ pub struct Run {
     /// Where the verbatim part of the context starts, and the summary that stands in for what
     /// comes before it.
     context_start: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     summary_index: Option<usize>,
     /// The first user message, which the sliding window always keeps.
     first_user: Option<usize>,
+    #[serde(default, skip_serializing_if = "crate::checkpoint::is_default")]
     ladder: context::Ladder,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pending_summary: Option<context::PendingSummary>,
     iteration: u32,
     iteration_limit: u32,
     state: AgentState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     reason: Option<ErrorReason>,
     usage: Usage,
     cost: f64,
@@ -115,20 +120,30 @@ pub struct Run {
     chain: Vec<ModelTarget>,
     chain_index: usize,
     /// Retries spent on the current call.
+    #[serde(default, skip_serializing_if = "crate::checkpoint::is_default")]
     retries: u32,
     /// The tool choice and warning layers of the current iteration (kept for its retries).
     tool_choice: ToolChoice,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     warnings: Vec<String>,
     /// Set by the loop guard for the next iteration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     next_tool_choice: Option<ToolChoice>,
     guard: LoopGuard,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     text_detection: Option<Detection>,
     /// Text of answers cut at max_tokens, waiting for their continuation.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     continued_text: String,
+    #[serde(default, skip_serializing_if = "crate::checkpoint::is_default")]
     max_tokens_recoveries: u32,
+    #[serde(default, skip_serializing_if = "crate::checkpoint::is_default")]
     soft_limit: SoftLimit,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     budget_warned: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pending: Vec<ToolCall>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     answered_by_loop: Vec<ToolResult>,
     /// The step the run owes the driver, and the boundary it last passed: what a checkpoint
     /// resumes from.
@@ -137,17 +152,27 @@ pub struct Run {
     /// Hash of the system prompt the run started with.
     prompt_hash: String,
     /// The session's run journal, and whether this step changed it.
+    #[serde(default, skip_serializing_if = "Journal::is_empty")]
     journal: Journal,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     journal_changed: bool,
     /// An `ask_human` call waiting for its answer: (call id, question).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     question: Option<(String, String)>,
     /// The user the run is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     user_id: Option<String>,
     /// Every tool call of the run. Checkpoints keep only (id, name, ok); a restore reads
     /// arguments and outputs back from the messages.
-    #[serde(with = "durable::compact_calls")]
+    #[serde(
+        default,
+        with = "durable::compact_calls",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     tool_calls: Vec<ToolCallReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     final_text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     error: Option<String>,
     started_at: DateTime<Utc>,
     /// State of the jitter generator (xorshift), seeded from the run id.
