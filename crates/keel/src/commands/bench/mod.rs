@@ -14,6 +14,7 @@ mod timing;
 
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -122,10 +123,10 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
             tokio::time::sleep_until(start_at).await;
             // Boxed: the timing wrapper would otherwise hold the run's state machine inline,
             // tripling each task's size.
-            timed(Box::pin(
-                agent.run(RunRequest::new("Look up every item on the list.")),
-            ))
-            .await
+            // Each conversation's texts are its own, as in real use: none of them is counted
+            // from a memo filled by another.
+            let task = format!("Look up every item on list {i}.");
+            timed(Box::pin(agent.run(RunRequest::new(task)))).await
         });
     }
     let mut timelines = Vec::with_capacity(args.conversations);
@@ -228,9 +229,9 @@ fn raise_open_files(wanted: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The bench's tool: looks an item up in a fixed table (no I/O, so what is measured is the
-/// loop around it).
-struct Lookup(ToolSpec);
+/// The bench's tool: looks an item up (no I/O, so what is measured is the loop around it).
+/// Every answer differs, as real tool output does: a stock count from a counter.
+struct Lookup(ToolSpec, AtomicU64);
 
 impl Lookup {
     fn new() -> Lookup {
@@ -244,7 +245,7 @@ impl Lookup {
             }),
         );
         spec.idempotent = true;
-        Lookup(spec)
+        Lookup(spec, AtomicU64::new(0))
     }
 }
 
@@ -260,7 +261,8 @@ impl Tool for Lookup {
         _: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let item = arguments["item"].as_str().unwrap_or("?");
-        Ok(ToolOutput::text(format!("{item}: 12 in stock")))
+        let stock = self.1.fetch_add(1, Ordering::Relaxed);
+        Ok(ToolOutput::text(format!("{item}: {stock} in stock")))
     }
 }
 
@@ -285,10 +287,12 @@ mod tests {
             timed(agent.run(RunRequest::new("go"))),
             timed(agent.run(RunRequest::new("go")))
         );
+        let mut outputs = Vec::new();
         for (outcome, timeline) in [first, second] {
             let report = outcome.unwrap();
             assert_eq!(report.tool_calls.len(), 2);
-            assert_eq!(report.tool_calls[1].output, "item-2: 12 in stock");
+            assert!(report.tool_calls[1].output.starts_with("item-2: "));
+            outputs.extend(report.tool_calls.iter().map(|call| call.output.clone()));
             check(Ok(report), 3).unwrap();
             // Paused time: each model call takes exactly the latency, the loop no virtual time.
             assert!(
@@ -299,6 +303,9 @@ mod tests {
             assert_eq!(timeline.overheads().len(), 3);
             assert_eq!(timeline.wall(), Duration::from_millis(600));
         }
+        outputs.sort();
+        outputs.dedup();
+        assert_eq!(outputs.len(), 4, "every tool answer differs");
     }
 
     #[test]
