@@ -3,6 +3,7 @@
 //! configuration extends.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -46,10 +47,10 @@ impl Price {
 }
 
 /// Model prices, looked up by the longest matching name prefix (so `gpt-4o-mini-2024-07-18`
-/// finds `gpt-4o-mini`).
+/// finds `gpt-4o-mini`). Clones share the table (every run holds one) until one is changed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PriceTable {
-    prices: BTreeMap<String, Price>,
+    prices: Arc<BTreeMap<String, Price>>,
 }
 
 impl Default for PriceTable {
@@ -73,10 +74,12 @@ impl Default for PriceTable {
             ("claude-opus-4", Price::new(15.0, 75.0, 1.50, 18.75)),
         ];
         PriceTable {
-            prices: known
-                .into_iter()
-                .map(|(name, price)| (name.to_string(), price))
-                .collect(),
+            prices: Arc::new(
+                known
+                    .into_iter()
+                    .map(|(name, price)| (name.to_string(), price))
+                    .collect(),
+            ),
         }
     }
 }
@@ -85,13 +88,13 @@ impl PriceTable {
     /// An empty table.
     pub fn empty() -> Self {
         PriceTable {
-            prices: BTreeMap::new(),
+            prices: Arc::default(),
         }
     }
 
     /// Adds or replaces a model's price.
     pub fn set(&mut self, model: impl Into<String>, price: Price) {
-        self.prices.insert(model.into(), price);
+        Arc::make_mut(&mut self.prices).insert(model.into(), price);
     }
 
     /// The price of `model`: an exact entry, else the longest entry that prefixes it.
