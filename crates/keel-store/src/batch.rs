@@ -34,7 +34,7 @@ use rusqlite::types::{ToSql, ToSqlOutput, Value};
 
 use crate::codec::{MessageColumns, RunCounts, timestamp};
 use crate::connections::Connections;
-use crate::durability;
+use crate::{OrBackend, durability};
 
 /// Rows per `INSERT`: keeps the number of distinct statement texts small.
 pub(crate) const ROWS_PER_QUERY: usize = 64;
@@ -288,7 +288,7 @@ pub(crate) async fn write(
         .transaction(batches)
         .await
         .map(|returned| returned.unwrap_or(false))
-        .map_err(|e| StoreError::Backend(format!("{}: {e}", doing())))
+        .or_backend(doing)
 }
 
 /// The batches of a write (see [`write`]).

@@ -16,6 +16,7 @@ use keel_core::store::Commit;
 use keel_core::{Checkpoint, Event, Journal, StoreError, ToolCallRecord};
 use sqlx::sqlite::SqliteConnection;
 
+use crate::OrBackend;
 use crate::batch::{Batch, Plan, ROWS_PER_QUERY};
 use crate::codec::{self, stored_count, timestamp, to_json};
 use crate::connections::Connections;
@@ -178,11 +179,6 @@ fn add_events(batch: &mut Batch, events: &[Event], remaining: usize) -> Result<(
     Ok(())
 }
 
-/// Adds what was being done to a database error.
-fn failed(doing: impl FnOnce() -> String) -> impl FnOnce(sqlx::Error) -> StoreError {
-    move |e| StoreError::Backend(format!("{}: {e}", doing()))
-}
-
 /// Every checkpoint of `run_id`, oldest first.
 pub(crate) async fn checkpoints(
     reader: &mut SqliteConnection,
@@ -192,9 +188,7 @@ pub(crate) async fn checkpoints(
         .bind(run_id)
         .fetch_all(reader)
         .await
-        .map_err(failed(|| {
-            format!("cannot read the checkpoints of run `{run_id}`")
-        }))?;
+        .or_backend(|| format!("cannot read the checkpoints of run `{run_id}`"))?;
     rows.iter().map(codec::decode_checkpoint).collect()
 }
 
@@ -207,9 +201,7 @@ pub(crate) async fn latest_checkpoint(
         .bind(run_id)
         .fetch_optional(reader)
         .await
-        .map_err(failed(|| {
-            format!("cannot read the latest checkpoint of run `{run_id}`")
-        }))?;
+        .or_backend(|| format!("cannot read the latest checkpoint of run `{run_id}`"))?;
     row.as_ref().map(codec::decode_checkpoint).transpose()
 }
 
@@ -222,9 +214,7 @@ pub(crate) async fn tool_calls(
         .bind(run_id)
         .fetch_all(reader)
         .await
-        .map_err(failed(|| {
-            format!("cannot read the tool calls of run `{run_id}`")
-        }))?;
+        .or_backend(|| format!("cannot read the tool calls of run `{run_id}`"))?;
     rows.iter().map(codec::decode_tool_call).collect()
 }
 
@@ -243,7 +233,7 @@ pub(crate) async fn record_tool_calls(
         .transaction(batches)
         .await
         .map(drop)
-        .map_err(|e| StoreError::Backend(format!("cannot record tool calls: {e}")))
+        .or_backend(|| "cannot record tool calls".into())
 }
 
 /// The events of `run_id`, in order.
@@ -255,9 +245,7 @@ pub(crate) async fn events(
         .bind(run_id)
         .fetch_all(reader)
         .await
-        .map_err(failed(|| {
-            format!("cannot read the events of run `{run_id}`")
-        }))?;
+        .or_backend(|| format!("cannot read the events of run `{run_id}`"))?;
     rows.iter()
         .map(|row| codec::decode_event(row, run_id))
         .collect()
@@ -272,9 +260,7 @@ pub(crate) async fn journal(
         .bind(session_id)
         .fetch_optional(reader)
         .await
-        .map_err(failed(|| {
-            format!("cannot read the journal of session `{session_id}`")
-        }))?;
+        .or_backend(|| format!("cannot read the journal of session `{session_id}`"))?;
     row.as_ref()
         .map(|row| codec::decode_journal(row, session_id))
         .transpose()
@@ -288,10 +274,7 @@ pub(crate) async fn heartbeat(
 ) -> Result<bool, StoreError> {
     let doing = || format!("cannot record the heartbeat of run `{run_id}`");
     let batch = Batch::of(HEARTBEAT).bind(run_id)?.bind(timestamp(at))?;
-    let cancel = conns
-        .transaction(vec![batch])
-        .await
-        .map_err(written(doing))?;
+    let cancel = conns.transaction(vec![batch]).await.or_backend(doing)?;
     Ok(cancel.unwrap_or(false))
 }
 
@@ -307,13 +290,8 @@ pub(crate) async fn request_cancel(
     let found = conns
         .transaction(vec![batch])
         .await
-        .map_err(written(|| format!("cannot request run `{run_id}` to stop")))?;
+        .or_backend(|| format!("cannot request run `{run_id}` to stop"))?;
     Ok(found.is_some())
-}
-
-/// Adds what was being done to a write's error.
-fn written(doing: impl FnOnce() -> String) -> impl FnOnce(String) -> StoreError {
-    move |e| StoreError::Backend(format!("{}: {e}", doing()))
 }
 
 #[cfg(test)]

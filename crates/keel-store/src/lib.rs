@@ -27,10 +27,23 @@ mod writer;
 
 pub use sqlite_store::SqliteStore;
 
+use keel_core::StoreError;
+
 use std::path::PathBuf;
 
 /// Where keel keeps its database when the user names none: `keel/keel.db` under the platform's
 /// data directory (`~/.local/share` on Linux). `None` when the platform has no such directory.
 pub fn default_path() -> Option<PathBuf> {
     dirs::data_dir().map(|dir| dir.join("keel").join("keel.db"))
+}
+
+/// Adds what was being done to a database error (sqlx's on reads, the writer's words on writes).
+trait OrBackend<T> {
+    fn or_backend(self, doing: impl FnOnce() -> String) -> Result<T, StoreError>;
+}
+
+impl<T, E: std::fmt::Display> OrBackend<T> for Result<T, E> {
+    fn or_backend(self, doing: impl FnOnce() -> String) -> Result<T, StoreError> {
+        self.map_err(|e| StoreError::Backend(format!("{}: {e}", doing())))
+    }
 }

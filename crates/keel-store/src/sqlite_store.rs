@@ -22,7 +22,7 @@ use keel_core::{
 use crate::batch::{self, Batch};
 use crate::codec::{self, timestamp};
 use crate::connections::Connections;
-use crate::durability;
+use crate::{OrBackend, durability};
 
 /// Every column of `runs` that a [`RunRecord`] holds.
 macro_rules! run_columns {
@@ -109,17 +109,6 @@ const ADD_USAGE: &str = "INSERT INTO usage_log (user_id, month, input_tokens, ou
 const SELECT_USAGE: &str = "SELECT input_tokens, output_tokens, cache_read_tokens, \
      cache_write_tokens FROM usage_log WHERE user_id = $1 AND month = $2";
 
-/// Adds what was being done to a database error.
-trait OrBackend<T> {
-    fn or_backend(self, doing: impl FnOnce() -> String) -> Result<T, StoreError>;
-}
-
-impl<T> OrBackend<T> for Result<T, sqlx::Error> {
-    fn or_backend(self, doing: impl FnOnce() -> String) -> Result<T, StoreError> {
-        self.map_err(|e| StoreError::Backend(format!("{}: {e}", doing())))
-    }
-}
-
 /// A [`Store`] on SQLite: one file, WAL journal, `synchronous=NORMAL` (a commit survives a crash
 /// of the process; a power loss may undo the last commits but never corrupts the file). Clones
 /// share the same connections.
@@ -160,7 +149,7 @@ impl SqliteStore {
             .transaction(vec![batch])
             .await
             .map(drop)
-            .map_err(|e| StoreError::Backend(format!("{}: {e}", doing())))
+            .or_backend(doing)
     }
 
     /// Closes every connection, waiting for those in use to be returned; the store refuses
