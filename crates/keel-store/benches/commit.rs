@@ -21,31 +21,11 @@ use keel_core::{
     ToolCallRecord, Usage,
 };
 use keel_store::SqliteStore;
-use serde_json::json;
 
-fn run_record(id: &str) -> RunRecord {
-    let now = Utc::now();
-    RunRecord {
-        id: id.into(),
-        session_id: format!("session-{id}"),
-        state: AgentState::Running,
-        reason: None,
-        provider: "anthropic".into(),
-        model: "claude-sonnet-4".into(),
-        model_used: None,
-        iterations: 0,
-        usage: Usage::default(),
-        final_text: None,
-        error: None,
-        started_at: now,
-        updated_at: now,
-        finished_at: None,
-        cost: 0.0,
-        heartbeat_at: None,
-        cancel_requested_at: None,
-        resume_available: false,
-    }
-}
+#[path = "../tests/common/mod.rs"]
+mod common;
+use common::{completed_event, event_now, run_record, tool_call};
+use serde_json::json;
 
 /// A state JSON of about 3 KB, like a run's counters, guardrails and pending step.
 fn typical_state() -> String {
@@ -88,44 +68,6 @@ fn checkpoint(run: &RunRecord, seq: u32, state: String, frame: Option<String>) -
     }
 }
 
-fn tool_call(run: &RunRecord, call_id: String) -> ToolCallRecord {
-    let now = Utc::now();
-    ToolCallRecord {
-        run_id: run.id.clone(),
-        call_id,
-        name: "read_file".into(),
-        arguments: r#"{"path": "src/main.rs"}"#.into(),
-        idempotent: true,
-        started_at: now,
-        completed_at: Some(now),
-        ok: Some(true),
-        output: Some("fn main() {}\n".into()),
-    }
-}
-
-fn event(run: &RunRecord, kind: EventKind) -> Event {
-    Event {
-        ts: Utc::now(),
-        run_id: run.id.clone(),
-        session_id: run.session_id.clone(),
-        kind,
-    }
-}
-
-fn completed_event(run: &RunRecord, call_id: &str) -> Event {
-    event(
-        run,
-        EventKind::ToolCompleted {
-            call_id: call_id.into(),
-            name: "read_file".into(),
-            ok: true,
-            output: "fn main() {}\n".into(),
-            truncated: false,
-            duration_ms: 2,
-        },
-    )
-}
-
 /// One boundary's records, built before it is measured.
 struct BoundaryRecords {
     run: RunRecord,
@@ -154,11 +96,11 @@ impl BoundaryRecords {
             };
         }
         let calls = vec![
-            tool_call(&run, format!("call_{seq}_a")),
-            tool_call(&run, format!("call_{seq}_b")),
+            tool_call(&run, &format!("call_{seq}_a")),
+            tool_call(&run, &format!("call_{seq}_b")),
         ];
         let events = vec![
-            event(
+            event_now(
                 &run,
                 EventKind::ModelResponse {
                     iteration: seq,
@@ -210,7 +152,7 @@ fn bench(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("commit");
     for (name, full) in [("boundary", true), ("append_only", false)] {
-        let run = run_record(name);
+        let run = run_record(name, &format!("session-{name}"), Utc::now());
         // The run's first boundary writes its frame; the measured ones carry on from it.
         let first = checkpoint(&run, 1, state.clone(), Some(frame()));
         rt.block_on(store.commit(&Commit {

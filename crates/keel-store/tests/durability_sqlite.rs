@@ -10,9 +10,12 @@ use chrono::Utc;
 use keel_core::store::Commit;
 use keel_core::{
     AgentState, Boundary, Checkpoint, Event, EventKind, Journal, Message, RunRecord, Store,
-    StoreError, ToolCall, ToolCallRecord, Usage,
+    StoreError, ToolCall, ToolCallRecord,
 };
 use keel_store::SqliteStore;
+
+mod common;
+use common::{completed_event, event_now, run_record, tool_call};
 use serde_json::json;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 use sqlx::{Connection, SqlSafeStr};
@@ -26,30 +29,6 @@ async fn raw(path: &Path) -> SqliteConnection {
 
 async fn execute(conn: &mut SqliteConnection, sql: impl SqlSafeStr) {
     sqlx::query(sql).execute(conn).await.unwrap();
-}
-
-fn run_record(id: &str, session_id: &str) -> RunRecord {
-    let now = Utc::now();
-    RunRecord {
-        id: id.into(),
-        session_id: session_id.into(),
-        state: AgentState::Running,
-        reason: None,
-        provider: "anthropic".into(),
-        model: "claude-sonnet-4".into(),
-        model_used: None,
-        iterations: 0,
-        usage: Usage::default(),
-        final_text: None,
-        error: None,
-        started_at: now,
-        updated_at: now,
-        finished_at: None,
-        cost: 0.0,
-        heartbeat_at: None,
-        cancel_requested_at: None,
-        resume_available: false,
-    }
 }
 
 fn checkpoint(
@@ -71,44 +50,6 @@ fn checkpoint(
         frame: None,
         created_at: Utc::now(),
     }
-}
-
-fn tool_call(run: &RunRecord, call_id: &str) -> ToolCallRecord {
-    let now = Utc::now();
-    ToolCallRecord {
-        run_id: run.id.clone(),
-        call_id: call_id.into(),
-        name: "read_file".into(),
-        arguments: r#"{"path": "src/main.rs"}"#.into(),
-        idempotent: true,
-        started_at: now,
-        completed_at: Some(now),
-        ok: Some(true),
-        output: Some("fn main() {}\n".into()),
-    }
-}
-
-fn event(run: &RunRecord, kind: EventKind) -> Event {
-    Event {
-        ts: Utc::now(),
-        run_id: run.id.clone(),
-        session_id: run.session_id.clone(),
-        kind,
-    }
-}
-
-fn completed_event(run: &RunRecord, call_id: &str) -> Event {
-    event(
-        run,
-        EventKind::ToolCompleted {
-            call_id: call_id.into(),
-            name: "read_file".into(),
-            ok: true,
-            output: "fn main() {}\n".into(),
-            truncated: false,
-            duration_ms: 2,
-        },
-    )
 }
 
 /// Everything the store holds about one run and its session, to compare before and after.
@@ -155,9 +96,9 @@ async fn a_boundary_that_fails_partway_leaves_nothing_behind() {
     )
     .await;
 
-    let mut run = run_record("r1", "s1");
+    let mut run = run_record("r1", "s1", Utc::now());
     let first = checkpoint(&run, 1, "h", json!({"step": 1}));
-    let started = event(
+    let started = event_now(
         &run,
         EventKind::RunStarted {
             provider: "anthropic".into(),
@@ -290,7 +231,7 @@ async fn a_commit_cancelled_midway_is_all_or_nothing_and_the_next_one_goes_throu
     let store = SqliteStore::open(&dir.path().join("keel.db"))
         .await
         .unwrap();
-    let mut run = run_record("r1", "s1");
+    let mut run = run_record("r1", "s1", Utc::now());
     let events: Vec<Event> = (0..400)
         .map(|i| completed_event(&run, &format!("call_{i}")))
         .collect();
@@ -335,7 +276,7 @@ async fn a_stop_asked_for_by_another_process_is_seen_by_the_next_commit() {
     let path = dir.path().join("keel.db");
     let worker = SqliteStore::open(&path).await.unwrap();
     let ui = SqliteStore::open(&path).await.unwrap();
-    let run = run_record("r1", "s1");
+    let run = run_record("r1", "s1", Utc::now());
     assert!(
         !worker
             .commit(&Commit::new(&run, &[]))
@@ -364,7 +305,7 @@ async fn undecodable_durability_rows_are_reported_as_corrupt_with_their_place() 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("keel.db");
     let store = SqliteStore::open(&path).await.unwrap();
-    let run = run_record("r1", "s1");
+    let run = run_record("r1", "s1", Utc::now());
     let saved = checkpoint(&run, 1, "h", json!({}));
     let events = [completed_event(&run, "call_1")];
     let notes = Journal::default();

@@ -1,4 +1,5 @@
-//! Fixtures shared by the durability tests: runs, times and events of many shapes.
+//! Fixtures shared by the durability tests and the `commit` bench: runs, times, envelope rows
+//! and events of many shapes.
 
 // Each test crate uses its own part of these.
 #![allow(dead_code)]
@@ -6,7 +7,7 @@
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use keel_core::{
     AgentState, ErrorReason, Event, EventKind, ProviderErrorKind, RunRecord, StopReason,
-    StreamDelta, Usage,
+    StreamDelta, ToolCallRecord, Usage,
 };
 
 /// A fixed instant `minutes` after a base time, with a sub-microsecond part.
@@ -46,6 +47,47 @@ pub fn event(run: &RunRecord, minutes: i64, kind: EventKind) -> Event {
         session_id: run.session_id.clone(),
         kind,
     }
+}
+
+/// An event of `run`, stamped now.
+pub fn event_now(run: &RunRecord, kind: EventKind) -> Event {
+    Event {
+        ts: Utc::now(),
+        run_id: run.id.clone(),
+        session_id: run.session_id.clone(),
+        kind,
+    }
+}
+
+/// A finished `read_file` call of `run`, as the envelope keeps it.
+pub fn tool_call(run: &RunRecord, call_id: &str) -> ToolCallRecord {
+    let now = Utc::now();
+    ToolCallRecord {
+        run_id: run.id.clone(),
+        call_id: call_id.into(),
+        name: "read_file".into(),
+        arguments: r#"{"path": "src/main.rs"}"#.into(),
+        idempotent: true,
+        started_at: now,
+        completed_at: Some(now),
+        ok: Some(true),
+        output: Some("fn main() {}\n".into()),
+    }
+}
+
+/// The event of [`tool_call`]'s call completing, stamped now.
+pub fn completed_event(run: &RunRecord, call_id: &str) -> Event {
+    event_now(
+        run,
+        EventKind::ToolCompleted {
+            call_id: call_id.into(),
+            name: "read_file".into(),
+            ok: true,
+            output: "fn main() {}\n".into(),
+            truncated: false,
+            duration_ms: 2,
+        },
+    )
 }
 
 /// Events of many shapes: nested objects, options, floats, flattened stream deltas.
