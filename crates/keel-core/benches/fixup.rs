@@ -16,60 +16,17 @@
 //!
 //! `cargo bench -p keel-core --bench fixup -- --warm-up-time 1 --measurement-time 2`
 
-use std::sync::LazyLock;
-
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use keel_core::fixup::{fixup, is_well_formed};
-use keel_core::{Message, Role, ToolCall};
-use serde_json::json;
+use keel_core::{Message, Role};
+
+mod common;
+use common::Conversation;
 
 /// History sizes, in messages (a repaired history differs by a few).
 const SIZES: [usize; 2] = [100, 1_000];
 /// One turn in this many carries a defect (turns average ~8 messages).
 const DEFECT_EVERY: usize = 4;
-
-/// Words the generated text is drawn from.
-const VOCABULARY: &str = "\
-the config loader returns an error when file is missing and retry policy backoff seconds \
-src/main.rs crates/keel-core/src/run/mod.rs fn parse_args() Result<Config, Error> \
-timeout = 30 request failed with status 503 Service Unavailable user_id session 0x7f3a \
-tokens window compaction summary let mut count += 1; assert_eq! warning: unused variable \
-line 42 column 17 database migration applied 2024-05-17T10:32:11Z INFO DEBUG handler \
-GET /api/v1/runs 200 OK latency_ms=183 cache miss hit ratio 0.93 über naïve résumé → \
-because however which means that we should check whether test passes on CI Ωmega 日本語";
-
-static WORDS: LazyLock<Vec<&str>> = LazyLock::new(|| VOCABULARY.split_whitespace().collect());
-
-/// A small deterministic generator (xorshift), so every run builds the same histories.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn between(&mut self, low: usize, high: usize) -> usize {
-        low + self.below(high - low + 1)
-    }
-
-    fn text(&mut self, words: usize) -> String {
-        let mut out = String::with_capacity(words * 7);
-        for i in 0..words {
-            if i > 0 {
-                out.push(if self.below(12) == 0 { '\n' } else { ' ' });
-            }
-            out.push_str(WORDS[self.below(WORDS.len())]);
-        }
-        out
-    }
-}
 
 /// What goes wrong in a history, one kind after the other.
 #[derive(Clone, Copy, Debug)]
@@ -94,74 +51,8 @@ const DEFECTS: [Defect; 5] = [
     Defect::ReusedId,
 ];
 
-struct Conversation {
-    rng: Rng,
-    calls: usize,
-}
-
+/// What the fixup bench adds to the shared generator.
 impl Conversation {
-    fn new() -> Self {
-        Conversation {
-            rng: Rng(0x2545_F491_4F6C_DD1D),
-            calls: 0,
-        }
-    }
-
-    fn call(&mut self) -> (ToolCall, Message) {
-        self.calls += 1;
-        let id = format!("call_{:06}", self.calls);
-        let (name, arguments) = match self.rng.below(3) {
-            0 => (
-                "read_file",
-                json!({"path": format!("src/module_{}.rs", self.rng.below(400))}),
-            ),
-            1 => (
-                "grep",
-                json!({"pattern": self.rng.text(2), "path": "crates/"}),
-            ),
-            _ => ("run_command", json!({"command": "cargo test -p keel-core"})),
-        };
-        let words = self.rng.between(150, 400);
-        let result = Message::tool_result(id.clone(), self.rng.text(words));
-        let call = ToolCall {
-            id,
-            name: name.into(),
-            arguments: arguments.to_string(),
-        };
-        (call, result)
-    }
-
-    /// One well-formed turn of exactly `size` messages (at least 1).
-    fn turn(&mut self, size: usize) -> Vec<Message> {
-        let words = self.rng.between(15, 60);
-        let mut out = vec![Message::user(self.rng.text(words))];
-        while out.len() < size {
-            let left = size - out.len();
-            if left >= 3 && self.rng.below(4) == 0 {
-                let (first, first_result) = self.call();
-                let (second, second_result) = self.call();
-                let words = self.rng.between(5, 20);
-                out.push(Message::assistant_with_calls(
-                    self.rng.text(words),
-                    vec![first, second],
-                ));
-                out.extend([first_result, second_result]);
-            } else if left >= 2 {
-                let (call, result) = self.call();
-                let words = self.rng.between(0, 20);
-                out.push(Message::assistant_with_calls(
-                    self.rng.text(words),
-                    vec![call],
-                ));
-                out.push(result);
-            } else {
-                let words = self.rng.between(40, 150);
-                out.push(Message::assistant(self.rng.text(words)));
-            }
-        }
-        out
-    }
-
     /// Puts `defect` into `turn`; false when the turn has nothing it applies to.
     fn spoil(&mut self, turn: &mut Vec<Message>, defect: Defect) -> bool {
         let first_result = turn.iter().position(|m| m.role == Role::Tool);
@@ -200,7 +91,7 @@ impl Conversation {
 
     /// About `count` messages; with `defects`, every `DEFECT_EVERY`th turn carries the next
     /// defect.
-    fn messages(&mut self, count: usize, defects: bool) -> (Vec<Message>, usize) {
+    fn history(&mut self, count: usize, defects: bool) -> (Vec<Message>, usize) {
         let mut out = Vec::with_capacity(count + count / 10);
         let mut turns = 0;
         let mut spoiled = 0;
@@ -235,7 +126,7 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("fixup");
     for size in SIZES {
         for (shape, defects) in [("clean", false), ("repair", true)] {
-            let (history, spoiled) = Conversation::new().messages(size, defects);
+            let (history, spoiled) = Conversation::new().history(size, defects);
             let fixed = fixup(history.clone());
             assert!(is_well_formed(&fixed), "{shape} {size}: fixed");
             assert_eq!(user_texts(&fixed), user_texts(&history), "{shape} {size}");
