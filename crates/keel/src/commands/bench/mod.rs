@@ -231,7 +231,10 @@ fn raise_open_files(wanted: u64) -> anyhow::Result<()> {
 
 /// The bench's tool: looks an item up (no I/O, so what is measured is the loop around it).
 /// Every answer differs, as real tool output does: a stock count from a counter.
-struct Lookup(ToolSpec, AtomicU64);
+struct Lookup {
+    spec: ToolSpec,
+    answers: AtomicU64,
+}
 
 impl Lookup {
     fn new() -> Lookup {
@@ -245,14 +248,17 @@ impl Lookup {
             }),
         );
         spec.idempotent = true;
-        Lookup(spec, AtomicU64::new(0))
+        Lookup {
+            spec,
+            answers: AtomicU64::new(0),
+        }
     }
 }
 
 #[async_trait]
 impl Tool for Lookup {
     fn spec(&self) -> &ToolSpec {
-        &self.0
+        &self.spec
     }
 
     async fn call(
@@ -261,7 +267,7 @@ impl Tool for Lookup {
         _: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let item = arguments["item"].as_str().unwrap_or("?");
-        let stock = self.1.fetch_add(1, Ordering::Relaxed);
+        let stock = self.answers.fetch_add(1, Ordering::Relaxed);
         Ok(ToolOutput::text(format!("{item}: {stock} in stock")))
     }
 }
