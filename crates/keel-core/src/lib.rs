@@ -18,6 +18,7 @@ pub mod fixup;
 pub mod heartbeat;
 pub mod human;
 pub mod journal;
+pub mod lane;
 pub mod loop_guard;
 pub mod memory_store;
 pub mod message;
@@ -42,6 +43,7 @@ pub use clock::{Clock, SystemClock};
 pub use event::{Emitter, Event, EventKind, EventLog, EventSink};
 pub use human::HumanChannel;
 pub use journal::Journal;
+pub use lane::{LaneClaim, LaneHolder, LaneOutcome};
 pub use memory_store::MemoryStore;
 pub use message::{
     InternalReason, Message, MessageMeta, Reasoning, Role, SeqRange, TokenCount, ToolCall,

@@ -6,11 +6,13 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 
 use crate::message::{Message, Role};
+use crate::state::AgentState;
 use chrono::{DateTime, Utc};
 
 use crate::checkpoint::{Checkpoint, ToolCallRecord};
 use crate::event::Event;
 use crate::journal::Journal;
+use crate::lane::{LaneClaim, LaneHolder, LaneOutcome, lane_is_held};
 use crate::provider::Usage;
 use crate::store::{
     Commit, CommitOutcome, RunRecord, SessionInfo, Store, StoreError, StoredMessage, UserRecord,
@@ -27,6 +29,8 @@ struct Data {
     tool_calls: HashMap<String, Vec<ToolCallRecord>>,
     events: HashMap<String, Vec<Event>>,
     journals: HashMap<String, Journal>,
+    /// Each session's lane holder (its `paused` filled in when read).
+    lanes: HashMap<String, LaneHolder>,
 }
 
 /// Keeps sessions, messages and runs in memory; everything is lost when it is dropped.
@@ -158,7 +162,26 @@ impl Store for MemoryStore {
     async fn commit(&self, commit: &Commit<'_>) -> Result<CommitOutcome, StoreError> {
         let mut data = self.lock()?;
         let run = commit.run;
+        if let Some(checkpoint) = commit.checkpoint
+            && data
+                .checkpoints
+                .get(&run.id)
+                .is_some_and(|stored| stored.iter().any(|c| c.seq == checkpoint.seq))
+        {
+            return Err(StoreError::Superseded {
+                run_id: run.id.clone(),
+                seq: checkpoint.seq,
+            });
+        }
         data.append(&run.session_id, Some(&run.id), commit.messages);
+        if run.state.is_terminal()
+            && data
+                .lanes
+                .get(&run.session_id)
+                .is_some_and(|holder| holder.run_id == run.id)
+        {
+            data.lanes.remove(&run.session_id);
+        }
         let cancel_requested_at = data.runs.get(&run.id).and_then(|r| r.cancel_requested_at);
         let mut record = run.clone();
         record.cancel_requested_at = cancel_requested_at;
@@ -316,6 +339,40 @@ impl Store for MemoryStore {
             }
             None => false,
         })
+    }
+
+    async fn claim_session(&self, claim: &LaneClaim<'_>) -> Result<LaneOutcome, StoreError> {
+        let mut data = self.lock()?;
+        data.ensure(claim.session_id);
+        if let Some(holder) = data.lanes.get(claim.session_id) {
+            let run = data.runs.get(&holder.run_id);
+            if lane_is_held(&holder.run_id, holder.claimed_at, run, claim) {
+                let mut holder = holder.clone();
+                holder.paused = run.is_some_and(|run| run.state == AgentState::WaitingOnHuman);
+                return Ok(LaneOutcome::Busy(holder));
+            }
+        }
+        let holder = LaneHolder {
+            run_id: claim.run_id.to_string(),
+            worker: claim.worker.to_string(),
+            claimed_at: claim.at,
+            paused: false,
+        };
+        data.lanes.insert(claim.session_id.to_string(), holder);
+        Ok(LaneOutcome::Claimed)
+    }
+
+    async fn release_session(&self, session_id: &str, run_id: &str) -> Result<bool, StoreError> {
+        let mut data = self.lock()?;
+        if data
+            .lanes
+            .get(session_id)
+            .is_some_and(|holder| holder.run_id == run_id)
+        {
+            data.lanes.remove(session_id);
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     async fn active_runs(&self) -> Result<Vec<RunRecord>, StoreError> {

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::checkpoint::{Checkpoint, ToolCallRecord};
 use crate::event::Event;
 use crate::journal::Journal;
+use crate::lane::{LaneClaim, LaneOutcome};
 use crate::message::Message;
 use crate::provider::Usage;
 use crate::state::{AgentState, ErrorReason};
@@ -24,6 +25,18 @@ pub enum StoreError {
     /// A record that must exist does not.
     #[error("store: {0} not found")]
     NotFound(String),
+    /// The run's boundary was already written by another worker: this worker lost the run
+    /// (it was resumed elsewhere while this one was stalled) and must stop writing.
+    #[error(
+        "store: run {run_id} was taken over by another worker (its checkpoint {seq} is already \
+         stored); this worker stops without writing more"
+    )]
+    Superseded {
+        /// The run.
+        run_id: String,
+        /// The checkpoint both workers wrote.
+        seq: u32,
+    },
 }
 
 /// A conversation as listed by the store.
@@ -237,6 +250,15 @@ pub trait Store: Send + Sync {
     /// Asks a run to stop; its loop sees the flag at its next boundary or heartbeat. Returns
     /// false when there is no such run.
     async fn request_cancel(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError>;
+
+    /// Claims the session's lane for a run, in one transaction, creating the session if
+    /// missing: [`LaneOutcome::Busy`] while another run holds it (see [`crate::lane`] for when
+    /// a holder's claim lapses). The lane is released by the run's terminal commit.
+    async fn claim_session(&self, claim: &LaneClaim<'_>) -> Result<LaneOutcome, StoreError>;
+
+    /// Releases the session's lane if `run_id` holds it (for a run that ends without a terminal
+    /// commit); returns whether it did.
+    async fn release_session(&self, session_id: &str, run_id: &str) -> Result<bool, StoreError>;
 
     /// Runs not in a terminal state, oldest first.
     async fn active_runs(&self) -> Result<Vec<RunRecord>, StoreError>;

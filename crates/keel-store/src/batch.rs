@@ -389,6 +389,9 @@ fn add_run(batch: &mut Batch, commit: &Commit<'_>, counts: &RunCounts) -> Result
         "UPDATE runs SET session_id = $1, started_at = ${started} \
          WHERE id = $5 AND (session_id <> $1 OR started_at <> ${started})"
     );
+    if run.state.is_terminal() {
+        batch.end_statement().sql(crate::lanes::RELEASE_IN_COMMIT);
+    }
     Ok(())
 }
 

@@ -6,8 +6,9 @@ use std::fmt;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use keel_core::{
-    AgentState, Checkpoint, ErrorReason, Event, Journal, Message, MessageMeta, Reasoning, Role,
-    RunRecord, SessionInfo, StoreError, StoredMessage, ToolCall, ToolCallRecord, Usage, UserRecord,
+    AgentState, Checkpoint, ErrorReason, Event, Journal, LaneHolder, Message, MessageMeta,
+    Reasoning, Role, RunRecord, SessionInfo, StoreError, StoredMessage, ToolCall, ToolCallRecord,
+    Usage, UserRecord,
 };
 use serde::de::DeserializeOwned;
 use sqlx::sqlite::{Sqlite, SqliteRow};
@@ -242,6 +243,18 @@ pub(crate) fn decode_session(row: &SqliteRow) -> Result<SessionInfo, StoreError>
         title: column(row, "title", place)?,
         message_count: count_column(row, "message_count", place)?,
         id,
+    })
+}
+
+/// Decodes a row of `SELECT run_id, worker, claimed_at, paused FROM session_lanes …` (`paused`:
+/// the holder's run waits for a human).
+pub(crate) fn decode_lane_holder(row: &SqliteRow) -> Result<LaneHolder, StoreError> {
+    let place = Place::Table("session_lanes");
+    Ok(LaneHolder {
+        run_id: column(row, "run_id", place)?,
+        worker: column(row, "worker", place)?,
+        claimed_at: time_column(row, "claimed_at", place)?,
+        paused: column::<Option<bool>>(row, "paused", place)?.unwrap_or(false),
     })
 }
 

@@ -21,6 +21,7 @@ mod checkpointer;
 mod codec;
 mod connections;
 mod durability;
+mod lanes;
 mod schema;
 mod sqlite_store;
 mod writer;

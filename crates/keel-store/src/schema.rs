@@ -44,6 +44,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0005_checkpoint_frames.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            6,
+            "session lanes".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0006_session_lanes.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

@@ -15,14 +15,14 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use keel_core::store::{Commit, CommitOutcome};
 use keel_core::{
-    Checkpoint, Event, Journal, Message, RunRecord, SessionInfo, Store, StoreError, StoredMessage,
-    ToolCallRecord, Usage, UserRecord,
+    Checkpoint, Event, Journal, LaneClaim, LaneOutcome, Message, RunRecord, SessionInfo, Store,
+    StoreError, StoredMessage, ToolCallRecord, Usage, UserRecord,
 };
 
 use crate::batch::{self, Batch};
 use crate::codec::{self, timestamp};
 use crate::connections::Connections;
-use crate::{OrBackend, durability};
+use crate::{OrBackend, durability, lanes};
 
 /// Every column of `runs` that a [`RunRecord`] holds.
 macro_rules! run_columns {
@@ -152,6 +152,25 @@ impl SqliteStore {
             .or_backend(doing)
     }
 
+    /// Why a commit failed when its checkpoint is already stored: another worker wrote that
+    /// boundary of the run, so this one lost it (rather than SQLite's words for the primary
+    /// key it broke). `None` when that is not the reason.
+    async fn superseded(&self, commit: &Commit<'_>) -> Option<StoreError> {
+        let checkpoint = commit.checkpoint?;
+        let mut reader = self.conns.reader().await.ok()?;
+        let stored: Option<i64> =
+            sqlx::query_scalar("SELECT 1 FROM checkpoints WHERE run_id = $1 AND seq = $2")
+                .bind(&commit.run.id)
+                .bind(i64::from(checkpoint.seq))
+                .fetch_optional(&mut *reader)
+                .await
+                .ok()?;
+        stored.map(|_| StoreError::Superseded {
+            run_id: commit.run.id.clone(),
+            seq: checkpoint.seq,
+        })
+    }
+
     /// Closes every connection, waiting for those in use to be returned; the store refuses
     /// every call afterwards. Dropping the store without closing it loses nothing that was
     /// committed.
@@ -229,7 +248,7 @@ impl Store for SqliteStore {
     async fn commit(&self, commit: &Commit<'_>) -> Result<CommitOutcome, StoreError> {
         let run = commit.run;
         let doing = || format!("cannot save run `{}`", run.id);
-        let cancel_requested = batch::write(
+        let written = batch::write(
             &self.conns,
             &run.session_id,
             Some(&run.id),
@@ -237,8 +256,11 @@ impl Store for SqliteStore {
             Some(commit),
             &doing,
         )
-        .await?;
-        Ok(CommitOutcome { cancel_requested })
+        .await;
+        match written {
+            Ok(cancel_requested) => Ok(CommitOutcome { cancel_requested }),
+            Err(error) => Err(self.superseded(commit).await.unwrap_or(error)),
+        }
     }
 
     async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
@@ -377,6 +399,14 @@ impl Store for SqliteStore {
 
     async fn request_cancel(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
         durability::request_cancel(&self.conns, run_id, at).await
+    }
+
+    async fn claim_session(&self, claim: &LaneClaim<'_>) -> Result<LaneOutcome, StoreError> {
+        lanes::claim(&self.conns, claim).await
+    }
+
+    async fn release_session(&self, session_id: &str, run_id: &str) -> Result<bool, StoreError> {
+        lanes::release(&self.conns, session_id, run_id).await
     }
 
     async fn active_runs(&self) -> Result<Vec<RunRecord>, StoreError> {

@@ -1,0 +1,14 @@
+-- keel store, schema version 6: session lanes. At most one active run per session: a run claims
+-- its session's row here before it reads the history, and its terminal commit deletes the row in
+-- the same transaction (see src/lanes.rs and keel-core's lane module for when a claim lapses).
+--
+-- Never edit this file once released (see 0001_init.sql for the conventions).
+
+CREATE TABLE session_lanes (
+    session_id TEXT NOT NULL PRIMARY KEY REFERENCES sessions (id) ON DELETE CASCADE,
+    -- The run holding the lane; not a foreign key: the claim comes before the run is stored.
+    run_id     TEXT NOT NULL,
+    -- Who runs it (e.g. "host:pid"), for people reading a busy lane.
+    worker     TEXT NOT NULL,
+    claimed_at TEXT NOT NULL
+);
