@@ -260,6 +260,11 @@ pub trait Store: Send + Sync {
     /// commit); returns whether it did.
     async fn release_session(&self, session_id: &str, run_id: &str) -> Result<bool, StoreError>;
 
+    /// Closes the store at the end of a process: what it committed is made durable in its
+    /// final form (for SQLite: the write-ahead log is copied back and emptied), and every later
+    /// call fails. Stores with nothing to close do nothing.
+    async fn close(&self) {}
+
     /// Runs not in a terminal state, oldest first.
     async fn active_runs(&self) -> Result<Vec<RunRecord>, StoreError>;
 

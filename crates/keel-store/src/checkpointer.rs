@@ -21,6 +21,7 @@ pub(crate) const TRANSACTIONS_PER_CHECKPOINT: u32 = 32;
 #[derive(Debug)]
 pub(crate) struct Checkpointer {
     nudges: mpsc::SyncSender<()>,
+    thread: std::thread::JoinHandle<()>,
 }
 
 impl Checkpointer {
@@ -28,7 +29,7 @@ impl Checkpointer {
     pub(crate) fn start(conn: Connection) -> Result<Checkpointer, String> {
         // One nudge waiting is enough: a checkpoint copies all that is in the log by then.
         let (nudges, nudged) = mpsc::sync_channel(1);
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("keel-store-checkpoint".into())
             .spawn(move || {
                 while nudged.recv().is_ok() {
@@ -38,7 +39,15 @@ impl Checkpointer {
                 }
             })
             .map_err(|e| format!("cannot start the checkpoint thread: {e}"))?;
-        Ok(Checkpointer { nudges })
+        Ok(Checkpointer { nudges, thread })
+    }
+
+    /// Stops the thread once its checkpoint in progress, if any, is done, and closes its
+    /// connection.
+    pub(crate) fn stop(self) {
+        drop(self.nudges);
+        // A panic in the thread left nothing to finish.
+        let _ = self.thread.join();
     }
 
     /// Opens a connection to `path` for [`Checkpointer::start`].

@@ -19,8 +19,10 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, Sq
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
 use crate::batch::Batch;
-use crate::schema;
 use crate::writer::{BUSY_TIMEOUT, Outcome, Writer};
+use crate::{schema, wal};
+use rusqlite::OpenFlags;
+use rusqlite::config::DbConfig;
 
 /// Read-only connections; readers never block each other or the writer under WAL.
 const READERS: usize = 4;
@@ -63,6 +65,7 @@ impl Connections {
         path: &Path,
         temporary: Option<Arc<tempfile::TempDir>>,
     ) -> Result<Self, String> {
+        check_log(path).await?;
         let options = SqliteConnectOptions::new()
             .filename(path)
             .busy_timeout(BUSY_TIMEOUT)
@@ -76,7 +79,18 @@ impl Connections {
         )
         .await
         .map_err(|e| e.to_string())?;
-        schema::migrate(&mut setup).await?;
+        // Under the write lock, so that processes opening a fresh file at once do not apply the
+        // same migration twice: each one waits for the previous one's, then finds it applied.
+        // The migrator's own transactions become savepoints inside this one.
+        let mut migrating = setup
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(|e| format!("cannot lock the database to update its schema: {e}"))?;
+        schema::migrate(&mut migrating).await?;
+        migrating
+            .commit()
+            .await
+            .map_err(|e| format!("cannot update the schema: {e}"))?;
         // Closing only fails when the connection is already broken: nothing to keep.
         let _ = setup.close().await;
         let writer = Writer::open(path).await?;
@@ -137,6 +151,52 @@ impl Connections {
     pub(crate) fn readers(&self) -> impl Iterator<Item = &Slot> {
         self.readers.iter()
     }
+}
+
+/// Refuses a database whose write-ahead log (left by a process that did not close the store)
+/// holds committed transactions SQLite would skip ([`crate::wal`]). The log is read under the
+/// write lock, so that no other process is writing it meanwhile, by a connection that does not
+/// checkpoint when it closes: closing the last connection would otherwise copy what SQLite
+/// reads of the log into the database and delete the log, the skipped transactions with it.
+async fn check_log(path: &Path) -> Result<(), String> {
+    let mut log = path.as_os_str().to_owned();
+    log.push("-wal");
+    let log = std::path::PathBuf::from(log);
+    if !tokio::fs::try_exists(&log).await.unwrap_or(false) {
+        return Ok(());
+    }
+    let path = path.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn =
+            rusqlite::Connection::open_with_flags(&path, flags).map_err(|e| e.to_string())?;
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+            .and_then(|_| conn.busy_timeout(BUSY_TIMEOUT))
+            .and_then(|()| conn.execute_batch("BEGIN IMMEDIATE"))
+            .map_err(|e| format!("cannot lock the database to read its log: {e}"))?;
+        let checked = match std::fs::read(&log) {
+            Ok(bytes) => wal::check(&bytes).map_err(|why| {
+                format!(
+                    "its write-ahead log {} is damaged: {why}. keel refuses to open the \
+                     database rather than lose those transactions. Keep a copy of both files; \
+                     to open the database without the damaged log (losing what only it holds), \
+                     move {} aside",
+                    log.display(),
+                    log.display()
+                )
+            }),
+            // Gone meanwhile: checkpointed and removed by a process that closed.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(format!(
+                "cannot read its write-ahead log {}: {e}",
+                log.display()
+            )),
+        };
+        let _ = conn.execute_batch("ROLLBACK");
+        checked
+    })
+    .await
+    .map_err(|e| format!("the log check stopped: {e}"))?
 }
 
 fn lend(guard: MutexGuard<'_, Option<SqliteConnection>>) -> Result<Lent<'_>, StoreError> {

@@ -24,6 +24,7 @@ mod durability;
 mod lanes;
 mod schema;
 mod sqlite_store;
+mod wal;
 mod writer;
 
 pub use sqlite_store::SqliteStore;

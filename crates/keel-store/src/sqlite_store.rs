@@ -171,9 +171,10 @@ impl SqliteStore {
         })
     }
 
-    /// Closes every connection, waiting for those in use to be returned; the store refuses
-    /// every call afterwards. Dropping the store without closing it loses nothing that was
-    /// committed.
+    /// Closes every connection, waiting for those in use to be returned, after emptying the
+    /// write-ahead log into the database file; the store refuses every call afterwards.
+    /// Dropping the store without closing it loses nothing that was committed, but leaves the
+    /// log for the next open to read.
     pub async fn close(&self) {
         self.conns.close().await;
     }
@@ -399,6 +400,10 @@ impl Store for SqliteStore {
 
     async fn request_cancel(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
         durability::request_cancel(&self.conns, run_id, at).await
+    }
+
+    async fn close(&self) {
+        self.conns.close().await;
     }
 
     async fn claim_session(&self, claim: &LaneClaim<'_>) -> Result<LaneOutcome, StoreError> {

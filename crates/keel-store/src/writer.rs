@@ -34,6 +34,9 @@ use crate::checkpointer::{Checkpointer, TRANSACTIONS_PER_CHECKPOINT};
 /// How long a write waits for another process's write transaction before failing.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long the checkpoint at close waits for other processes' readers and writers.
+const CLOSING_CHECKPOINT_WAIT: Duration = Duration::from_millis(100);
+
 /// Most commits in one transaction: bounds how long the first of a group waits for the last.
 const MAX_GROUP: usize = 256;
 
@@ -76,7 +79,8 @@ struct Owned {
     /// `None` once the store is closed.
     conn: Option<Connection>,
     transactions: u32,
-    checkpointer: Checkpointer,
+    /// `None` once the store is closed.
+    checkpointer: Option<Checkpointer>,
 }
 
 impl Owned {
@@ -104,11 +108,30 @@ impl Owned {
         Some(outcome)
     }
 
+    /// Stops the checkpointer, copies the whole log into the database file and empties it
+    /// (`wal_checkpoint(TRUNCATE)`), and closes the connection: a store closed cleanly leaves
+    /// no log behind (SQLite removes the empty file when the last connection closes).
+    fn close(&mut self) {
+        if let Some(checkpointer) = self.checkpointer.take() {
+            checkpointer.stop();
+        }
+        if let Some(conn) = self.conn.take() {
+            // Another process reading or writing keeps part of the log: it is then that
+            // process's to empty, and this one does not wait for it.
+            let _ = conn.busy_timeout(CLOSING_CHECKPOINT_WAIT);
+            let _ = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
+            // Closing only fails when the connection is already broken: nothing to keep.
+            let _ = conn.close();
+        }
+    }
+
     /// Counts a transaction, and asks for a checkpoint every so many.
     fn counted(&mut self) {
         self.transactions = self.transactions.wrapping_add(1);
-        if self.transactions % TRANSACTIONS_PER_CHECKPOINT == 0 {
-            self.checkpointer.nudge();
+        if self.transactions % TRANSACTIONS_PER_CHECKPOINT == 0
+            && let Some(checkpointer) = &self.checkpointer
+        {
+            checkpointer.nudge();
         }
     }
 }
@@ -127,7 +150,7 @@ impl Writer {
                     Ok(Owned {
                         conn: Some(conn),
                         transactions: 0,
-                        checkpointer: Checkpointer::start(Checkpointer::connect(&path)?)?,
+                        checkpointer: Some(Checkpointer::start(Checkpointer::connect(&path)?)?),
                     })
                 });
                 match owned {
@@ -242,10 +265,7 @@ fn serve(owned: &Mutex<Owned>, queued: &AtomicUsize, queue: &mpsc::Receiver<Job>
             let _ = done.send(outcome);
         }
         if let Some(done) = close {
-            // Closing only fails when the connection is already broken: nothing to keep.
-            if let Some(conn) = owned.conn.take() {
-                let _ = conn.close();
-            }
+            owned.close();
             let _ = done.send(());
             return;
         }
