@@ -177,6 +177,11 @@ pub struct RunArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// When another run of the session is active, fail at once (exit 3) instead of waiting
+    /// for it to end.
+    #[arg(long)]
+    pub no_wait: bool,
+
     /// Model and loop options.
     #[command(flatten)]
     pub agent: AgentArgs,
@@ -205,8 +210,8 @@ pub struct SessionsArgs {
     #[command(subcommand)]
     pub action: Option<SessionsAction>,
 
-    /// How many sessions to list.
-    #[arg(long, default_value_t = 50)]
+    /// How many sessions to list (at least 1).
+    #[arg(long, default_value_t = 50, value_parser = at_least_one)]
     pub limit: usize,
 }
 
@@ -352,4 +357,40 @@ pub struct MockProviderArgs {
     /// Keep no request bodies (for long benchmark runs).
     #[arg(long)]
     pub no_record: bool,
+}
+
+/// A count that must be at least 1 (`--limit 0` would list nothing and look like an empty
+/// store).
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_limit_zero_is_a_usage_error() {
+        let err = Cli::try_parse_from(["keel", "sessions", "--limit", "0"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("must be at least 1"), "{err}");
+        let parsed = Cli::try_parse_from(["keel", "sessions", "--limit", "1"]).unwrap();
+        assert!(matches!(
+            parsed.command,
+            Command::Sessions(SessionsArgs { limit: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn run_takes_no_wait() {
+        let parsed = Cli::try_parse_from(["keel", "run", "--no-wait", "hi"]).unwrap();
+        assert!(matches!(
+            parsed.command,
+            Command::Run(RunArgs { no_wait: true, .. })
+        ));
+    }
 }

@@ -48,6 +48,7 @@ fn main() -> ExitCode {
         Command::MockProvider(args) => runtime.block_on(commands::mock_provider::serve(args)),
         Command::Bench(args) => runtime.block_on(commands::bench::bench(args)),
     };
+    runtime.block_on(setup::close_stores());
     match result {
         Ok(code) => code,
         Err(error) => {

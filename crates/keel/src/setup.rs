@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use keel_core::reconcile::ReconcileReport;
+use keel_core::reconcile::{ReconcilePolicy, ReconcileReport};
 use keel_core::{Agent, EventSink, HumanChannel, Provider, Store};
 use keel_providers::{Endpoint, connect};
 use keel_store::SqliteStore;
@@ -15,10 +15,14 @@ use crate::cli::AgentArgs;
 use crate::config::{self, ConfigError, FallbackNotice};
 use crate::resolve::{self, ProviderChoice, Settings};
 
-/// Opens the SQLite store at `$KEEL_HOME/keel.db`.
+/// Opens the SQLite store at `$KEEL_HOME/keel.db`, to be closed by [`close_stores`].
 pub async fn open_store(home: &Path) -> anyhow::Result<Arc<dyn Store>> {
-    let store = SqliteStore::open(&home.join("keel.db")).await?;
-    Ok(Arc::new(store))
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&home.join("keel.db")).await?);
+    OPENED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(store.clone());
+    Ok(store)
 }
 
 /// The reconciler pass every start of keel makes: runs whose worker died become `timed_out`
@@ -30,9 +34,7 @@ pub async fn reconcile(
     config_file: Option<&Path>,
     home: &Path,
 ) -> anyhow::Result<ReconcileReport> {
-    let policy = config::load(config_file, home)
-        .map(|loaded| crate::resolve::reconcile_policy(&loaded.file))
-        .unwrap_or_default();
+    let policy = reconcile_policy(config_file, home);
     let report = keel_core::reconcile::reconcile(store, chrono::Utc::now(), &policy).await?;
     if report.timed_out > 0 {
         eprintln!(
@@ -48,6 +50,26 @@ pub async fn reconcile(
         );
     }
     Ok(report)
+}
+
+/// `[runs]` of the configuration: when a run's worker counts as gone. The defaults when the
+/// file does not read (a broken file must not stop the sweep or the lanes).
+pub fn reconcile_policy(config_file: Option<&Path>, home: &Path) -> ReconcilePolicy {
+    config::load(config_file, home)
+        .map(|loaded| crate::resolve::reconcile_policy(&loaded.file))
+        .unwrap_or_default()
+}
+
+/// The stores this invocation opened, closed when it ends ([`close_stores`]).
+static OPENED: std::sync::Mutex<Vec<Arc<dyn Store>>> = std::sync::Mutex::new(Vec::new());
+
+/// Closes every store this invocation opened: for SQLite, the write-ahead log is copied back
+/// into the database file, so a clean exit leaves no log behind. Called once, at the end.
+pub async fn close_stores() {
+    let opened = std::mem::take(&mut *OPENED.lock().unwrap_or_else(|e| e.into_inner()));
+    for store in opened {
+        store.close().await;
+    }
 }
 
 /// The effective settings and where they came from.

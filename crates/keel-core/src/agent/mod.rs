@@ -60,6 +60,9 @@ pub struct RunRequest {
     pub user_id: Option<String>,
     /// Cancel the run by cancelling this token.
     pub cancel: Option<CancellationToken>,
+    /// The run's id, when the caller chose it (e.g. to claim the session's lane first); a new
+    /// one when `None`.
+    pub run_id: Option<String>,
 }
 
 impl RunRequest {
@@ -207,7 +210,9 @@ impl Agent {
         let session_id = request
             .session_id
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-        let run_id = uuid::Uuid::now_v7().to_string();
+        let run_id = request
+            .run_id
+            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         self.store.ensure_session(&session_id).await?;
         // Only the live context: what the latest compaction summary replaced stays in the store.
         let history = self.store.context_messages(&session_id).await?;

@@ -11,8 +11,10 @@ use tokio::runtime::Runtime;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::ChatArgs;
+use crate::commands::lane::{self, Lane, LaneRequest};
 use crate::commands::run::{
-    SettingsSource, build, existing_or_new_session, show_result, watch_ctrl_c,
+    SettingsSource, build, existing_or_new_session, release_unless_paused, show_result,
+    watch_ctrl_c,
 };
 use crate::config::keel_home;
 use crate::output::TerminalOutput;
@@ -43,6 +45,7 @@ pub fn chat(
         store.as_ref(),
         args.session.as_deref(),
     ))?;
+    let stale_after = setup::reconcile_policy(config_file, &home).stale_after;
     let output = Arc::new(TerminalOutput::new(true));
     let (agent, user) = {
         let _guard = runtime.enter();
@@ -53,7 +56,7 @@ pub fn chat(
         };
         build(
             source,
-            store,
+            store.clone(),
             output.clone(),
             &session,
             Some(Arc::new(PromptHuman)),
@@ -98,16 +101,47 @@ pub fn chat(
             _ => {}
         }
         let cancel = CancellationToken::new();
+        let run_id = uuid::Uuid::now_v7().to_string();
         let mut request = RunRequest::new(line)
             .session(session.clone())
             .cancel_token(cancel.clone());
         request.user_id = user.clone();
+        request.run_id = Some(run_id.clone());
+        let lane = LaneRequest {
+            session_id: &session,
+            run_id: &run_id,
+            stale_after,
+            wait: true,
+        };
         let report = runtime.block_on(async {
-            let watcher = watch_ctrl_c(cancel);
-            let report = agent.run(request).await;
+            let watcher = watch_ctrl_c(cancel.clone());
+            let report = match lane::claim(store.as_ref(), &lane, &cancel).await {
+                Ok(Lane::Claimed) => {
+                    let report = agent.run(request).await;
+                    let released = release_unless_paused(
+                        store.as_ref(),
+                        &session,
+                        &run_id,
+                        report.as_ref().ok(),
+                    )
+                    .await;
+                    let report = report.map_err(anyhow::Error::from)?;
+                    released.map(|()| Some(report))
+                }
+                Ok(Lane::Refused(message)) => {
+                    eprintln!("{message}");
+                    Ok(None)
+                }
+                Ok(Lane::Cancelled) => {
+                    eprintln!("keel: cancelled while waiting for session {session}");
+                    Ok(None)
+                }
+                Err(e) => Err(e),
+            };
             watcher.abort();
             report
         })?;
+        let Some(report) = report else { continue };
         let streamed = output.finish();
         show_result(&report, streamed);
     }

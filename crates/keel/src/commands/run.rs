@@ -9,6 +9,7 @@ use keel_core::{AgentState, EventSink, Message, RunReport, RunRequest, Store};
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{AgentArgs, RunArgs};
+use crate::commands::lane::{self, Lane, LaneRequest};
 use crate::config::{ConfigError, keel_home};
 use crate::output::{JsonLinesSink, TerminalOutput};
 use crate::setup;
@@ -55,13 +56,37 @@ pub async fn run(config_file: Option<&Path>, args: RunArgs) -> anyhow::Result<Ex
 
     let cancel = CancellationToken::new();
     let watcher = watch_ctrl_c(cancel.clone());
+    let run_id = uuid::Uuid::now_v7().to_string();
+    let lane = LaneRequest {
+        session_id: &session_id,
+        run_id: &run_id,
+        stale_after: setup::reconcile_policy(config_file, &home).stale_after,
+        wait: !args.no_wait,
+    };
+    match lane::claim(store.as_ref(), &lane, &cancel).await? {
+        Lane::Claimed => {}
+        Lane::Refused(message) => {
+            watcher.abort();
+            eprintln!("{message}");
+            return Ok(ExitCode::from(3));
+        }
+        Lane::Cancelled => {
+            watcher.abort();
+            eprintln!("keel: cancelled while waiting for session {session_id}");
+            return Ok(ExitCode::from(130));
+        }
+    }
     let mut request = RunRequest::new(prompt)
-        .session(session_id)
+        .session(session_id.clone())
         .cancel_token(cancel);
     request.user_id = user;
+    request.run_id = Some(run_id.clone());
     let report = agent.run(request).await;
     watcher.abort();
+    let released =
+        release_unless_paused(store.as_ref(), &session_id, &run_id, report.as_ref().ok()).await;
     let report = report?;
+    released?;
     let streamed = output.finish();
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
@@ -69,6 +94,21 @@ pub async fn run(config_file: Option<&Path>, args: RunArgs) -> anyhow::Result<Ex
         show_result(&report, streamed);
     }
     Ok(exit_code(report.state))
+}
+
+/// Releases the session's lane after a run, unless the run waits for a human (it keeps the
+/// lane until answered). A run that reached its end released it already, in its terminal
+/// commit; this covers a run that stopped without one (a store failure).
+pub async fn release_unless_paused(
+    store: &dyn Store,
+    session_id: &str,
+    run_id: &str,
+    report: Option<&RunReport>,
+) -> anyhow::Result<()> {
+    if report.is_none_or(|report| report.state != AgentState::WaitingOnHuman) {
+        store.release_session(session_id, run_id).await?;
+    }
+    Ok(())
 }
 
 /// The exit code for a run's terminal state: 0 when completed, else 3.
