@@ -228,3 +228,56 @@ fn a_session_waiting_for_an_answer_refuses_a_new_run_at_once() {
     ]));
     assert_eq!(next.status.code(), Some(0), "{}", stderr(&next));
 }
+
+/// Sends `signal` (e.g. `-STOP`) to a child process.
+fn signal(child: &Child, signal: &str) {
+    let status = Command::new("kill")
+        .arg(signal)
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn a_stalled_worker_whose_run_was_resumed_elsewhere_stops_with_a_clear_message() {
+    let mock = Mock::start(
+        &json!({"steps": [
+            {"text": "Looking.", "tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}],
+             "delay_ms": 1000},
+            {"text": "Done.", "forever": true}
+        ]})
+        .to_string(),
+    );
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    let (_e, events) = temp();
+    let stalled = spawn(keel_run(&home, &mock, &workspace, &events.join("a")).arg("look"));
+    wait_until_started(&events.join("a"));
+    signal(&stalled, "-STOP");
+    let run_id = common::events(&events.join("a"))
+        .iter()
+        .find_map(|e| {
+            e["run_id"]
+                .as_str()
+                .filter(|id| !id.is_empty())
+                .map(str::to_string)
+        })
+        .unwrap();
+
+    let resumed = run(keel(&home)
+        .args(["resume", "--force", &run_id, "--json"])
+        .args(["--provider", "mock", "--base-url", &mock.url, "--workspace"])
+        .arg(&workspace));
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    signal(&stalled, "-CONT");
+    let output = stalled.wait_with_output().unwrap();
+
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains(&format!("run {run_id} was taken over by another worker")),
+        "{err}"
+    );
+    assert!(!err.contains("UNIQUE"), "{err}");
+}
