@@ -63,6 +63,25 @@ impl Data {
         }
     }
 
+    /// Refuses messages of a run that does not hold the session's lane while another does.
+    fn fence(
+        &self,
+        session_id: &str,
+        run_id: Option<&str>,
+        messages: &[Message],
+    ) -> Result<(), StoreError> {
+        match (run_id, self.lanes.get(session_id)) {
+            (Some(run_id), Some(holder)) if !messages.is_empty() && holder.run_id != run_id => {
+                Err(StoreError::LaneLost {
+                    run_id: run_id.to_string(),
+                    session_id: session_id.to_string(),
+                    holder: holder.run_id.clone(),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn ensure(&mut self, session_id: &str) -> &mut (SessionInfo, Vec<StoredMessage>) {
         self.sessions
             .entry(session_id.to_string())
@@ -155,7 +174,9 @@ impl Store for MemoryStore {
         run_id: Option<&str>,
         messages: &[Message],
     ) -> Result<(), StoreError> {
-        self.lock()?.append(session_id, run_id, messages);
+        let mut data = self.lock()?;
+        data.fence(session_id, run_id, messages)?;
+        data.append(session_id, run_id, messages);
         Ok(())
     }
 
@@ -173,6 +194,7 @@ impl Store for MemoryStore {
                 seq: checkpoint.seq,
             });
         }
+        data.fence(&run.session_id, Some(&run.id), commit.messages)?;
         data.append(&run.session_id, Some(&run.id), commit.messages);
         if run.state.is_terminal()
             && data

@@ -37,6 +37,20 @@ pub enum StoreError {
         /// The checkpoint both workers wrote.
         seq: u32,
     },
+    /// The run no longer holds its session's lane (see [`crate::lane`]): its worker went
+    /// silent and another run took the session over, so this one must stop writing.
+    #[error(
+        "store: run {run_id} lost session {session_id} to run {holder} (its worker was silent \
+         too long); this worker stops without writing more"
+    )]
+    LaneLost {
+        /// The run that tried to write.
+        run_id: String,
+        /// Its session.
+        session_id: String,
+        /// The run holding the session's lane now.
+        holder: String,
+    },
 }
 
 /// A conversation as listed by the store.

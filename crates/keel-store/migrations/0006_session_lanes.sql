@@ -12,3 +12,14 @@ CREATE TABLE session_lanes (
     worker     TEXT NOT NULL,
     claimed_at TEXT NOT NULL
 );
+
+-- The fence: a run may add messages to a session only while no other run holds its lane. A
+-- worker that went silent and lost its lane to another run fails here, whole, at its next
+-- write, instead of interleaving its messages with the new holder's. Messages of no run, and
+-- sessions nobody claimed (embedders that never claim a lane), are not concerned.
+CREATE TRIGGER session_lanes_fence BEFORE INSERT ON messages
+WHEN NEW.run_id IS NOT NULL AND EXISTS (
+    SELECT 1 FROM session_lanes l WHERE l.session_id = NEW.session_id AND l.run_id <> NEW.run_id)
+BEGIN
+    SELECT RAISE(ABORT, 'the session''s lane is held by another run');
+END;

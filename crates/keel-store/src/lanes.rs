@@ -106,3 +106,26 @@ pub(crate) async fn release(
         .or_backend(|| format!("cannot release session `{session_id}`"))?;
     Ok(released.is_some())
 }
+
+/// Why a write of `messages` by `run_id` failed when the session's lane is held by another run:
+/// the fence of `migrations/0006_session_lanes.sql` refused it. `None` when that is not the
+/// reason.
+pub(crate) async fn lost(
+    conns: &Connections,
+    session_id: &str,
+    run_id: Option<&str>,
+    messages: &[keel_core::Message],
+) -> Option<StoreError> {
+    let run_id = run_id.filter(|_| !messages.is_empty())?;
+    let holder: String =
+        sqlx::query_scalar("SELECT run_id FROM session_lanes WHERE session_id = $1")
+            .bind(session_id)
+            .fetch_optional(&mut *conns.reader().await.ok()?)
+            .await
+            .ok()??;
+    (holder != run_id).then(|| StoreError::LaneLost {
+        run_id: run_id.to_string(),
+        session_id: session_id.to_string(),
+        holder,
+    })
+}

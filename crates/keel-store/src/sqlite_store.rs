@@ -242,8 +242,12 @@ impl Store for SqliteStore {
         messages: &[Message],
     ) -> Result<(), StoreError> {
         let doing = || format!("cannot append messages to session `{session_id}`");
-        batch::write(&self.conns, session_id, run_id, messages, None, &doing).await?;
-        Ok(())
+        match batch::write(&self.conns, session_id, run_id, messages, None, &doing).await {
+            Ok(_) => Ok(()),
+            Err(error) => Err(lanes::lost(&self.conns, session_id, run_id, messages)
+                .await
+                .unwrap_or(error)),
+        }
     }
 
     async fn commit(&self, commit: &Commit<'_>) -> Result<CommitOutcome, StoreError> {
@@ -260,7 +264,12 @@ impl Store for SqliteStore {
         .await;
         match written {
             Ok(cancel_requested) => Ok(CommitOutcome { cancel_requested }),
-            Err(error) => Err(self.superseded(commit).await.unwrap_or(error)),
+            Err(error) => Err(match self.superseded(commit).await {
+                Some(superseded) => superseded,
+                None => lanes::lost(&self.conns, &run.session_id, Some(&run.id), commit.messages)
+                    .await
+                    .unwrap_or(error),
+            }),
         }
     }
 

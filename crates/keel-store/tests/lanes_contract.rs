@@ -176,6 +176,40 @@ async fn takeover_on(store: &dyn Store) {
         LaneOutcome::Claimed
     );
     busy_with(store.claim_session(&claim("b", at(12))).await.unwrap());
+
+    // The silent worker wakes up: its messages are refused, whole; its bookkeeping is not.
+    let late = [Message::user("from b, late"), Message::assistant("b again")];
+    let err = store.commit(&Commit::new(&run, &late)).await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::LaneLost { run_id, session_id, holder }
+            if run_id == "b" && session_id == "s" && holder == "c"),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("lost session s to run c"), "{err}");
+    let err = store
+        .append_messages("s", Some("b"), &late)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::LaneLost { .. }), "{err:?}");
+    run.state = AgentState::TimedOut;
+    store.commit(&Commit::new(&run, &[])).await.unwrap();
+    store
+        .append_messages("s", None, &[Message::user("no run")])
+        .await
+        .unwrap();
+    let c = run_record("c", "s", at(12));
+    store
+        .commit(&Commit::new(&c, &[Message::user("from c")]))
+        .await
+        .unwrap();
+    let texts: Vec<String> = store
+        .messages("s")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|stored| stored.message.content)
+        .collect();
+    assert_eq!(texts, ["no run", "from c"]);
 }
 
 async fn paused_on(store: &dyn Store) {

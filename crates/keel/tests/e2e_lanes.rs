@@ -281,3 +281,61 @@ fn a_stalled_worker_whose_run_was_resumed_elsewhere_stops_with_a_clear_message()
     );
     assert!(!err.contains("UNIQUE"), "{err}");
 }
+
+#[test]
+fn a_stalled_worker_that_lost_its_session_to_another_run_stops_writing() {
+    let mock = Mock::start(&slow_turns(1000));
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    let (_e, events) = temp();
+    std::fs::write(
+        home.join("keel.toml"),
+        format!(
+            "{}\n[runs]\nheartbeat_secs = 0.05\nstale_after_secs = 0.3\n",
+            common::FAST_RETRIES
+        ),
+    )
+    .unwrap();
+    let first = run(keel_run(&home, &mock, &workspace, &events.join("0")).arg("start"));
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    let session = report(&first)["session_id"].as_str().unwrap().to_string();
+
+    let stalled = spawn(keel_run(&home, &mock, &workspace, &events.join("a")).args([
+        "--session",
+        &session,
+        "A",
+    ]));
+    wait_until_started(&events.join("a"));
+    signal(&stalled, "-STOP");
+    // B waits until A's heartbeat is stale, takes the session over, and runs.
+    let b = spawn(keel_run(&home, &mock, &workspace, &events.join("b")).args([
+        "--session",
+        &session,
+        "B",
+    ]));
+    wait_until_started(&events.join("b"));
+    signal(&stalled, "-CONT");
+    let a_output = stalled.wait_with_output().unwrap();
+    let b_output = b.wait_with_output().unwrap();
+
+    assert_eq!(b_output.status.code(), Some(0), "{}", stderr(&b_output));
+    let b_run = report(&b_output)["run_id"].as_str().unwrap().to_string();
+    assert_eq!(a_output.status.code(), Some(1), "{}", stdout(&a_output));
+    let err = stderr(&a_output);
+    assert!(
+        err.contains(&format!("lost session {session} to run {b_run}")),
+        "{err}"
+    );
+    let shape = shape(&home, &session);
+    let b_turn = shape.iter().position(|m| m == "user: B").unwrap();
+    assert_eq!(
+        shape[b_turn..],
+        turn("B")[..],
+        "nothing of A after B: {shape:?}"
+    );
+    assert_eq!(
+        shape.iter().filter(|m| *m == "call").count(),
+        2,
+        "A stored no model reply: {shape:?}"
+    );
+}
