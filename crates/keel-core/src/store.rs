@@ -37,11 +37,12 @@ pub enum StoreError {
         /// The checkpoint both workers wrote.
         seq: u32,
     },
-    /// The run no longer holds its session's lane (see [`crate::lane`]): its worker went
-    /// silent and another run took the session over, so this one must stop writing.
+    /// The run no longer holds its session's lane (see [`crate::lane`]): another run took the
+    /// session over (this run's worker went silent, or it was paused and asked to stop), so
+    /// this one must stop writing.
     #[error(
-        "store: run {run_id} lost session {session_id} to run {holder} (its worker was silent \
-         too long); this worker stops without writing more"
+        "store: run {run_id} lost session {session_id} to run {holder}, which holds it now; \
+         this worker stops without writing more"
     )]
     LaneLost {
         /// The run that tried to write.

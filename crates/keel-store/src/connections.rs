@@ -134,16 +134,17 @@ impl Connections {
         lend(self.readers[start].lock().await)
     }
 
-    /// Closes every connection: the writer once the commits queued before are done, the
-    /// readers once they are returned.
+    /// Closes every connection: the readers once they are returned, then the writer once the
+    /// commits queued before are done. The writer goes last: the last connection to a file
+    /// removes its emptied log, and a read-only one cannot.
     pub(crate) async fn close(&self) {
-        self.writer.close().await;
         for slot in self.readers.iter() {
             if let Some(conn) = slot.lock().await.take() {
                 // Closing only fails when the connection is already broken: nothing to keep.
                 let _ = conn.close().await;
             }
         }
+        self.writer.close().await;
     }
 
     /// Every reader in turn, for tests that look at their settings.

@@ -294,6 +294,24 @@ pub(crate) async fn request_cancel(
     Ok(found.is_some())
 }
 
+/// Why a commit failed when its checkpoint is already stored: another worker wrote that
+/// boundary of the run, so this one lost it (rather than SQLite's words for the primary key it
+/// broke). `None` when that is not the reason.
+pub(crate) async fn superseded(conns: &Connections, commit: &Commit<'_>) -> Option<StoreError> {
+    let checkpoint = commit.checkpoint?;
+    let stored: Option<i64> =
+        sqlx::query_scalar("SELECT 1 FROM checkpoints WHERE run_id = $1 AND seq = $2")
+            .bind(&commit.run.id)
+            .bind(i64::from(checkpoint.seq))
+            .fetch_optional(&mut *conns.reader().await.ok()?)
+            .await
+            .ok()?;
+    stored.map(|_| StoreError::Superseded {
+        run_id: commit.run.id.clone(),
+        seq: checkpoint.seq,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

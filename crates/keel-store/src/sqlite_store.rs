@@ -152,25 +152,6 @@ impl SqliteStore {
             .or_backend(doing)
     }
 
-    /// Why a commit failed when its checkpoint is already stored: another worker wrote that
-    /// boundary of the run, so this one lost it (rather than SQLite's words for the primary
-    /// key it broke). `None` when that is not the reason.
-    async fn superseded(&self, commit: &Commit<'_>) -> Option<StoreError> {
-        let checkpoint = commit.checkpoint?;
-        let mut reader = self.conns.reader().await.ok()?;
-        let stored: Option<i64> =
-            sqlx::query_scalar("SELECT 1 FROM checkpoints WHERE run_id = $1 AND seq = $2")
-                .bind(&commit.run.id)
-                .bind(i64::from(checkpoint.seq))
-                .fetch_optional(&mut *reader)
-                .await
-                .ok()?;
-        stored.map(|_| StoreError::Superseded {
-            run_id: commit.run.id.clone(),
-            seq: checkpoint.seq,
-        })
-    }
-
     /// Closes every connection, waiting for those in use to be returned, after emptying the
     /// write-ahead log into the database file; the store refuses every call afterwards.
     /// Dropping the store without closing it loses nothing that was committed, but leaves the
@@ -264,7 +245,7 @@ impl Store for SqliteStore {
         .await;
         match written {
             Ok(cancel_requested) => Ok(CommitOutcome { cancel_requested }),
-            Err(error) => Err(match self.superseded(commit).await {
+            Err(error) => Err(match durability::superseded(&self.conns, commit).await {
                 Some(superseded) => superseded,
                 None => lanes::lost(&self.conns, &run.session_id, Some(&run.id), commit.messages)
                     .await
