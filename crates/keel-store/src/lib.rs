@@ -1,13 +1,15 @@
-//! keel-store owns keel's durable state: sessions, their messages and runs, and what makes a run
+//! keel-store owns keel's durable state: sessions, their messages and runs, what makes a run
 //! survive its worker (checkpoints, the tool-call envelope, run events, run journals, heartbeats
-//! and cancel requests), behind the [`keel_core::Store`] trait. SQLite ([`SqliteStore`]) is the embedded default; PostgreSQL (many
+//! and cancel requests), and the session lanes that keep one active run per session
+//! ([`lanes`]), behind the [`keel_core::Store`] trait. SQLite ([`SqliteStore`]) is the embedded default; PostgreSQL (many
 //! workers) will come later behind the same trait, so the SQL here stays portable where that costs
 //! nothing: `$1` placeholders, `ON CONFLICT … DO UPDATE`, `BIGINT` counters, text ids. What is
 //! SQLite's own is kept to the connection setup and the write path: one writer thread that runs
 //! each boundary's statements, and those of every other boundary waiting, as one `BEGIN
 //! IMMEDIATE` transaction ([`writer`]); reads go through sqlx.
 //!
-//! The schema lives in `migrations/` and is applied on open; see `migrations/0001_init.sql` for
+//! The schema lives in `migrations/` and is applied on open, under the write lock; a write-ahead
+//! log left by a crash is checked first ([`wal`]), and closing the store empties it; see `migrations/0001_init.sql` for
 //! the tables and the storage conventions (RFC 3339 UTC timestamps with nine fractional digits,
 //! JSON text for tool calls, reasoning and message metadata).
 //!
