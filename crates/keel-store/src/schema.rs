@@ -44,6 +44,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0005_checkpoint_frames.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            7,
+            "run launch".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0007_run_launch.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

@@ -151,6 +151,7 @@ pub struct Agent {
     human: Option<Arc<dyn HumanChannel>>,
     heartbeat: HeartbeatTicker,
     reconcile: crate::reconcile::ReconcilePolicy,
+    workers: Arc<dyn crate::worker::WorkerProbe>,
     providers: HashMap<String, Arc<dyn Provider>>,
     registry: Arc<ToolRegistry>,
     store: Arc<dyn Store>,
@@ -181,6 +182,7 @@ impl Agent {
             human: None,
             heartbeat_interval: builder::DEFAULT_HEARTBEAT_INTERVAL,
             reconcile: crate::reconcile::ReconcilePolicy::default(),
+            workers: Arc::new(crate::worker::NoProbe),
         }
     }
 

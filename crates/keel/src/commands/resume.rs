@@ -83,6 +83,7 @@ async fn go_on(
                 unsafe_call,
                 cancel: Some(cancel),
                 force,
+                switch_models: false,
             };
             agent.resume(run_id, options).await
         }
