@@ -1,0 +1,276 @@
+//! End to end: a run remembers how it was started. `keel resume` and `keel answer` with no
+//! flags, from another directory, go on with the run's provider, base URL, model and workspace;
+//! flags override and say so. A killed worker does not block a resume; SIGTERM stops a run at a
+//! safe point and leaves it resumable; cancelling a finished run says it is finished.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Mock, keel, run, stderr, stdout, temp};
+use serde_json::{Value, json};
+
+/// How long a test waits for something it expects before it fails (never reached when all is
+/// well).
+const PATIENCE: Duration = Duration::from_secs(30);
+
+fn only_run_id(home: &std::path::Path) -> String {
+    let listed = stdout(&run(keel(home).arg("runs")));
+    listed
+        .split_whitespace()
+        .next()
+        .expect("a run is listed")
+        .to_string()
+}
+
+/// A step that appends `line` to log.txt.
+fn append(line: &str) -> Value {
+    json!({"tool_calls": [{"name": "append_file", "arguments": {"path": "log.txt", "content": line}}]})
+}
+
+/// Appends "one", then hangs in its second model call (the test stops the worker there), then
+/// appends "two" and is done.
+fn hanging_script() -> String {
+    json!({"steps": [
+        append("one\n"),
+        {"text": "never seen", "delay_ms": 600_000},
+        append("two\n"),
+        {"text": "done", "forever": true}
+    ]})
+    .to_string()
+}
+
+/// `keel run` with the provider, base URL and workspace given as flags, started from `cwd`.
+fn start_run(
+    home: &std::path::Path,
+    mock: &Mock,
+    workspace: &std::path::Path,
+    cwd: &std::path::Path,
+) -> Child {
+    keel(home)
+        .current_dir(cwd)
+        .args([
+            "run",
+            "--json",
+            "--provider",
+            "mock",
+            "--base-url",
+            &mock.url,
+            "--workspace",
+        ])
+        .arg(workspace)
+        .arg("append two lines")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until the mock has received `n` requests.
+fn wait_for_requests(mock: &Mock, n: usize) {
+    let patience = Instant::now() + PATIENCE;
+    while mock.requests().len() < n {
+        assert!(Instant::now() < patience, "the run never made call {n}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn resume_from(home: &std::path::Path, cwd: &std::path::Path, run_id: &str) -> Command {
+    let mut command = keel(home);
+    command.current_dir(cwd).args(["resume", run_id, "--json"]);
+    command
+}
+
+#[test]
+fn a_killed_run_resumes_at_once_with_no_flags_from_another_directory() {
+    let mock = Mock::start(&hanging_script());
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    let (_a, started_in) = temp();
+    let (_b, resumed_in) = temp();
+    let mut child = start_run(&home, &mock, &workspace, &started_in);
+    wait_for_requests(&mock, 2);
+    // kill -9 in the middle of the model call, and reap it.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let run_id = only_run_id(&home);
+
+    // No --force, no waiting for the heartbeat to go stale (60 s by default): its worker is
+    // gone. No flags: the provider, base URL and workspace are the run's own.
+    let resumed = run(&mut resume_from(&home, &resumed_in, &run_id));
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    let report: Value = serde_json::from_str(&stdout(&resumed)).unwrap();
+    assert_eq!(report["state"], "completed");
+    assert!(
+        !stderr(&resumed).contains("resuming with"),
+        "{}",
+        stderr(&resumed)
+    );
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("log.txt")).unwrap(),
+        "one\ntwo\n"
+    );
+    assert!(!resumed_in.join("log.txt").exists());
+    assert!(!started_in.join("log.txt").exists());
+    let shown = stdout(&run(keel(&home).args(["runs", "show", &run_id])));
+    assert!(shown.contains("launched: mock (openai-chat)"), "{shown}");
+    assert!(
+        shown.contains(&format!(
+            "workspace {}",
+            workspace.canonicalize().unwrap().display()
+        )),
+        "{shown}"
+    );
+}
+
+#[test]
+fn keel_answer_with_no_flags_goes_on_as_started_and_a_flag_says_it_overrides() {
+    let mock = Mock::start(
+        &json!({"steps": [
+            {"tool_calls": [{"name": "ask_human", "arguments": {"question": "Whose name?"}}]},
+            {"tool_calls": [{"name": "append_file", "arguments": {"path": "greeting.txt", "content": "hello Ada\n"}}]},
+            {"text": "Done.", "forever": true}
+        ]})
+        .to_string(),
+    );
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    let (_a, started_in) = temp();
+    let (_b, answered_in) = temp();
+    let asked = run(keel(&home)
+        .current_dir(&started_in)
+        .args([
+            "run",
+            "--provider",
+            "mock",
+            "--base-url",
+            &mock.url,
+            "--workspace",
+        ])
+        .arg(&workspace)
+        .arg("greet"));
+    assert_eq!(asked.status.code(), Some(3), "{}", stderr(&asked));
+    let run_id = only_run_id(&home);
+
+    let answered = run(keel(&home)
+        .current_dir(&answered_in)
+        .args(["answer", &run_id, "--json", "--model", "mock-2", "Ada"]));
+    assert_eq!(answered.status.code(), Some(0), "{}", stderr(&answered));
+    assert!(
+        stderr(&answered)
+            .contains("keel: resuming with --model mock-2 instead of the run's mock-model"),
+        "{}",
+        stderr(&answered)
+    );
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("greeting.txt")).unwrap(),
+        "hello Ada\n"
+    );
+    assert!(!answered_in.join("greeting.txt").exists());
+    let last = mock.requests().last().unwrap()["model"].clone();
+    assert_eq!(last, "mock-2");
+}
+
+#[test]
+fn keel_answer_with_no_flags_writes_in_the_runs_workspace() {
+    let mock = Mock::start(
+        &json!({"steps": [
+            {"tool_calls": [{"name": "ask_human", "arguments": {"question": "Whose name?"}}]},
+            {"tool_calls": [{"name": "append_file", "arguments": {"path": "greeting.txt", "content": "hello Ada\n"}}]},
+            {"text": "Done.", "forever": true}
+        ]})
+        .to_string(),
+    );
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    let (_b, answered_in) = temp();
+    let asked = run(keel(&home)
+        .args([
+            "run",
+            "--provider",
+            "mock",
+            "--base-url",
+            &mock.url,
+            "--workspace",
+        ])
+        .arg(&workspace)
+        .arg("greet"));
+    assert_eq!(asked.status.code(), Some(3), "{}", stderr(&asked));
+    let run_id = only_run_id(&home);
+    let answered = run(keel(&home)
+        .current_dir(&answered_in)
+        .args(["answer", &run_id, "--json", "Ada"]));
+    assert_eq!(answered.status.code(), Some(0), "{}", stderr(&answered));
+    assert!(
+        !stderr(&answered).contains("resuming with"),
+        "{}",
+        stderr(&answered)
+    );
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("greeting.txt")).unwrap(),
+        "hello Ada\n"
+    );
+    let last = mock.requests().last().unwrap()["model"].clone();
+    assert_eq!(last, "mock-model");
+}
+
+#[test]
+fn sigterm_stops_a_run_at_a_safe_point_and_it_resumes() {
+    let mock = Mock::start(&hanging_script());
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    let child = start_run(&home, &mock, &workspace, &workspace);
+    wait_for_requests(&mock, 2);
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(143), "{}", stderr(&output));
+    let run_id = only_run_id(&home);
+    assert!(
+        stderr(&output).contains(&format!(
+            "stopped by SIGTERM at a safe point; go on with: keel resume {run_id}"
+        )),
+        "{}",
+        stderr(&output)
+    );
+
+    let resumed = run(&mut resume_from(&home, &home, &run_id));
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    let report: Value = serde_json::from_str(&stdout(&resumed)).unwrap();
+    assert_eq!(report["state"], "completed");
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("log.txt")).unwrap(),
+        "one\ntwo\n"
+    );
+}
+
+#[test]
+fn cancelling_a_finished_run_says_it_is_finished() {
+    let mock = Mock::start(&json!({"steps": [{"text": "hi"}]}).to_string());
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    let done = run(keel(&home)
+        .args([
+            "run",
+            "--provider",
+            "mock",
+            "--base-url",
+            &mock.url,
+            "--workspace",
+        ])
+        .arg(&workspace)
+        .arg("hello"));
+    assert_eq!(done.status.code(), Some(0), "{}", stderr(&done));
+    let run_id = only_run_id(&home);
+    let cancel = run(keel(&home).args(["runs", "cancel", &run_id]));
+    assert_eq!(cancel.status.code(), Some(3));
+    assert!(
+        stderr(&cancel).contains("already ended as completed"),
+        "{}",
+        stderr(&cancel)
+    );
+}
