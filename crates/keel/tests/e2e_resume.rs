@@ -96,6 +96,19 @@ fn a_killed_run_resumes_at_once_with_no_flags_from_another_directory() {
     child.wait().unwrap();
     let run_id = only_run_id(&home);
 
+    // A resume that cannot be set up stores nothing: the run stays resumable.
+    let refused = run(resume_from(&home, &resumed_in, &run_id).args(["--provider", "openai"]));
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let said = stderr(&refused);
+    assert!(
+        said.contains("keel: resuming with --provider openai instead of the run's mock"),
+        "{said}"
+    );
+    assert!(
+        said.contains("OPENAI_API_KEY is not set") && said.contains("is unchanged"),
+        "{said}"
+    );
+
     // No --force, no waiting for the heartbeat to go stale (60 s by default): its worker is
     // gone. No flags: the provider, base URL and workspace are the run's own.
     let resumed = run(&mut resume_from(&home, &resumed_in, &run_id));
