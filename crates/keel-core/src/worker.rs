@@ -21,6 +21,11 @@ pub struct Worker {
     /// worker from a later process that got the same pid. `None` when unknown.
     #[serde(default)]
     pub started: Option<u64>,
+    /// The process-id namespace its pid belongs to (on Linux, e.g. `pid:[4026531836]`): a pid
+    /// names the same process only within it (containers sharing a hostname). `None` when
+    /// unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 impl fmt::Display for Worker {
@@ -78,6 +83,7 @@ mod tests {
             host: "h".into(),
             pid: 1,
             started: Some(2),
+            namespace: None,
         };
         assert!(!worker_gone(&NoProbe, Some(&worker)));
         assert!(!worker_gone(&NoProbe, None));

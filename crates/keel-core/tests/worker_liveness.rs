@@ -27,6 +27,7 @@ impl WorkerProbe for FakeProcess {
             host: "box".into(),
             pid: self.pid,
             started: Some(7),
+            namespace: None,
         })
     }
 

@@ -20,6 +20,7 @@ async fn a_run_keeps_its_launch_and_worker() {
         host: "box".into(),
         pid: 42,
         started: Some(123_456),
+        namespace: Some("pid:[4026531836]".into()),
     });
     store.commit(&Commit::new(&run, &[])).await.unwrap();
     assert_eq!(store.run("r1").await.unwrap().unwrap(), run);
@@ -29,6 +30,7 @@ async fn a_run_keeps_its_launch_and_worker() {
         host: "box".into(),
         pid: 43,
         started: None,
+        namespace: None,
     });
     store.commit(&Commit::new(&run, &[])).await.unwrap();
     assert_eq!(store.run("r1").await.unwrap().unwrap(), run);

@@ -1,7 +1,8 @@
 //! This process as a run's worker, and whether another worker is alive, from Linux's `/proc`:
 //! the host is `/proc/sys/kernel/hostname`, a process's start time is field 22 of
 //! `/proc/PID/stat` (clock ticks since boot), which tells a worker from a later process that
-//! reused its pid. Elsewhere no worker is recorded and only heartbeats count.
+//! reused its pid, and `/proc/self/ns/pid` the pid namespace (two containers may share a
+//! hostname, not their pids). Elsewhere no worker is recorded and only heartbeats count.
 
 use std::path::Path;
 
@@ -26,12 +27,16 @@ impl ProcProbe {
             .ok()
             .map(|host| host.trim().to_string())
             .filter(|host| !host.is_empty());
+        let namespace = std::fs::read_link(root.join("self/ns/pid"))
+            .ok()
+            .map(|link| link.display().to_string());
         let this = host.and_then(|host| {
             let (_, started) = stat(root, pid)?;
             Some(Worker {
                 host,
                 pid,
                 started: Some(started),
+                namespace,
             })
         });
         ProcProbe {
@@ -50,7 +55,7 @@ impl WorkerProbe for ProcProbe {
         let Some(this) = &self.this else {
             return Liveness::Unknown;
         };
-        if worker.host != this.host {
+        if worker.host != this.host || worker.namespace != this.namespace {
             return Liveness::Unknown;
         }
         match stat(&self.root, worker.pid) {
@@ -83,6 +88,8 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(root.path().join("sys/kernel")).unwrap();
         std::fs::write(root.path().join("sys/kernel/hostname"), "box\n").unwrap();
+        std::fs::create_dir_all(root.path().join("self/ns")).unwrap();
+        std::os::unix::fs::symlink("pid:[1]", root.path().join("self/ns/pid")).unwrap();
         for (pid, stat) in processes {
             let dir = root.path().join(pid.to_string());
             std::fs::create_dir_all(&dir).unwrap();
@@ -113,10 +120,12 @@ mod tests {
             (this.host.as_str(), this.pid, this.started),
             ("box", 10, Some(500))
         );
+        assert_eq!(this.namespace.as_deref(), Some("pid:[1]"));
         let worker = |pid, started| Worker {
             host: "box".into(),
             pid,
             started: Some(started),
+            namespace: Some("pid:[1]".into()),
         };
         assert_eq!(probe.liveness(&worker(11, 900)), Liveness::Alive);
         assert_eq!(
@@ -135,6 +144,11 @@ mod tests {
             ..worker(13, 1)
         };
         assert_eq!(probe.liveness(&elsewhere), Liveness::Unknown);
+        let in_a_container = Worker {
+            namespace: Some("pid:[2]".into()),
+            ..worker(13, 1)
+        };
+        assert_eq!(probe.liveness(&in_a_container), Liveness::Unknown);
     }
 
     #[test]
