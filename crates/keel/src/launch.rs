@@ -104,80 +104,66 @@ impl LaunchSpec {
     /// --model X instead of the run's Y"). Fallbacks come from the configuration as before.
     pub fn flags(&self, given: &AgentArgs) -> (AgentArgs, Vec<String>) {
         let mut notes = Vec::new();
-        let mut note = |flag: &str, given: String, was: String| {
-            if given != was {
+        let mut note = |flag: &str, given: Option<String>, was: Option<String>| {
+            let was = was.unwrap_or_else(|| "none".to_string());
+            if let Some(given) = given.filter(|given| *given != was) {
                 notes.push(format!(
                     "resuming with --{flag} {given} instead of the run's {was}"
                 ));
             }
         };
-        let none = || "none".to_string();
-        if let Some(name) = &given.provider {
-            note("provider", name.clone(), self.provider.clone());
-        }
-        if let Some(api) = &given.api {
-            note("api", api.clone(), self.api.clone());
-        }
-        if let Some(url) = &given.base_url {
-            note("base-url", redacted(url), self.base_url.clone());
-        }
-        if let Some(model) = &given.model {
-            note("model", model.clone(), self.model.clone());
-        }
-        if let Some(dir) = &given.workspace {
+        let workspace = given.workspace.as_ref().map(|dir| {
             let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
-            note(
-                "workspace",
-                absolute.display().to_string(),
-                self.workspace.display().to_string(),
-            );
-        }
-        let shown = |value: Option<String>| value.unwrap_or_else(none);
-        if let Some(n) = given.max_iterations {
-            note(
-                "max-iterations",
-                n.to_string(),
-                shown(self.max_iterations.map(|n| n.to_string())),
-            );
-        }
-        if let Some(n) = given.token_budget {
-            note(
-                "token-budget",
-                n.to_string(),
-                shown(self.token_budget.map(|n| n.to_string())),
-            );
-        }
-        if let Some(n) = given.cost_limit {
-            note(
-                "cost-limit",
-                n.to_string(),
-                shown(self.cost_limit.map(|n| n.to_string())),
-            );
-        }
-        if let Some(n) = given.soft_timeout {
-            note(
-                "soft-timeout",
-                n.to_string(),
-                shown(self.soft_timeout_secs.map(|n| n.to_string())),
-            );
-        }
-        if let Some(n) = given.hard_timeout {
-            note(
-                "hard-timeout",
-                n.to_string(),
-                shown(self.hard_timeout_secs.map(|n| n.to_string())),
-            );
-        }
-        if let Some(n) = given.context_window {
-            note(
-                "context-window",
-                n.to_string(),
-                shown(self.context_window.map(|n| n.to_string())),
-            );
-        }
-        if let Some(user) = &given.user {
-            note("user", user.clone(), shown(self.user.clone()));
-        }
+            absolute.display().to_string()
+        });
+        note(
+            "provider",
+            given.provider.clone(),
+            Some(self.provider.clone()),
+        );
+        note("api", given.api.clone(), Some(self.api.clone()));
+        note(
+            "base-url",
+            given.base_url.as_deref().map(redacted),
+            Some(self.base_url.clone()),
+        );
+        note("model", given.model.clone(), Some(self.model.clone()));
+        note(
+            "workspace",
+            workspace,
+            Some(self.workspace.display().to_string()),
+        );
+        note(
+            "max-iterations",
+            shown(given.max_iterations),
+            shown(self.max_iterations),
+        );
+        note(
+            "token-budget",
+            shown(given.token_budget),
+            shown(self.token_budget),
+        );
+        note(
+            "cost-limit",
+            shown(given.cost_limit),
+            shown(self.cost_limit),
+        );
+        note(
+            "soft-timeout",
+            shown(given.soft_timeout),
+            shown(self.soft_timeout_secs),
+        );
+        note(
+            "hard-timeout",
+            shown(given.hard_timeout),
+            shown(self.hard_timeout_secs),
+        );
+        note(
+            "context-window",
+            shown(given.context_window),
+            shown(self.context_window),
+        );
+        note("user", given.user.clone(), self.user.clone());
         if given.no_stream && self.stream {
             notes.push("resuming with --no-stream instead of the run's streamed answers".into());
         }
@@ -225,6 +211,11 @@ impl LaunchSpec {
         };
         (flags, notes)
     }
+}
+
+/// A setting as a note shows it.
+fn shown(value: Option<impl ToString>) -> Option<String> {
+    value.map(|value| value.to_string())
 }
 
 fn name_of(choice: &ProviderChoice) -> &String {

@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Mock, keel, run, stderr, stdout, temp};
+use common::{Mock, keel, only_run_id, run, stderr, stdout, temp};
 use serde_json::{Value, json};
 
 /// A keel.toml with fast retries and quick heartbeats. No test waits for a heartbeat to go
@@ -36,15 +36,6 @@ fn ask_script() -> String {
         {"text": "Done: greeting.txt greets Ada.", "forever": true}
     ]})
     .to_string()
-}
-
-fn only_run_id(home: &std::path::Path) -> String {
-    let listed = stdout(&run(keel(home).arg("runs")));
-    listed
-        .split_whitespace()
-        .next()
-        .expect("a run is listed")
-        .to_string()
 }
 
 /// Waits (a few seconds at most) for a line on the child's stderr that contains `needle`.

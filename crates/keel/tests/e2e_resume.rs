@@ -8,21 +8,12 @@ mod common;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Mock, keel, run, stderr, stdout, temp};
+use common::{Mock, keel, only_run_id, run, stderr, stdout, temp};
 use serde_json::{Value, json};
 
 /// How long a test waits for something it expects before it fails (never reached when all is
 /// well).
 const PATIENCE: Duration = Duration::from_secs(30);
-
-fn only_run_id(home: &std::path::Path) -> String {
-    let listed = stdout(&run(keel(home).arg("runs")));
-    listed
-        .split_whitespace()
-        .next()
-        .expect("a run is listed")
-        .to_string()
-}
 
 /// A step that appends `line` to log.txt.
 fn append(line: &str) -> Value {
@@ -137,8 +128,20 @@ fn a_killed_run_resumes_at_once_with_no_flags_from_another_directory() {
     );
 }
 
-#[test]
-fn keel_answer_with_no_flags_goes_on_as_started_and_a_flag_says_it_overrides() {
+/// What `keel answer` did for a run started in another directory.
+struct Answered {
+    /// Its stderr.
+    said: String,
+    /// The model of the last call the mock received.
+    model: Value,
+    /// greeting.txt in the run's workspace, and whether one appeared where keel answer ran.
+    greeting: String,
+    stray: bool,
+}
+
+/// Starts a run that asks a question (with the provider, base URL and workspace as flags),
+/// then answers it from another directory with `flags`.
+fn answer_elsewhere(flags: &[&str]) -> Answered {
     let mock = Mock::start(
         &json!({"steps": [
             {"tool_calls": [{"name": "ask_human", "arguments": {"question": "Whose name?"}}]},
@@ -165,67 +168,46 @@ fn keel_answer_with_no_flags_goes_on_as_started_and_a_flag_says_it_overrides() {
         .arg("greet"));
     assert_eq!(asked.status.code(), Some(3), "{}", stderr(&asked));
     let run_id = only_run_id(&home);
-
     let answered = run(keel(&home)
         .current_dir(&answered_in)
-        .args(["answer", &run_id, "--json", "--model", "mock-2", "Ada"]));
+        .args(["answer", &run_id, "--json"])
+        .args(flags)
+        .arg("Ada"));
     assert_eq!(answered.status.code(), Some(0), "{}", stderr(&answered));
-    assert!(
-        stderr(&answered)
-            .contains("keel: resuming with --model mock-2 instead of the run's mock-model"),
-        "{}",
-        stderr(&answered)
-    );
-    assert_eq!(
-        std::fs::read_to_string(workspace.join("greeting.txt")).unwrap(),
-        "hello Ada\n"
-    );
-    assert!(!answered_in.join("greeting.txt").exists());
-    let last = mock.requests().last().unwrap()["model"].clone();
-    assert_eq!(last, "mock-2");
+    Answered {
+        said: stderr(&answered),
+        model: mock.requests().last().unwrap()["model"].clone(),
+        greeting: std::fs::read_to_string(workspace.join("greeting.txt")).unwrap_or_default(),
+        stray: answered_in.join("greeting.txt").exists(),
+    }
 }
 
 #[test]
 fn keel_answer_with_no_flags_writes_in_the_runs_workspace() {
-    let mock = Mock::start(
-        &json!({"steps": [
-            {"tool_calls": [{"name": "ask_human", "arguments": {"question": "Whose name?"}}]},
-            {"tool_calls": [{"name": "append_file", "arguments": {"path": "greeting.txt", "content": "hello Ada\n"}}]},
-            {"text": "Done.", "forever": true}
-        ]})
-        .to_string(),
-    );
-    let (_h, home) = temp();
-    let (_w, workspace) = temp();
-    let (_b, answered_in) = temp();
-    let asked = run(keel(&home)
-        .args([
-            "run",
-            "--provider",
-            "mock",
-            "--base-url",
-            &mock.url,
-            "--workspace",
-        ])
-        .arg(&workspace)
-        .arg("greet"));
-    assert_eq!(asked.status.code(), Some(3), "{}", stderr(&asked));
-    let run_id = only_run_id(&home);
-    let answered = run(keel(&home)
-        .current_dir(&answered_in)
-        .args(["answer", &run_id, "--json", "Ada"]));
-    assert_eq!(answered.status.code(), Some(0), "{}", stderr(&answered));
+    let answered = answer_elsewhere(&[]);
     assert!(
-        !stderr(&answered).contains("resuming with"),
+        !answered.said.contains("resuming with"),
         "{}",
-        stderr(&answered)
+        answered.said
     );
-    assert_eq!(
-        std::fs::read_to_string(workspace.join("greeting.txt")).unwrap(),
-        "hello Ada\n"
+    assert_eq!(answered.greeting, "hello Ada\n");
+    assert!(!answered.stray);
+    assert_eq!(answered.model, "mock-model");
+}
+
+#[test]
+fn keel_answer_with_a_flag_says_it_overrides_the_run() {
+    let answered = answer_elsewhere(&["--model", "mock-2"]);
+    assert!(
+        answered
+            .said
+            .contains("keel: resuming with --model mock-2 instead of the run's mock-model"),
+        "{}",
+        answered.said
     );
-    let last = mock.requests().last().unwrap()["model"].clone();
-    assert_eq!(last, "mock-model");
+    assert_eq!(answered.greeting, "hello Ada\n");
+    assert!(!answered.stray);
+    assert_eq!(answered.model, "mock-2");
 }
 
 #[test]
