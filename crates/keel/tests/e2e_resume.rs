@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -241,6 +242,107 @@ fn sigterm_stops_a_run_at_a_safe_point_and_it_resumes() {
         std::fs::read_to_string(workspace.join("log.txt")).unwrap(),
         "one\ntwo\n"
     );
+}
+
+/// Accepts one connection on `listener`, waiting at most [`PATIENCE`].
+fn accept(listener: &std::net::TcpListener) -> std::net::TcpStream {
+    listener.set_nonblocking(true).unwrap();
+    let patience = Instant::now() + PATIENCE;
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                stream.set_nonblocking(false).unwrap();
+                return stream;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                assert!(Instant::now() < patience, "nothing connected");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+}
+
+#[test]
+fn sigterm_during_a_tool_waits_for_its_result_then_stops() {
+    // The page hangs until the test answers: the tool is in flight when SIGTERM comes.
+    let page = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/page", page.local_addr().unwrap());
+    let mock = Mock::start(
+        &json!({"steps": [
+            {"tool_calls": [{"id": "g1", "name": "http_get", "arguments": {"url": url}}]},
+            {"text": "done", "forever": true}
+        ]})
+        .to_string(),
+    );
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    std::fs::write(
+        home.join("keel.toml"),
+        format!(
+            "{}\nhttp_allowed_hosts = [\"127.0.0.1\"]\n",
+            common::FAST_RETRIES
+        ),
+    )
+    .unwrap();
+    let mut child = start_run(&home, &mock, &workspace, &workspace);
+    let mut connection = accept(&page);
+    let lines = {
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        rx
+    };
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let mut said = Vec::new();
+    while !said
+        .iter()
+        .any(|l: &String| l.contains("stopping after the next checkpoint"))
+    {
+        said.push(
+            lines
+                .recv_timeout(PATIENCE)
+                .expect("keel said nothing about SIGTERM"),
+        );
+    }
+    connection
+        .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+        .unwrap();
+    drop(connection);
+    let status = child.wait().unwrap();
+    said.extend(lines.iter());
+    let said = said.join("\n");
+    assert_eq!(status.code(), Some(143), "{said}");
+    assert!(
+        said.contains("stopped by SIGTERM at a safe point"),
+        "{said}"
+    );
+    // It stopped before its next model call, with the page stored.
+    assert_eq!(mock.requests().len(), 1);
+    let run_id = only_run_id(&home);
+    let shown = stdout(&run(keel(&home).args(["runs", "show", &run_id])));
+    assert!(
+        shown.contains("g1  http_get") && shown.contains("ok]"),
+        "{shown}"
+    );
+
+    let resumed = run(&mut resume_from(&home, &home, &run_id));
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    let report: Value = serde_json::from_str(&stdout(&resumed)).unwrap();
+    assert_eq!(report["state"], "completed");
+    // The page was not fetched again.
+    page.set_nonblocking(true).unwrap();
+    assert!(page.accept().is_err());
+    let sent = mock.requests()[1]["messages"].to_string();
+    assert!(sent.contains("hello"), "{sent}");
 }
 
 #[test]
