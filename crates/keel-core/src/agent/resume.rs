@@ -61,15 +61,15 @@ impl Agent {
             AgentState::Queued | AgentState::Running | AgentState::WaitingForTool => {
                 let gone = abandoned(&record, now, &self.reconcile, self.workers.as_ref());
                 if !options.force && gone.is_none() {
-                    let worker = record
-                        .worker
-                        .as_ref()
-                        .map(|worker| format!(" ({worker})"))
-                        .unwrap_or_default();
+                    let (worker, stop) = match &record.worker {
+                        Some(worker) => (format!(" ({worker})"), format!("`kill {}`", worker.pid)),
+                        None => (String::new(), "SIGTERM".to_string()),
+                    };
                     return Err(AgentError::NotResumable(format!(
                         "run `{run_id}` is still running in another process{worker}: its \
-                         heartbeat is fresh. Stop that process (Ctrl-C or SIGTERM: the run stays \
-                         resumable) or let it finish; if you know it is gone, resume with --force"
+                         heartbeat is fresh. Let it finish, or stop it with {stop}: it stops at \
+                         a safe point and the run stays resumable. If you know that process is \
+                         gone, resume with --force"
                     )));
                 }
             }
