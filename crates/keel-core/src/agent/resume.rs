@@ -40,7 +40,8 @@ pub struct ResumeOptions {
 
 impl Agent {
     /// Resumes a run from its latest checkpoint: one whose worker died (`timed_out` with resume
-    /// available, or still marked running with a stale heartbeat), or one halted for a decision
+    /// available, or still marked running with its worker gone or its heartbeat stale, see
+    /// [`crate::reconcile::abandoned`]), or one halted for a decision
     /// (`resume_unsafe`, `prompt_drift`). Completed tool calls are replayed from the envelope,
     /// never run again; an unfinished side-effecting call halts the run unless `options` says
     /// what to do with it.
