@@ -34,6 +34,7 @@ pub mod store;
 pub mod tokens;
 pub mod tool;
 pub mod tool_exec;
+pub mod worker;
 
 pub use agent::{
     Agent, AgentBuilder, AgentError, ResumeOptions, RunReport, RunRequest, UnsafeCall,

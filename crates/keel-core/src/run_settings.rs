@@ -9,6 +9,7 @@ use crate::budget::{Budgets, PriceTable};
 use crate::context::ContextSettings;
 use crate::loop_guard::GuardConfig;
 use crate::recovery::RetryPolicy;
+use crate::worker::Worker;
 
 /// Default cap on model calls per run.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 25;
@@ -98,6 +99,14 @@ pub struct RunSettings {
     /// How the context is kept under the model's window.
     #[serde(default)]
     pub context: ContextSettings,
+    /// How the run was launched, in its launcher's words (the `keel` CLI keeps its launch spec
+    /// here as JSON), copied to the run's record so a resume can go on the same way. keel-core
+    /// never reads it; it must hold no secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch: Option<String>,
+    /// The process driving the run, copied to the run's record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<Worker>,
 }
 
 /// The waits before each retry of a transient tool failure (seed 001): 0.5 s, 2 s, 8 s.
@@ -140,6 +149,8 @@ impl RunSettings {
             human_reachable: false,
             tool_retry_delays: default_tool_retry_delays(),
             context: ContextSettings::default(),
+            launch: None,
+            worker: None,
         }
     }
 

@@ -12,6 +12,7 @@ use crate::lane::{LaneClaim, LaneOutcome};
 use crate::message::Message;
 use crate::provider::Usage;
 use crate::state::{AgentState, ErrorReason};
+use crate::worker::Worker;
 
 /// A store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -126,6 +127,14 @@ pub struct RunRecord {
     /// Set by the reconciler on a run whose worker died after a resumable checkpoint.
     #[serde(default)]
     pub resume_available: bool,
+    /// How it was launched, in its launcher's words (see [`RunSettings::launch`]).
+    ///
+    /// [`RunSettings::launch`]: crate::run_settings::RunSettings::launch
+    #[serde(default)]
+    pub launch: Option<String>,
+    /// The process that last drove it: when that process is gone, it can be resumed at once.
+    #[serde(default)]
+    pub worker: Option<Worker>,
 }
 
 /// Everything one safe boundary writes, in one transaction: the run record, the run's new

@@ -32,7 +32,7 @@ use keel_core::store::{Commit, session_title};
 use keel_core::{Message, Role, StoreError};
 use rusqlite::types::{ToSql, ToSqlOutput, Value};
 
-use crate::codec::{MessageColumns, RunCounts, timestamp};
+use crate::codec::{MessageColumns, RunCounts, timestamp, worker_column};
 use crate::connections::Connections;
 use crate::{OrBackend, durability};
 
@@ -70,7 +70,7 @@ const ROW_SEQ: &str = "(SELECT message_count FROM sessions WHERE id = $1) - $4 +
 const INSERT_RUN: &str = "INSERT INTO runs (id, session_id, state, reason, provider, model, \
      model_used, iterations, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, \
      final_text, error, started_at, updated_at, finished_at, cost, heartbeat_at, \
-     resume_available, event_count) VALUES ($5, $1";
+     resume_available, event_count, launch, worker) VALUES ($5, $1";
 
 /// Updates every column but `session_id`, `started_at` and `state`: the first two are index
 /// keys, and `state` decides membership of the partial index `runs_active`; setting any of them,
@@ -84,7 +84,8 @@ const UPSERT_RUN_TAIL: &str = ") ON CONFLICT (id) DO UPDATE SET \
      cache_write_tokens = excluded.cache_write_tokens, final_text = excluded.final_text, \
      error = excluded.error, updated_at = excluded.updated_at, finished_at = excluded.finished_at, \
      cost = excluded.cost, heartbeat_at = excluded.heartbeat_at, \
-     resume_available = excluded.resume_available, \
+     resume_available = excluded.resume_available, launch = excluded.launch, \
+     worker = excluded.worker, \
      event_count = runs.event_count + excluded.event_count \
      RETURNING cancel_requested_at IS NOT NULL";
 
@@ -377,6 +378,8 @@ fn add_run(batch: &mut Batch, commit: &Commit<'_>, counts: &RunCounts) -> Result
         .value(run.heartbeat_at.map(timestamp))?
         .value(run.resume_available)?
         .value(events)?
+        .value(run.launch.as_deref())?
+        .value(worker_column(run)?)?
         .sql(UPSERT_RUN_TAIL)
         .end_statement();
     let _ = write!(
@@ -447,6 +450,8 @@ mod tests {
             heartbeat_at: None,
             cancel_requested_at: None,
             resume_available: false,
+            launch: None,
+            worker: None,
         }
     }
 

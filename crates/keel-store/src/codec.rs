@@ -5,6 +5,7 @@
 use std::fmt;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use keel_core::worker::Worker;
 use keel_core::{
     AgentState, Checkpoint, ErrorReason, Event, Journal, LaneHolder, Message, MessageMeta,
     Reasoning, Role, RunRecord, SessionInfo, StoreError, StoredMessage, ToolCall, ToolCallRecord,
@@ -320,8 +321,29 @@ pub(crate) fn decode_run(row: &SqliteRow) -> Result<RunRecord, StoreError> {
         heartbeat_at: optional_time_column(row, "heartbeat_at", place)?,
         cancel_requested_at: optional_time_column(row, "cancel_requested_at", place)?,
         resume_available: column(row, "resume_available", place)?,
+        launch: column(row, "launch", place)?,
+        worker: worker_from_column(row, place)?,
         id,
     })
+}
+
+/// The run's worker as its `worker` column holds it: JSON, or NULL.
+pub(crate) fn worker_column(run: &RunRecord) -> Result<Option<String>, StoreError> {
+    run.worker
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| {
+            StoreError::Corrupt(format!("cannot encode the worker of run `{}`: {e}", run.id))
+        })
+}
+
+fn worker_from_column(row: &SqliteRow, place: Place<'_>) -> Result<Option<Worker>, StoreError> {
+    let text: Option<&str> = column(row, "worker", place)?;
+    text.map(|text| {
+        serde_json::from_str(text).map_err(|e| corrupt(place, format_args!("worker: {e}")))
+    })
+    .transpose()
 }
 
 /// Decodes a row of `SELECT id, monthly_token_budget, created_at, updated_at FROM users`.
@@ -495,6 +517,8 @@ mod tests {
             heartbeat_at: None,
             cancel_requested_at: None,
             resume_available: false,
+            launch: None,
+            worker: None,
         };
         let counts = RunCounts::of(&run).unwrap();
         assert_eq!(

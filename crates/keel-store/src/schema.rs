@@ -51,6 +51,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0006_session_lanes.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            7,
+            "run launch".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0007_run_launch.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

@@ -29,7 +29,8 @@ macro_rules! run_columns {
     () => {
         "id, session_id, state, reason, provider, model, model_used, iterations, input_tokens, \
          output_tokens, cache_read_tokens, cache_write_tokens, final_text, error, started_at, \
-         updated_at, finished_at, cost, heartbeat_at, cancel_requested_at, resume_available"
+         updated_at, finished_at, cost, heartbeat_at, cancel_requested_at, resume_available, \
+         launch, worker"
     };
 }
 
@@ -555,6 +556,8 @@ mod tests {
                 heartbeat_at: None,
                 cancel_requested_at: None,
                 resume_available: false,
+                launch: None,
+                worker: None,
             };
             store.save_run(&run, &[]).await.unwrap();
         }

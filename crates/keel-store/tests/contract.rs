@@ -552,6 +552,8 @@ fn run_record(id: &str, session_id: &str, started_at: DateTime<Utc>) -> RunRecor
         heartbeat_at: None,
         cancel_requested_at: None,
         resume_available: false,
+        launch: None,
+        worker: None,
     }
 }
 

@@ -45,6 +45,8 @@ fn run_record(id: &str, session_id: &str) -> RunRecord {
         heartbeat_at: None,
         cancel_requested_at: None,
         resume_available: false,
+        launch: None,
+        worker: None,
     }
 }
 

@@ -284,6 +284,8 @@ async fn runs_stored_before_version_4_read_as_never_cancelled_and_cost_nothing()
         heartbeat_at: None,
         cancel_requested_at: None,
         resume_available: false,
+        launch: None,
+        worker: None,
     };
     assert_eq!(store.run("old-live").await.unwrap(), Some(expected.clone()));
     assert_eq!(store.list_runs(None, 10).await.unwrap().len(), 2);

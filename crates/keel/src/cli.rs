@@ -281,8 +281,8 @@ pub struct ResumeArgs {
     #[arg(long, value_enum, value_name = "retry|skip")]
     pub unsafe_call: Option<UnsafeCallChoice>,
 
-    /// Resume even though the run's heartbeat is fresh: you know its worker is gone (e.g. the
-    /// process was killed a moment ago).
+    /// Resume even though the run's heartbeat is fresh and its worker cannot be checked (it ran
+    /// on another host): you know it is gone. A worker on this host is checked without it.
     #[arg(long)]
     pub force: bool,
 

@@ -1,14 +1,18 @@
 //! The `keel` command-line program: run, chat, sessions, demo and mock-provider.
 //!
 //! Exit codes: 0 the run completed; 3 it ended in another state; 2 a usage or configuration
-//! error; 1 anything else (e.g. the store could not be opened).
+//! error; 1 anything else (e.g. the store could not be opened); 143 stopped by SIGTERM at a
+//! safe point, the run resumable (see [`sigterm`]).
 
 mod cli;
 mod commands;
 mod config;
+mod launch;
 mod output;
 mod resolve;
 mod setup;
+mod sigterm;
+mod worker;
 
 use std::process::ExitCode;
 
@@ -35,6 +39,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    runtime.spawn(sigterm::watch());
     let config = cli.config.as_deref();
     let result = match cli.command {
         Command::Run(args) => runtime.block_on(commands::run::run(config, args)),

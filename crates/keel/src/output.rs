@@ -271,8 +271,12 @@ pub struct PauseAtCheckpoint {
 }
 
 impl PauseAtCheckpoint {
-    /// The hook, when the variable asks for it.
+    /// The hook, when the variable asks for it. Debug builds only (those the tests run): a
+    /// release build never reads the variable.
     pub fn from_env() -> Option<Self> {
+        if !cfg!(debug_assertions) {
+            return None;
+        }
         let at = std::env::var("KEEL_TEST_PAUSE_AT_CHECKPOINT").ok()?;
         Some(PauseAtCheckpoint {
             at: at.trim().parse().ok()?,

@@ -32,6 +32,8 @@ pub struct ProviderChoice {
     pub base_url: String,
     /// Its key, when one is set.
     pub api_key: Option<String>,
+    /// The environment variable the key is read from (none for the mock).
+    pub api_key_env: Option<String>,
     /// Anthropic prompt caching.
     pub prompt_caching: bool,
 }
@@ -406,6 +408,7 @@ fn choose_provider(
         api,
         base_url,
         api_key,
+        api_key_env: (!is_mock).then_some(key_env),
         prompt_caching: defined.prompt_caching.unwrap_or(true),
     })
 }

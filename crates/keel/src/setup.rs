@@ -13,7 +13,10 @@ use keel_tools::{HttpGetConfig, Workspace, file_tools, http_tools};
 
 use crate::cli::AgentArgs;
 use crate::config::{self, ConfigError, FallbackNotice};
+use crate::launch::LaunchSpec;
 use crate::resolve::{self, ProviderChoice, Settings};
+use crate::sigterm::SafePointExit;
+use crate::worker::ProcProbe;
 
 /// Opens the SQLite store at `$KEEL_HOME/keel.db`, to be closed by [`close_stores`].
 pub async fn open_store(home: &Path) -> anyhow::Result<Arc<dyn Store>> {
@@ -25,8 +28,8 @@ pub async fn open_store(home: &Path) -> anyhow::Result<Arc<dyn Store>> {
     Ok(store)
 }
 
-/// The reconciler pass every start of keel makes: runs whose worker died become `timed_out`
-/// (resumable where their checkpoint allows), abandoned pauses `cancelled`. Says so on stderr.
+/// The reconciler pass every start of keel makes: runs whose worker died (its process is gone,
+/// or its heartbeat is stale) become `timed_out` (resumable where their checkpoint allows), abandoned pauses `cancelled`. Says so on stderr.
 /// The policy comes from `[runs]` when the configuration reads (a broken file must not stop
 /// the sweep: the defaults are used then).
 pub async fn reconcile(
@@ -35,7 +38,9 @@ pub async fn reconcile(
     home: &Path,
 ) -> anyhow::Result<ReconcileReport> {
     let policy = reconcile_policy(config_file, home);
-    let report = keel_core::reconcile::reconcile(store, chrono::Utc::now(), &policy).await?;
+    let report =
+        keel_core::reconcile::reconcile_with(store, chrono::Utc::now(), &policy, &ProcProbe::new())
+            .await?;
     if report.timed_out > 0 {
         eprintln!(
             "keel: {} run(s) lost their worker and are now timed_out ({} can be resumed: see \
@@ -110,7 +115,8 @@ pub fn provider(choice: &ProviderChoice) -> Result<Arc<dyn Provider>, ConfigErro
         .map_err(|e| ConfigError(format!("cannot set up provider `{}`: {e}", choice.name)))
 }
 
-/// An agent with the file tools on the settings' workspace and every setting applied.
+/// An agent with the file tools on the settings' workspace and every setting applied. Its runs
+/// record this process as their worker and the settings as their launch spec.
 pub fn agent(
     settings: &Settings,
     store: Arc<dyn Store>,
@@ -123,7 +129,10 @@ pub fn agent(
             settings.workspace.display()
         ))
     })?;
+    let launch = LaunchSpec::of(settings, workspace.root());
     let mut builder = Agent::builder()
+        .launch(launch.to_json())
+        .worker_probe(Arc::new(ProcProbe::new()))
         .provider(provider(&settings.provider)?)
         .model(settings.model.clone())
         .store(store)
@@ -178,6 +187,7 @@ pub fn agent(
     for sink in sinks {
         builder = builder.event_sink(sink);
     }
+    builder = builder.event_sink(Arc::new(SafePointExit));
     if let Some(human) = human {
         builder = builder.human(human);
     }

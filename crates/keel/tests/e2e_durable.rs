@@ -1,5 +1,6 @@
 //! End to end: humans in the loop, cancellation from another process, the reconciler, and a
 //! resume that meets a changed system prompt — through the `keel` binary and its SQLite store.
+//! No test depends on how fast it runs: timeouts are either far away or already passed.
 
 mod common;
 
@@ -7,15 +8,21 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Mock, keel, run, stderr, stdout, temp};
+use common::{Mock, keel, only_run_id, run, stderr, stdout, temp};
 use serde_json::{Value, json};
 
-/// A keel.toml with fast retries, quick heartbeats and a quick reconciler.
+/// A keel.toml with fast retries and quick heartbeats. No test waits for a heartbeat to go
+/// stale: a killed worker is seen at once, by its process.
 fn fast_config(home: &std::path::Path, extra: &str) {
+    config_with_cancel_timeout(home, extra, 3600.0);
+}
+
+/// [`fast_config`] with this cancel timeout, in seconds.
+fn config_with_cancel_timeout(home: &std::path::Path, extra: &str, cancel_timeout: f64) {
     std::fs::write(
         home.join("keel.toml"),
         format!(
-            "{extra}\n{}\n[runs]\nheartbeat_secs = 0.05\nstale_after_secs = 0.2\ncancel_timeout_secs = 0.2\n",
+            "{extra}\n{}\n[runs]\nheartbeat_secs = 0.05\ncancel_timeout_secs = {cancel_timeout}\n",
             common::FAST_RETRIES
         ),
     )
@@ -29,15 +36,6 @@ fn ask_script() -> String {
         {"text": "Done: greeting.txt greets Ada.", "forever": true}
     ]})
     .to_string()
-}
-
-fn only_run_id(home: &std::path::Path) -> String {
-    let listed = stdout(&run(keel(home).arg("runs")));
-    listed
-        .split_whitespace()
-        .next()
-        .expect("a run is listed")
-        .to_string()
 }
 
 /// Waits (a few seconds at most) for a line on the child's stderr that contains `needle`.
@@ -189,12 +187,8 @@ fn keel_runs_cancel_stops_a_run_in_another_process() {
     let run_id = only_run_id(&home);
     let cancel = run(keel(&home).args(["runs", "cancel", &run_id]));
     assert_eq!(cancel.status.code(), Some(0), "{}", stderr(&cancel));
-    let asked = Instant::now();
+    // Seen at the next heartbeat: the answer would come 20 s later, and the run complete.
     let output = child.wait_with_output().unwrap();
-    assert!(
-        asked.elapsed() < Duration::from_secs(10),
-        "seen at the next heartbeat"
-    );
     assert_eq!(output.status.code(), Some(3));
     let report: Value = serde_json::from_str(&stdout(&output)).unwrap();
     assert_eq!(report["state"], "cancelled");
@@ -236,9 +230,8 @@ fn the_reconciler_times_out_a_killed_run_that_then_resumes() {
     wait_for_stderr(&mut child, "paused after checkpoint 3");
     child.kill().unwrap();
     child.wait().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
 
-    // The next start of keel sweeps it.
+    // The next start of keel sweeps it at once: its worker process is gone.
     let listed = run(keel(&home).arg("runs"));
     assert!(
         stderr(&listed).contains("lost their worker"),
@@ -359,9 +352,10 @@ fn a_paused_run_whose_cancel_times_out_is_cancelled_by_the_reconciler() {
             .code(),
         Some(0)
     );
-    // Not yet: the cancel timeout has not passed.
+    // Not yet: the cancel timeout (an hour) has not passed.
     assert!(stdout(&run(keel(&home).arg("runs"))).contains("waiting_on_human"));
-    std::thread::sleep(Duration::from_millis(300));
+    // With a timeout of a millisecond, it has: the cancel was asked by another process.
+    config_with_cancel_timeout(&home, "", 0.001);
     let listed = run(keel(&home).arg("runs"));
     assert!(stdout(&listed).contains("cancelled"), "{}", stdout(&listed));
     assert!(

@@ -302,16 +302,14 @@ fn the_soft_time_limit_asks_for_a_summary_without_tools() {
 
 #[test]
 fn the_hard_time_limit_abandons_a_slow_call() {
-    let mock = Mock::start(r#"{"steps": [{"text": "too late", "delay_ms": 2000}]}"#);
+    // An answer that would take ten minutes: the run ends long before it, or not at all.
+    let mock = Mock::start(r#"{"steps": [{"text": "too late", "delay_ms": 600000}]}"#);
     let (_h, home) = temp();
     let log = home.join("events.jsonl");
-    let started = Instant::now();
     let output = run(keel_run(&home, &mock, &log)
         .args(["--hard-timeout", "0.2"])
         .arg("hi"));
-    let took = started.elapsed();
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
-    assert!(took < Duration::from_millis(1500), "took {took:?}");
     let report = report(&output);
     assert_eq!(report["state"], "timed_out");
     assert_eq!(report["final_text"], Value::Null);

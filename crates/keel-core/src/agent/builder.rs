@@ -18,6 +18,7 @@ use crate::registry::ToolRegistry;
 use crate::run_settings::{ModelTarget, RunSettings};
 use crate::store::Store;
 use crate::tool::Tool;
+use crate::worker::WorkerProbe;
 
 /// How often a long step shows its worker is alive, by default.
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
@@ -44,6 +45,7 @@ pub struct AgentBuilder {
     pub(super) max_tokens: Option<u32>,
     pub(super) stream: bool,
     pub(super) tune: Vec<SettingsChange>,
+    pub(super) workers: Arc<dyn WorkerProbe>,
 }
 
 impl AgentBuilder {
@@ -231,6 +233,20 @@ impl AgentBuilder {
         self
     }
 
+    /// How this process is named on the runs it drives, and how to tell whether another run's
+    /// worker is alive (default: [`NoProbe`](crate::worker::NoProbe): heartbeats only).
+    pub fn worker_probe(mut self, probe: Arc<dyn WorkerProbe>) -> Self {
+        self.workers = probe;
+        self
+    }
+
+    /// How runs are launched, in the launcher's words, kept on their records (see
+    /// [`RunSettings::launch`]). Never a secret.
+    pub fn launch(self, launch: impl Into<String>) -> Self {
+        let launch = launch.into();
+        self.tune(move |s| s.launch = Some(launch))
+    }
+
     /// Checks the configuration and builds the agent.
     pub fn build(self) -> Result<Agent, AgentError> {
         let provider = self
@@ -272,6 +288,7 @@ impl AgentBuilder {
         for change in self.tune {
             change(&mut settings);
         }
+        settings.worker = self.workers.this_process();
         let mut providers: HashMap<String, Arc<dyn Provider>> = HashMap::new();
         providers.insert(provider.name().to_string(), provider.clone());
         for (fallback_provider, model) in self.fallbacks {
@@ -293,6 +310,7 @@ impl AgentBuilder {
             human: self.human,
             heartbeat: HeartbeatTicker::new(self.heartbeat_interval),
             reconcile: self.reconcile,
+            workers: self.workers,
         })
     }
 }

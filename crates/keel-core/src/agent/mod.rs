@@ -154,6 +154,7 @@ pub struct Agent {
     human: Option<Arc<dyn HumanChannel>>,
     heartbeat: HeartbeatTicker,
     reconcile: crate::reconcile::ReconcilePolicy,
+    workers: Arc<dyn crate::worker::WorkerProbe>,
     providers: HashMap<String, Arc<dyn Provider>>,
     registry: Arc<ToolRegistry>,
     store: Arc<dyn Store>,
@@ -184,6 +185,7 @@ impl Agent {
             human: None,
             heartbeat_interval: builder::DEFAULT_HEARTBEAT_INTERVAL,
             reconcile: crate::reconcile::ReconcilePolicy::default(),
+            workers: Arc::new(crate::worker::NoProbe),
         }
     }
 

@@ -6,7 +6,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Agent, AgentError, RunReport};
 use crate::checkpoint::ToolCallRecord;
 use crate::driver::Resume;
-use crate::reconcile::is_stale;
+use crate::reconcile::abandoned;
 use crate::run::{Run, prompt_hash};
 use crate::state::{AgentState, ErrorReason};
 use crate::store::RunRecord;
@@ -30,14 +30,18 @@ pub struct ResumeOptions {
     pub unsafe_call: Option<UnsafeCall>,
     /// Cancel the resumed run by cancelling this token.
     pub cancel: Option<CancellationToken>,
-    /// Resume even though the run's heartbeat is fresh: the caller knows its worker is gone
-    /// (e.g. it was killed a moment ago).
+    /// Resume even though the run's heartbeat is fresh and its worker cannot be checked: the
+    /// caller knows its worker is gone.
     pub force: bool,
+    /// Go on with this agent's provider, model and fallbacks instead of those the run started
+    /// with (the caller chose other ones).
+    pub switch_models: bool,
 }
 
 impl Agent {
     /// Resumes a run from its latest checkpoint: one whose worker died (`timed_out` with resume
-    /// available, or still marked running with a stale heartbeat), or one halted for a decision
+    /// available, or still marked running with its worker gone or its heartbeat stale, see
+    /// [`crate::reconcile::abandoned`]), or one halted for a decision
     /// (`resume_unsafe`, `prompt_drift`). Completed tool calls are replayed from the envelope,
     /// never run again; an unfinished side-effecting call halts the run unless `options` says
     /// what to do with it.
@@ -47,7 +51,6 @@ impl Agent {
         options: ResumeOptions,
     ) -> Result<RunReport, AgentError> {
         let record = self.record(run_id).await?;
-        let policy = self.reconcile;
         let now = self.clock.now();
         let halted = record.state == AgentState::WaitingOnHuman
             && matches!(
@@ -57,19 +60,17 @@ impl Agent {
         match record.state {
             AgentState::TimedOut if record.resume_available => {}
             AgentState::Queued | AgentState::Running | AgentState::WaitingForTool => {
-                if !options.force
-                    && !is_stale(
-                        record.state,
-                        record.heartbeat_at,
-                        record.started_at,
-                        now,
-                        &policy,
-                    )
-                {
+                let gone = abandoned(&record, now, &self.reconcile, self.workers.as_ref());
+                if !options.force && gone.is_none() {
+                    let (worker, stop) = match &record.worker {
+                        Some(worker) => (format!(" ({worker})"), format!("`kill {}`", worker.pid)),
+                        None => (String::new(), "SIGTERM".to_string()),
+                    };
                     return Err(AgentError::NotResumable(format!(
-                        "run `{run_id}` is still running in another process (its heartbeat is \
-                         fresh); cancel it with `keel runs cancel {run_id}`, wait for it, or — if \
-                         you know its worker is gone — resume with --force"
+                        "run `{run_id}` is still running in another process{worker}: its \
+                         heartbeat is fresh. Let it finish, or stop it with {stop}: it stops at \
+                         a safe point and the run stays resumable. If you know that process is \
+                         gone, resume with --force"
                     )));
                 }
             }
@@ -91,6 +92,7 @@ impl Agent {
             }
         }
         let (mut run, seq, boundary) = self.restore(&record).await?;
+        self.take_over(&mut run, options.switch_models)?;
         let emitter = self.emitter(run_id, &record.session_id);
         let cancel = options.cancel.clone().unwrap_or_default();
         let driver = self.driver(&emitter, &cancel, run.user_id().map(str::to_string));
@@ -131,6 +133,17 @@ impl Agent {
 
     /// Gives a waiting run the human's answer to its `ask_human` question and drives it on.
     pub async fn answer(&self, run_id: &str, answer: &str) -> Result<RunReport, AgentError> {
+        self.answer_with(run_id, answer, false).await
+    }
+
+    /// [`Agent::answer`], going on with this agent's provider, model and fallbacks instead of
+    /// the run's own when `switch_models`.
+    pub async fn answer_with(
+        &self,
+        run_id: &str,
+        answer: &str,
+        switch_models: bool,
+    ) -> Result<RunReport, AgentError> {
         let record = self.record(run_id).await?;
         if record.state != AgentState::WaitingOnHuman || record.reason.is_some() {
             return Err(AgentError::NotResumable(format!(
@@ -144,6 +157,7 @@ impl Agent {
                 "run `{run_id}` has no question waiting"
             )));
         }
+        self.take_over(&mut run, switch_models)?;
         let emitter = self.emitter(run_id, &record.session_id);
         let cancel = CancellationToken::new();
         let driver = self.driver(&emitter, &cancel, run.user_id().map(str::to_string));
@@ -157,6 +171,31 @@ impl Agent {
         driver.drive_from(&mut run, resume).await?;
         self.charge(run.user_id(), before, &run).await?;
         Ok(RunReport::from_run(&run))
+    }
+
+    /// Makes this agent the run's driver (see [`Run::relaunch`]); fails, before anything is
+    /// stored, when the run would need a provider this agent does not have, so that the run
+    /// stays as resumable as it was.
+    fn take_over(&self, run: &mut Run, switch_models: bool) -> Result<(), AgentError> {
+        run.relaunch(&self.settings, switch_models);
+        let missing: Vec<String> = run
+            .remaining_chain()
+            .iter()
+            .filter(|target| !self.providers.contains_key(&target.provider))
+            .map(ToString::to_string)
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let have: Vec<&str> = self.providers.keys().map(String::as_str).collect();
+        Err(AgentError::NotResumable(format!(
+            "run `{}` goes on with {}, but this agent has no provider of that name (it has {}); \
+             nothing was changed: set the provider up and try again (keel: --provider and \
+             --base-url)",
+            run.id(),
+            missing.join(", "),
+            have.join(", ")
+        )))
     }
 
     async fn record(&self, run_id: &str) -> Result<RunRecord, AgentError> {

@@ -32,6 +32,7 @@ use crate::tool::ToolSpec;
 mod context;
 mod durable;
 mod escalation;
+mod relaunch;
 mod step;
 mod stopping;
 mod view;

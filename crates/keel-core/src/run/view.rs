@@ -105,6 +105,8 @@ impl Run {
             heartbeat_at: Some(now),
             cancel_requested_at: None,
             resume_available: false,
+            launch: self.settings.launch.clone(),
+            worker: self.settings.worker.clone(),
         }
     }
 

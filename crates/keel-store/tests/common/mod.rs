@@ -37,6 +37,8 @@ pub fn run_record(id: &str, session_id: &str, started_at: DateTime<Utc>) -> RunR
         heartbeat_at: None,
         cancel_requested_at: None,
         resume_available: false,
+        launch: None,
+        worker: None,
     }
 }
 

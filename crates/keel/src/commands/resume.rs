@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cli::{AgentArgs, AnswerArgs, ResumeArgs, UnsafeCallChoice};
 use crate::commands::run::{SettingsSource, build, exit_code, show_result, watch_ctrl_c};
 use crate::config::{ConfigError, keel_home};
+use crate::launch::LaunchSpec;
 use crate::output::TerminalOutput;
 use crate::setup;
 
@@ -56,12 +57,14 @@ async fn go_on(
     let Some(record) = store.run(run_id).await? else {
         return Err(ConfigError(format!("no run `{run_id}`: `keel runs` lists them")).into());
     };
+    let (flags, switch_models) = as_started(run_id, record.launch.as_deref(), flags);
     let output = Arc::new(TerminalOutput::new(!json));
     let source = SettingsSource {
         config_file,
         home: &home,
-        flags,
+        flags: &flags,
     };
+    // Nothing is stored before the agent is built: a run that cannot be set up stays as it was.
     let (agent, _) = build(
         source,
         store,
@@ -69,7 +72,14 @@ async fn go_on(
         &record.session_id,
         None,
         reconciled,
-    )?;
+    )
+    .map_err(|e| {
+        let unchanged = format!("run `{run_id}` is unchanged: fix this and resume it again");
+        match e.downcast::<ConfigError>() {
+            Ok(config) => ConfigError(format!("{config}; {unchanged}")).into(),
+            Err(other) => anyhow::anyhow!("{other:#}; {unchanged}"),
+        }
+    })?;
     let cancel = CancellationToken::new();
     let watcher = watch_ctrl_c(cancel.clone());
     let report = match how {
@@ -83,10 +93,11 @@ async fn go_on(
                 unsafe_call,
                 cancel: Some(cancel),
                 force,
+                switch_models,
             };
             agent.resume(run_id, options).await
         }
-        GoOn::Answer(text) => agent.answer(run_id, &text).await,
+        GoOn::Answer(text) => agent.answer_with(run_id, &text, switch_models).await,
     };
     watcher.abort();
     let report = report.map_err(|e| match e {
@@ -101,4 +112,23 @@ async fn go_on(
         show_result(&report, streamed);
     }
     Ok(exit_code(report.state))
+}
+
+/// The flags that go on with the run as it started: its launch spec under the flags given,
+/// each override said on stderr. Also whether the flags chose other models than the run's.
+fn as_started(run_id: &str, launch: Option<&str>, given: &AgentArgs) -> (AgentArgs, bool) {
+    let switch_models =
+        given.model.is_some() || given.provider.is_some() || !given.fallback_models.is_empty();
+    let Some(spec) = launch.and_then(LaunchSpec::from_json) else {
+        eprintln!(
+            "keel: run {run_id} does not record how it was started (an older keel): going on \
+             with the current configuration and flags"
+        );
+        return (given.clone(), switch_models);
+    };
+    let (flags, notes) = spec.flags(given);
+    for note in notes {
+        eprintln!("keel: {note}");
+    }
+    (flags, switch_models)
 }

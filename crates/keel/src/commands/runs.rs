@@ -1,5 +1,5 @@
-//! `keel runs`: list runs, show one (record, checkpoints, tool envelope, events, handoff), or
-//! ask one to stop.
+//! `keel runs`: list runs, show one (record, launch, worker, checkpoints, tool envelope, events,
+//! handoff), or ask one to stop (a finished one says so, exit 3).
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -9,6 +9,7 @@ use keel_core::{AgentState, RunRecord};
 
 use crate::cli::{RunsAction, RunsArgs};
 use crate::config::{ConfigError, keel_home};
+use crate::launch::LaunchSpec;
 use crate::output::one_line;
 use crate::setup;
 
@@ -37,6 +38,20 @@ pub async fn runs(
             let mut out = String::new();
             let _ = writeln!(out, "{}", summary_line(&run));
             let _ = writeln!(out, "session {}  provider {}", run.session_id, run.provider);
+            if let Some(spec) = run.launch.as_deref().and_then(LaunchSpec::from_json) {
+                let _ = writeln!(
+                    out,
+                    "launched: {} ({}) at {}, model {}, workspace {}",
+                    spec.provider,
+                    spec.api,
+                    spec.base_url,
+                    spec.model,
+                    spec.workspace.display()
+                );
+            }
+            if let Some(worker) = &run.worker {
+                let _ = writeln!(out, "worker: {worker}");
+            }
             if let Some(error) = &run.error {
                 let _ = writeln!(out, "why: {error}");
             }
@@ -102,6 +117,16 @@ pub async fn runs(
             print!("{out}");
         }
         Some(RunsAction::Cancel { id }) => {
+            let Some(run) = store.run(&id).await? else {
+                return Err(no_run(&id));
+            };
+            if run.state.is_terminal() {
+                eprintln!(
+                    "keel: run {id} already ended as {}: there is nothing to cancel",
+                    run.state
+                );
+                return Ok(ExitCode::from(3));
+            }
             if !store.request_cancel(&id, Utc::now()).await? {
                 return Err(no_run(&id));
             }

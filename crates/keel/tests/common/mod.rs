@@ -103,6 +103,16 @@ pub fn run(command: &mut Command) -> Output {
     command.output().unwrap()
 }
 
+/// The id of the one run `keel runs` lists first in `home` (the newest).
+pub fn only_run_id(home: &Path) -> String {
+    let listed = stdout(&run(keel(home).arg("runs")));
+    listed
+        .split_whitespace()
+        .next()
+        .expect("a run is listed")
+        .to_string()
+}
+
 /// Stdout as text.
 pub fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
