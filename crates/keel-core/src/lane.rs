@@ -127,6 +127,8 @@ mod tests {
             heartbeat_at: Some(at(seen)),
             cancel_requested_at: None,
             resume_available: false,
+            launch: None,
+            worker: None,
         }
     }
 
