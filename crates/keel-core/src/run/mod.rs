@@ -337,6 +337,16 @@ impl Run {
         self.model_used = Some(response.model.clone());
         let mut message = response.message;
         message.role = Role::Assistant;
+        if !message.tool_calls.is_empty() {
+            // One id per call before anything runs: two calls sharing an id (in this answer or
+            // with an earlier one) would share a result and an envelope row.
+            let mut used = self
+                .messages
+                .iter()
+                .flat_map(|m| m.tool_calls.iter().map(|call| call.id.clone()))
+                .collect();
+            crate::fixup::make_call_ids_unique(&mut message.tool_calls, &mut used);
+        }
         let text = message.content.clone();
 
         if self.soft_limit == SoftLimit::Summarizing {
