@@ -266,3 +266,63 @@ async fn the_hard_limit_ends_a_run_whose_write_never_returns_even_after_a_cancel
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].completed_at, None);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_huge_batch_is_cut_in_requests_only_and_the_session_stays_usable() {
+    // The reported scenario: twenty calls with 50 KB of arguments each, an 8k window.
+    let appender = Appender::default();
+    let big = "x".repeat(50_000);
+    let mut batch = Step::default();
+    for _ in 0..20 {
+        batch = batch.with_tool_call("append", json!({ "text": big }));
+    }
+    let provider = Arc::new(ScriptedProvider::from_steps(vec![
+        batch,
+        Step::text("done"),
+        Step::text("still here"),
+    ]));
+    let store = Arc::new(MemoryStore::new());
+    let agent = Agent::builder()
+        .provider(provider.clone())
+        .model("m")
+        .store(store.clone())
+        .tool(appender.tool())
+        .context_window(8_192)
+        .build()
+        .unwrap();
+    let first = agent.run(RunRequest::new("write it all")).await.unwrap();
+    assert_eq!(first.state, AgentState::Completed, "{:?}", first.error);
+    assert_eq!(appender.lines().len(), 20);
+    assert!(
+        appender.lines().iter().all(|line| *line == big),
+        "each call ran whole"
+    );
+
+    // What was sent carries valid JSON that says it was cut; the store keeps every byte.
+    let sent = &provider.requests()[1];
+    let assistant = sent
+        .messages
+        .iter()
+        .find(|m| m.role == Role::Assistant)
+        .unwrap();
+    assert_eq!(assistant.tool_calls.len(), 20);
+    for call in &assistant.tool_calls {
+        assert!(call.arguments.len() < 1_000, "{}", call.arguments.len());
+        let value: Value = serde_json::from_str(&call.arguments).unwrap();
+        assert!(value["note"].as_str().unwrap().contains("50011"), "{value}");
+    }
+    let stored = store.messages(&first.session_id).await.unwrap();
+    let stored_calls: Vec<_> = stored
+        .iter()
+        .flat_map(|m| m.message.tool_calls.iter())
+        .collect();
+    assert_eq!(stored_calls.len(), 20);
+    assert!(stored_calls.iter().all(|c| c.arguments.len() > 50_000));
+
+    let second = agent
+        .run(RunRequest::new("and now?").session(first.session_id.clone()))
+        .await
+        .unwrap();
+    assert_eq!(second.state, AgentState::Completed, "{:?}", second.error);
+    assert_eq!(second.final_text.as_deref(), Some("still here"));
+}

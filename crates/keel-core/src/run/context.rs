@@ -115,13 +115,34 @@ impl Run {
         )
     }
 
-    /// The messages the model sees: the summary, then the verbatim part.
+    /// The messages the model sees: the summary, then the verbatim part, with oversized
+    /// arguments and results cut (see [`context::clip_for_request`]).
     pub(super) fn context_messages(&self) -> Vec<Message> {
         let summary = self.summary_index.map(|i| self.messages[i].clone());
         summary
             .into_iter()
-            .chain(self.verbatim().map(|i| self.messages[i].clone()))
+            .chain(self.verbatim().map(|i| {
+                let message = &self.messages[i];
+                let limit = self.sent_limit(i, message);
+                context::clip_for_request(message, limit).unwrap_or_else(|| message.clone())
+            }))
             .collect()
+    }
+
+    /// The characters each call's arguments or result may take in a request, for `message`
+    /// at `index`: its answer's share of the run's window. The run's first model sets the
+    /// window, so the count taken at [`Run::push`] and the request always agree.
+    pub(super) fn sent_limit(&self, index: usize, message: &Message) -> usize {
+        let calls = match message.role {
+            Role::Tool => self.messages[..index]
+                .iter()
+                .rev()
+                .find(|m| m.role != Role::Tool)
+                .map_or(1, |m| m.tool_calls.len()),
+            _ => message.tool_calls.len(),
+        };
+        let window = self.settings.context.window_for(&self.settings.model);
+        context::sent_share(window, calls)
     }
 
     /// Estimated tokens of the next request (before ephemeral layers).
