@@ -168,6 +168,21 @@ impl Run {
     /// instead of the call (a summary, or the end of the run), or `None` to go on. Adds a
     /// context-pressure warning layer when the context stays close to full.
     pub(super) fn fit_context(&mut self) -> Option<Step> {
+        let window = self.window();
+        if self.fixed_tokens >= window {
+            // Nothing a summary can drop would help: say so before any call.
+            return Some(self.fail(
+                AgentState::Error,
+                Some(ErrorReason::ContextExhausted),
+                format!(
+                    "{}'s context window ({window} tokens) is smaller than the prompt sent with \
+                     every call: the system prompt and tool definitions take {} tokens. Use a \
+                     larger window (--context-window), a shorter system prompt or fewer tools.",
+                    self.current().model,
+                    self.fixed_tokens
+                ),
+            ));
+        }
         let threshold = self.threshold();
         let estimate = self.context_tokens();
         let can_recover = self.ladder.recoveries < self.settings.context.max_recoveries;
