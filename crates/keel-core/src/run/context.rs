@@ -25,6 +25,7 @@ use crate::message::{InternalReason, Message, Role, SeqRange};
 use crate::provider::{ChatRequest, ChatResponse, ToolChoice};
 use crate::provider_error::ProviderError;
 use crate::state::{AgentState, ErrorReason};
+use crate::tokens;
 
 /// The question R3 makes the model put to the human (seed 001).
 pub const CONTEXT_HELP_QUESTION: &str = "I've made progress but I'm losing context faster than \
@@ -127,6 +128,15 @@ impl Run {
                 context::clip_for_request(message, limit).unwrap_or_else(|| message.clone())
             }))
             .collect()
+    }
+
+    /// Counts `message`, about to be appended, once: it keeps the count of its whole self, and
+    /// the count returned is of what a request carries of it.
+    pub(super) fn count_sent(&self, message: &mut Message) -> u32 {
+        let whole = tokens::cache_tokens(self.encoding, message);
+        let limit = self.sent_limit(self.messages.len(), message);
+        context::clip_for_request(message, limit)
+            .map_or(whole, |sent| tokens::message_tokens(self.encoding, &sent))
     }
 
     /// The characters each call's arguments or result may take in a request, for `message`

@@ -293,10 +293,7 @@ impl Run {
     /// Appends a message to the transcript, counting its tokens once: the message keeps the
     /// count of its whole self, the run the count of what a request carries of it.
     fn push(&mut self, mut message: Message) {
-        let whole = tokens::cache_tokens(self.encoding, &mut message);
-        let limit = self.sent_limit(self.messages.len(), &message);
-        let count = crate::context::clip_for_request(&message, limit)
-            .map_or(whole, |sent| tokens::message_tokens(self.encoding, &sent));
+        let count = self.count_sent(&mut message);
         if self.first_user.is_none() && message.role == Role::User && !message.is_internal() {
             self.first_user = Some(self.messages.len());
         }
