@@ -146,7 +146,8 @@ pub enum BudgetStatus {
 }
 
 impl Budgets {
-    /// Checks `tokens` and `cost` spent so far against the limits.
+    /// Checks `tokens` and `cost` spent so far against the limits. A cost limit that is not
+    /// a finite number is no limit.
     pub fn check(&self, tokens: u64, cost: f64) -> BudgetStatus {
         if let Some(limit) = self.token_budget {
             if tokens >= limit {
@@ -155,7 +156,8 @@ impl Budgets {
                 ));
             }
         }
-        if let Some(limit) = self.cost_limit {
+        let cost_limit = self.cost_limit.filter(|limit| limit.is_finite());
+        if let Some(limit) = cost_limit {
             if cost >= limit {
                 return BudgetStatus::Exceeded(format!(
                     "Stopped: the run cost ${cost:.4}, reaching its cost limit of ${limit:.4}."
@@ -171,7 +173,7 @@ impl Budgets {
                 ));
             }
         }
-        if let Some(limit) = self.cost_limit {
+        if let Some(limit) = cost_limit {
             let left = limit - cost;
             if left <= limit * self.reserve_cost_fraction {
                 return BudgetStatus::Near(format!(
@@ -236,5 +238,15 @@ mod tests {
             Budgets::default().check(u64::MAX / 2, 1e9),
             BudgetStatus::Ok
         );
+    }
+
+    #[test]
+    fn an_infinite_cost_limit_never_warns_nor_stops() {
+        let budgets = Budgets {
+            cost_limit: Some(f64::INFINITY),
+            ..Budgets::default()
+        };
+        assert_eq!(budgets.check(100, 0.0), BudgetStatus::Ok);
+        assert_eq!(budgets.check(100, 1e12), BudgetStatus::Ok);
     }
 }

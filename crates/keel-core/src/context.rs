@@ -247,6 +247,52 @@ pub fn summary_input(
     out
 }
 
+/// The fewest characters a tool call's arguments, or a tool result, keep in a request.
+pub const SENT_MIN_CHARS: usize = 200;
+
+/// The most characters the tool-call arguments of one answer may take together in a request
+/// to a model with a `window`-token context, and likewise its results: half the window (in
+/// characters, so a few tokens each), shared evenly among its `calls`, never below
+/// [`SENT_MIN_CHARS`] each. One huge batch so cannot fill the window, whatever compaction does.
+pub fn sent_share(window: u32, calls: usize) -> usize {
+    (window as usize / 2 / calls.max(1)).max(SENT_MIN_CHARS)
+}
+
+/// `message` as a request carries it, or `None` when it goes whole: each tool call's arguments
+/// and a tool result over `limit` characters are cut (see [`sent_share`]). Cut arguments become
+/// a short JSON object that says so, so every API still gets valid JSON. The stored message
+/// stays whole; the call ran with its full arguments.
+pub fn clip_for_request(message: &Message, limit: usize) -> Option<Message> {
+    let long_result = message.role == Role::Tool && message.content.chars().nth(limit).is_some();
+    let long_call = message
+        .tool_calls
+        .iter()
+        .any(|call| call.arguments.chars().nth(limit).is_some());
+    if !long_result && !long_call {
+        return None;
+    }
+    let mut sent = message.clone();
+    sent.meta.tokens = None;
+    if long_result {
+        sent.content = crate::tool_exec::truncate_output(&message.content, limit).0;
+    }
+    for call in &mut sent.tool_calls {
+        let total = call.arguments.chars().count();
+        if total > limit {
+            let head: String = call.arguments.chars().take(limit).collect();
+            call.arguments = serde_json::json!({
+                "truncated_arguments": head,
+                "note": format!(
+                    "keel cut these arguments from {total} to {limit} characters in this \
+                     request; the call ran with all of them"
+                ),
+            })
+            .to_string();
+        }
+    }
+    Some(sent)
+}
+
 /// `text` cut to `max` characters with an ellipsis.
 fn clip(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {

@@ -4,8 +4,8 @@
 use proptest::prelude::*;
 
 use super::{
-    ContextSettings, DEFAULT_WINDOW, WindowTable, cut_point, pinned_results, pinned_section,
-    summary_input,
+    ContextSettings, DEFAULT_WINDOW, SENT_MIN_CHARS, WindowTable, clip_for_request, cut_point,
+    pinned_results, pinned_section, sent_share, summary_input,
 };
 use crate::message::Message;
 use crate::message::ToolCall;
@@ -147,4 +147,21 @@ proptest! {
         prop_assert!(pairs_intact(&messages[cut..]), "cut {cut} of {}", messages.len());
         prop_assert!(pairs_intact(&messages[start..cut]), "the summarized head keeps its pairs too");
     }
+}
+
+#[test]
+fn requests_carry_oversized_arguments_and_results_cut_and_short_ones_whole() {
+    assert_eq!(sent_share(8_192, 20), 204);
+    assert_eq!(sent_share(1_000, 20), SENT_MIN_CHARS);
+    let short = Message::tool_result("c1", "ok");
+    assert!(clip_for_request(&short, 200).is_none());
+    let long = Message::tool_result("c1", "y".repeat(1_000));
+    let sent = clip_for_request(&long, 200).unwrap();
+    assert!(sent.content.starts_with(&"y".repeat(200)));
+    assert!(
+        sent.content.contains("output truncated"),
+        "{}",
+        sent.content
+    );
+    assert_eq!(long.content.len(), 1_000, "the message itself stays whole");
 }

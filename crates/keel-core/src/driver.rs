@@ -152,8 +152,9 @@ impl Driver<'_> {
                     }
                 }
                 Step::RunTools(calls) => {
-                    // Cancellation waits for running tools: they finish and are stored, and the
-                    // flag is seen at the next boundary.
+                    // On cancel the executor abandons idempotent calls and starts no more;
+                    // side-effecting calls in flight finish and are stored, and the flag is seen
+                    // at the next boundary. The hard limit ends the batch whatever it waits on.
                     let work = executor.run_batch(&calls, &replay);
                     match self.race(run.id(), hard_at, Interruptible::No, work).await {
                         Raced::Done(BatchOutcome::Done(results, records)) => {

@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 
-use crate::message::{Message, Role};
+use crate::message::{Message, Role, ToolCall};
 
 /// Returns a history every API accepts the shape of:
 /// - no two consecutive messages share a role, except `tool` results;
@@ -148,6 +148,20 @@ fn pair_calls_with_results(messages: Vec<Message>) -> Vec<Message> {
         }
     }
     out
+}
+
+/// Gives each of `calls` (one assistant message's) an id no other call has: an id already in
+/// `used`, or repeated within `calls`, becomes the first free `id_2`, `id_3`, ... Every id ends
+/// up in `used`. The loop applies it to each answer before anything runs, so the stored message,
+/// the tool results, the envelope and the next request all agree on one id per call.
+pub fn make_call_ids_unique(calls: &mut [ToolCall], used: &mut HashSet<String>) {
+    let block: HashSet<String> = calls.iter().map(|call| call.id.clone()).collect();
+    for call in calls {
+        if used.contains(&call.id) {
+            call.id = unused_id(&call.id, used, &block);
+        }
+        used.insert(call.id.clone());
+    }
 }
 
 /// `id_2`, `id_3`, ... — the first that no call uses.

@@ -155,3 +155,13 @@ proptest! {
         prop_assert_eq!(fixup(fixed.clone()), fixed);
     }
 }
+
+#[test]
+fn calls_sharing_an_id_get_free_ones_and_the_models_own_ids_are_kept() {
+    let mut calls = vec![call("a"), call("a"), call("a_2"), call("b")];
+    let mut used: HashSet<String> = ["b".to_string()].into();
+    make_call_ids_unique(&mut calls, &mut used);
+    let ids: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["a", "a_3", "a_2", "b_2"]);
+    assert_eq!(used.len(), 5);
+}

@@ -172,3 +172,96 @@ fn long_argument_values_are_compared_on_their_first_200_characters() {
         signature(&call("2", "w", &long_b))
     );
 }
+
+/// Observes one single-call batch and returns what the guard says.
+fn observe(
+    guard: &mut LoopGuard,
+    id: usize,
+    name: &str,
+    args: &str,
+    ok: bool,
+    content: &str,
+) -> Option<Detection> {
+    let id = id.to_string();
+    guard.observe_batch(&[call(&id, name, args)], &[result(&id, ok, content)])
+}
+
+#[test]
+fn pattern_thrash_fires_at_exactly_four_fruitless_calls_in_the_last_six() {
+    let mut guard = LoopGuard::new(GuardConfig::default());
+    // Three fruitless searches among reads that each learn something: not yet thrash.
+    for i in 0..3 {
+        let read = format!(r#"{{"path": "f{i}"}}"#);
+        assert_eq!(
+            observe(
+                &mut guard,
+                2 * i,
+                "read_file",
+                &read,
+                true,
+                &format!("text {i}")
+            ),
+            None
+        );
+        let search = format!(r#"{{"q": "{i}"}}"#);
+        assert_eq!(
+            observe(
+                &mut guard,
+                2 * i + 1,
+                "search",
+                &search,
+                false,
+                "Error: timeout"
+            ),
+            None,
+            "{} fruitless searches in the window",
+            i + 1
+        );
+    }
+    // The fourth in the last six is.
+    assert_eq!(
+        observe(
+            &mut guard,
+            6,
+            "search",
+            r#"{"q": "3"}"#,
+            false,
+            "Error: timeout"
+        ),
+        Some(Detection::PatternThrash {
+            tool: "search".into(),
+            count: 4
+        })
+    );
+}
+
+#[test]
+fn identical_thrash_fires_at_exactly_the_third_identical_call_in_the_last_six() {
+    let mut guard = LoopGuard::new(GuardConfig::default());
+    let same = r#"{"q": "rust"}"#;
+    for i in 0..2 {
+        assert_eq!(
+            observe(&mut guard, 2 * i, "search", same, true, "hits"),
+            None
+        );
+        let read = format!(r#"{{"path": "f{i}"}}"#);
+        assert_eq!(
+            observe(
+                &mut guard,
+                2 * i + 1,
+                "read_file",
+                &read,
+                true,
+                &format!("text {i}")
+            ),
+            None
+        );
+    }
+    assert_eq!(
+        observe(&mut guard, 4, "search", same, true, "hits"),
+        Some(Detection::IdenticalThrash {
+            tool: "search".into(),
+            count: 3
+        })
+    );
+}

@@ -1,8 +1,15 @@
-//! Running a batch of tool calls: checks, concurrency, panics, truncation.
+//! Running a batch of tool calls: checks, ordering, cancellation, panics, truncation.
 //!
-//! Calls in a batch run concurrently, except that an interactive tool runs alone. Whatever
-//! happens — unknown tool, bad arguments, a tool error, a panic — the model gets a clear result
-//! and the run goes on. Results come back in call order.
+//! Calls run in the order the model made them, as the model and the user expect: a batch is
+//! cut into consecutive groups, where a run of idempotent calls (reads, lookups) runs
+//! concurrently and every other call — side-effecting or interactive — runs alone, after what
+//! came before it and before what comes after it. So appends land in order and a read after a
+//! write sees it. Whatever happens — unknown tool, bad arguments, a tool error, a panic — the
+//! model gets a clear result and the run goes on. Results come back in call order.
+//!
+//! On cancel, idempotent calls are abandoned at once (their result says so) and calls not yet
+//! started never start; a side-effecting call in flight is awaited, since stopping a write
+//! halfway is worse than finishing it (the driver's hard time limit still ends the run).
 //!
 //! A transient failure (timeout, refused, 429, 5xx) of an idempotent tool is retried after
 //! 0.5 s, 2 s and 8 s (seed 001); then the error goes to the model. Side-effecting tools are
@@ -83,22 +90,25 @@ impl ToolExecutor<'_> {
         }
         let mut outcomes = Vec::with_capacity(calls.len());
         let mut rest = calls;
-        while let Some(first) = rest.first() {
-            if self.registry.is_interactive(&first.name) {
-                outcomes.push(self.run_one(first, replay).await);
-                rest = &rest[1..];
-                continue;
-            }
+        while !rest.is_empty() {
             let group_len = rest
                 .iter()
-                .position(|c| self.registry.is_interactive(&c.name))
-                .unwrap_or(rest.len());
+                .position(|call| !self.may_overlap(call))
+                .unwrap_or(rest.len())
+                .max(1);
             let (group, tail) = rest.split_at(group_len);
             outcomes.extend(join_all(group.iter().map(|c| self.run_one(c, replay))).await);
             rest = tail;
         }
         let (results, records) = outcomes.into_iter().unzip();
         BatchOutcome::Done(results, records)
+    }
+
+    /// True for a call that may run beside its neighbours: an idempotent, non-interactive tool.
+    fn may_overlap(&self, call: &ToolCall) -> bool {
+        self.registry
+            .get(&call.name)
+            .is_some_and(|tool| tool.spec().idempotent && !tool.spec().interactive)
     }
 
     async fn run_one(&self, call: &ToolCall, replay: &Replay) -> (ToolResult, ToolCallRecord) {
@@ -134,7 +144,15 @@ impl ToolExecutor<'_> {
             ok: None,
             output: None,
         };
-        let (ok, raw) = match self.registry.prepare(call) {
+        let prepared = if self.context.cancel.is_cancelled() {
+            Err(format!(
+                "Error: `{}` was not run: the run was cancelled.",
+                call.name
+            ))
+        } else {
+            self.registry.prepare(call)
+        };
+        let (ok, raw) = match prepared {
             Err(message) => (false, message),
             Ok(prepared) => {
                 // A side effect is recorded as started before it can happen, so a crash
@@ -157,10 +175,21 @@ impl ToolExecutor<'_> {
                     Ok(()) => {
                         let mut context = self.context.clone();
                         context.call_id = call.id.clone();
-                        match self
-                            .call_with_retries(call, prepared.tool, prepared.args, &context)
-                            .await
-                        {
+                        let work =
+                            self.call_with_retries(call, prepared.tool, prepared.args, &context);
+                        let outcome = if idempotent {
+                            // Abandoned on cancel: dropping a read loses nothing.
+                            tokio::select! {
+                                outcome = work => outcome,
+                                _ = context.cancel.cancelled() => Err(format!(
+                                    "Error: `{}` was abandoned: the run was cancelled.",
+                                    call.name
+                                )),
+                            }
+                        } else {
+                            work.await
+                        };
+                        match outcome {
                             Ok(output) => (true, output.content),
                             Err(message) => (false, message),
                         }

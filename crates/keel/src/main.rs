@@ -54,6 +54,10 @@ fn main() -> ExitCode {
         Command::Bench(args) => runtime.block_on(commands::bench::bench(args)),
     };
     runtime.block_on(setup::close_stores());
+    // A blocking tool call still running (e.g. a read of a FIFO no one writes), abandoned at
+    // a hard limit or a cancel, must not keep the process alive: dropping the runtime would
+    // wait for it forever.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     match result {
         Ok(code) => code,
         Err(error) => {

@@ -152,7 +152,8 @@ pub fn resolve(
     let defaults = Budgets::default();
     let budgets = Budgets {
         token_budget: flags.token_budget.or(file.budgets.token_budget),
-        cost_limit: flags.cost_limit.or(file.budgets.cost_limit),
+        // `inf` is no limit at all, not a limit that is always close.
+        cost_limit: (flags.cost_limit.or(file.budgets.cost_limit)).filter(|c| *c != f64::INFINITY),
         reserve_tokens: file
             .budgets
             .reserve_tokens
@@ -163,7 +164,9 @@ pub fn resolve(
             .unwrap_or(defaults.reserve_cost_fraction),
     };
     if budgets.cost_limit.is_some_and(|c| c.is_nan() || c <= 0.0) {
-        return Err(ConfigError("--cost-limit must be more than 0".into()));
+        return Err(ConfigError(
+            "--cost-limit must be a number of dollars more than 0 (or inf for no limit)".into(),
+        ));
     }
     Ok(Settings {
         provider,

@@ -288,6 +288,20 @@ retry_delays_ms = [1, 2]
 }
 
 #[test]
+fn cost_limit_inf_is_no_limit_and_nan_or_negative_is_refused() {
+    let mut f = flags();
+    f.base_url = Some("http://h:1".into());
+    f.cost_limit = Some("inf".parse().unwrap());
+    let s = resolve(FileConfig::default(), &no_env, &f).unwrap();
+    assert_eq!(s.budgets.cost_limit, None);
+    for bad in ["NaN", "-1", "0"] {
+        f.cost_limit = Some(bad.parse().unwrap());
+        let err = resolve(FileConfig::default(), &no_env, &f).unwrap_err();
+        assert!(err.0.contains("--cost-limit must be"), "{bad}: {err}");
+    }
+}
+
+#[test]
 fn context_settings_and_the_summary_model_come_from_file_and_flags() {
     let file = parse_file(
         r#"

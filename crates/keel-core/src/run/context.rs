@@ -25,6 +25,7 @@ use crate::message::{InternalReason, Message, Role, SeqRange};
 use crate::provider::{ChatRequest, ChatResponse, ToolChoice};
 use crate::provider_error::ProviderError;
 use crate::state::{AgentState, ErrorReason};
+use crate::tokens;
 
 /// The question R3 makes the model put to the human (seed 001).
 pub const CONTEXT_HELP_QUESTION: &str = "I've made progress but I'm losing context faster than \
@@ -115,13 +116,43 @@ impl Run {
         )
     }
 
-    /// The messages the model sees: the summary, then the verbatim part.
+    /// The messages the model sees: the summary, then the verbatim part, with oversized
+    /// arguments and results cut (see [`context::clip_for_request`]).
     pub(super) fn context_messages(&self) -> Vec<Message> {
         let summary = self.summary_index.map(|i| self.messages[i].clone());
         summary
             .into_iter()
-            .chain(self.verbatim().map(|i| self.messages[i].clone()))
+            .chain(self.verbatim().map(|i| {
+                let message = &self.messages[i];
+                let limit = self.sent_limit(i, message);
+                context::clip_for_request(message, limit).unwrap_or_else(|| message.clone())
+            }))
             .collect()
+    }
+
+    /// Counts `message`, about to be appended, once: it keeps the count of its whole self, and
+    /// the count returned is of what a request carries of it.
+    pub(super) fn count_sent(&self, message: &mut Message) -> u32 {
+        let whole = tokens::cache_tokens(self.encoding, message);
+        let limit = self.sent_limit(self.messages.len(), message);
+        context::clip_for_request(message, limit)
+            .map_or(whole, |sent| tokens::message_tokens(self.encoding, &sent))
+    }
+
+    /// The characters each call's arguments or result may take in a request, for `message`
+    /// at `index`: its answer's share of the run's window. The run's first model sets the
+    /// window, so the count taken at [`Run::push`] and the request always agree.
+    pub(super) fn sent_limit(&self, index: usize, message: &Message) -> usize {
+        let calls = match message.role {
+            Role::Tool => self.messages[..index]
+                .iter()
+                .rev()
+                .find(|m| m.role != Role::Tool)
+                .map_or(1, |m| m.tool_calls.len()),
+            _ => message.tool_calls.len(),
+        };
+        let window = self.settings.context.window_for(&self.settings.model);
+        context::sent_share(window, calls)
     }
 
     /// Estimated tokens of the next request (before ephemeral layers).
@@ -147,6 +178,21 @@ impl Run {
     /// instead of the call (a summary, or the end of the run), or `None` to go on. Adds a
     /// context-pressure warning layer when the context stays close to full.
     pub(super) fn fit_context(&mut self) -> Option<Step> {
+        let window = self.window();
+        if self.fixed_tokens >= window {
+            // Nothing a summary can drop would help: say so before any call.
+            return Some(self.fail(
+                AgentState::Error,
+                Some(ErrorReason::ContextExhausted),
+                format!(
+                    "{}'s context window ({window} tokens) is smaller than the prompt sent with \
+                     every call: the system prompt and tool definitions take {} tokens. Use a \
+                     larger window (--context-window), a shorter system prompt or fewer tools.",
+                    self.current().model,
+                    self.fixed_tokens
+                ),
+            ));
+        }
         let threshold = self.threshold();
         let estimate = self.context_tokens();
         let can_recover = self.ladder.recoveries < self.settings.context.max_recoveries;

@@ -431,3 +431,21 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_window_smaller_than_the_fixed_prompt_stops_at_once_naming_both() {
+    let mut settings = settings(300);
+    settings.system_prompt = Some(words(1_000, "rules"));
+    let mut run = run_with(settings, Vec::new());
+    let fixed = run.fixed_tokens;
+    assert!(fixed > 1_000, "{fixed}");
+    assert!(
+        matches!(run.start(), Step::Finish),
+        "no model call, no summary"
+    );
+    assert_eq!(run.state(), AgentState::Error);
+    assert_eq!(run.reason(), Some(ErrorReason::ContextExhausted));
+    let error = run.error().unwrap();
+    assert!(error.contains("300 tokens"), "{error}");
+    assert!(error.contains(&format!("{fixed} tokens")), "{error}");
+}

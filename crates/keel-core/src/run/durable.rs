@@ -16,7 +16,6 @@ use crate::message::ToolCall;
 use crate::run_settings::RunSettings;
 use crate::state::{AgentState, ErrorReason};
 use crate::store::StoredMessage;
-use crate::tokens;
 use crate::tool::ToolSpec;
 
 /// The step a run owes its driver: what a checkpoint resumes with.
@@ -252,7 +251,7 @@ impl Run {
         run.next_seq = checkpoint.persisted + 1;
         for stored in stored {
             let mut message = stored.message;
-            let count = tokens::cache_tokens(run.encoding, &mut message);
+            let count = run.count_sent(&mut message);
             run.messages.push(message);
             run.counts.push(count);
         }

@@ -400,3 +400,18 @@ fn a_restored_loop_guard_has_the_runs_thresholds() {
         "two equal batches are one too many"
     );
 }
+
+#[test]
+fn a_restored_run_counts_huge_arguments_as_they_are_sent() {
+    let mut run = run();
+    run.start();
+    let huge = "y ".repeat(100_000);
+    run.on_model_result(Ok(calls(&[("a", "append", json!({ "text": huge }))])));
+    run.mark_persisted();
+    let checkpoint = run
+        .checkpoint(1, DateTime::from_timestamp(9, 0).unwrap())
+        .unwrap();
+    assert!(run.context_tokens() < 20_000, "{}", run.context_tokens());
+    let restored = Run::restore(&checkpoint, stored(&run)).unwrap();
+    assert_eq!(restored.context_tokens(), run.context_tokens());
+}

@@ -291,9 +291,10 @@ impl Run {
             .collect()
     }
 
-    /// Appends a message to the transcript, counting its tokens once.
+    /// Appends a message to the transcript, counting its tokens once: the message keeps the
+    /// count of its whole self, the run the count of what a request carries of it.
     fn push(&mut self, mut message: Message) {
-        let count = tokens::cache_tokens(self.encoding, &mut message);
+        let count = self.count_sent(&mut message);
         if self.first_user.is_none() && message.role == Role::User && !message.is_internal() {
             self.first_user = Some(self.messages.len());
         }
@@ -338,6 +339,16 @@ impl Run {
         self.model_used = Some(response.model.clone());
         let mut message = response.message;
         message.role = Role::Assistant;
+        if !message.tool_calls.is_empty() {
+            // One id per call before anything runs: two calls sharing an id (in this answer or
+            // with an earlier one) would share a result and an envelope row.
+            let mut used = self
+                .messages
+                .iter()
+                .flat_map(|m| m.tool_calls.iter().map(|call| call.id.clone()))
+                .collect();
+            crate::fixup::make_call_ids_unique(&mut message.tool_calls, &mut used);
+        }
         let text = message.content.clone();
 
         if self.soft_limit == SoftLimit::Summarizing {

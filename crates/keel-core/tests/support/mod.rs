@@ -90,7 +90,8 @@ impl Panics {
     }
 }
 
-/// `slow {ms, tag}` → waits on the barrier (when given), sleeps `ms`, returns TAG.
+/// `slow {ms, tag}` → waits on the barrier (when given), sleeps `ms`, returns TAG. Idempotent,
+/// so calls in one batch run concurrently.
 pub struct Slow;
 
 impl Slow {
@@ -99,18 +100,22 @@ impl Slow {
             json!({"ms": {"type": "integer"}, "tag": {"type": "string"}}),
             &["ms", "tag"],
         );
-        tool(ToolSpec::new("slow", "sleeps", schema), move |args| {
-            let barrier = barrier.clone();
-            Box::pin(async move {
-                if let Some(barrier) = barrier {
-                    barrier.wait().await;
-                }
-                tokio::time::sleep(Duration::from_millis(args["ms"].as_u64().unwrap_or(0))).await;
-                Ok(ToolOutput::text(
-                    args["tag"].as_str().unwrap_or("").to_string(),
-                ))
-            })
-        })
+        tool(
+            ToolSpec::new("slow", "sleeps", schema).idempotent(),
+            move |args| {
+                let barrier = barrier.clone();
+                Box::pin(async move {
+                    if let Some(barrier) = barrier {
+                        barrier.wait().await;
+                    }
+                    tokio::time::sleep(Duration::from_millis(args["ms"].as_u64().unwrap_or(0)))
+                        .await;
+                    Ok(ToolOutput::text(
+                        args["tag"].as_str().unwrap_or("").to_string(),
+                    ))
+                })
+            },
+        )
     }
 }
 
@@ -123,9 +128,9 @@ pub struct Spy {
 }
 
 impl Spy {
-    /// A tool called `name` that takes 10 ms and records concurrency.
+    /// An idempotent tool called `name` that takes 10 ms and records concurrency.
     pub fn tool(&self, name: &str, interactive: bool) -> Arc<dyn Tool> {
-        let mut spec = ToolSpec::new(name, "spy", json!({"type": "object"}));
+        let mut spec = ToolSpec::new(name, "spy", json!({"type": "object"})).idempotent();
         spec.interactive = interactive;
         let spy = self.clone();
         tool(spec, move |_| {
