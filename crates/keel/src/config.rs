@@ -185,6 +185,9 @@ pub struct ToolsConfig {
     pub retry_delays_ms: Option<Vec<u64>>,
     /// Hosts `http_get` may fetch from (and their subdomains); empty or absent: any host.
     pub http_allowed_hosts: Option<Vec<String>>,
+    /// Whether `http_get` may fetch loopback, private, link-local and other non-public
+    /// addresses (default false: refused).
+    pub http_allow_private: Option<bool>,
 }
 
 /// `[context]`.

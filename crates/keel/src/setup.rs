@@ -110,6 +110,7 @@ pub fn agent(
         .tools(file_tools(Arc::new(workspace)))
         .tools(http_tools(HttpGetConfig {
             allowed_hosts: settings.http_allowed_hosts.clone(),
+            allow_private: settings.http_allow_private,
             ..HttpGetConfig::default()
         }))
         .retry_policy(settings.retry.clone())
