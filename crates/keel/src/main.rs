@@ -6,6 +6,7 @@
 mod cli;
 mod commands;
 mod config;
+mod guarded_settings;
 mod output;
 mod resolve;
 mod setup;
@@ -25,6 +26,9 @@ use crate::config::ConfigError;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.strict_config {
+        config::set_strict();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
