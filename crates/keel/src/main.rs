@@ -10,6 +10,7 @@ mod guarded_settings;
 mod output;
 mod resolve;
 mod setup;
+mod terminal_text;
 
 use std::process::ExitCode;
 
@@ -23,6 +24,8 @@ use crate::cli::{Cli, Command};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use crate::config::ConfigError;
+use crate::terminal_text::terminal_safe;
+use keel_core::redact::redact_userinfo;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -55,7 +58,8 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("keel: error: {error:#}");
+            let message = redact_userinfo(&format!("{error:#}"));
+            eprintln!("keel: error: {}", terminal_safe(&message));
             if error.downcast_ref::<ConfigError>().is_some() {
                 ExitCode::from(2)
             } else {

@@ -8,6 +8,8 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use keel_core::{Event, EventKind, EventSink, StreamDelta};
 
+use crate::terminal_text::terminal_safe;
+
 /// Prints a run for a human.
 pub struct TerminalOutput {
     print_text: bool,
@@ -53,6 +55,7 @@ impl TerminalOutput {
         if !self.print_text || text.is_empty() {
             return;
         }
+        let text = terminal_safe(text);
         let write = || {
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(text.as_bytes());
@@ -67,6 +70,7 @@ impl TerminalOutput {
     }
 
     fn activity(&self, state: &mut State, line: String) {
+        let line = terminal_safe(&line).into_owned();
         if state.stdout_mid_line {
             println!();
             state.stdout_mid_line = false;
@@ -89,7 +93,7 @@ impl TerminalOutput {
             bar.enable_steady_tick(Duration::from_millis(100));
             bar
         });
-        spinner.set_message(message);
+        spinner.set_message(terminal_safe(&message).into_owned());
     }
 
     fn stop_spinner(state: &mut State) {
