@@ -26,6 +26,7 @@ pub mod provider;
 pub mod provider_error;
 pub mod reconcile;
 pub mod recovery;
+pub mod redact;
 pub mod registry;
 pub mod run;
 pub mod run_settings;

@@ -4,7 +4,8 @@
 //!   [`Workspace`] root. `write_file` and `append_file` are side effects, never retried or re-run
 //!   on resume: appending twice would add the text twice;
 //! - [`http`]: `http_get`, one GET request per call, with a timeout, a body size limit and an
-//!   optional host allow-list ([`HttpGetConfig`]). Its errors are classified so that keel
+//!   optional host allow-list ([`HttpGetConfig`]); it never connects to loopback, private or
+//!   other non-public addresses unless `allow_private` is set. Its errors are classified so that keel
 //!   retries only what may pass next time (timeouts, network failures, 429, 5xx).
 //!
 //! A shell tool and MCP tool servers will join as sibling modules.

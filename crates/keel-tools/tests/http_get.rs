@@ -130,8 +130,16 @@ fn ctx() -> ToolContext {
     }
 }
 
+/// The default configuration, but allowed to fetch from the test servers on 127.0.0.1.
+fn local() -> HttpGetConfig {
+    HttpGetConfig {
+        allow_private: true,
+        ..HttpGetConfig::default()
+    }
+}
+
 fn tool() -> HttpGet {
-    HttpGet::new(HttpGetConfig::default())
+    HttpGet::new(local())
 }
 
 async fn fetch(tool: &HttpGet, url: &str) -> Result<String, ToolError> {
@@ -207,7 +215,7 @@ async fn a_body_over_max_bytes_is_cut_with_a_note() {
     let server = serve().await;
     let small = HttpGet::new(HttpGetConfig {
         max_bytes: 1000,
-        ..HttpGetConfig::default()
+        ..local()
     });
     let out = fetch(&small, &server.url("/big")).await.unwrap();
     let (head, body) = out.split_once("\n\n").unwrap();
@@ -360,7 +368,7 @@ async fn hosts_outside_the_allow_list_are_denied_also_after_a_redirect() {
     let server = serve().await;
     let guarded = HttpGet::new(HttpGetConfig {
         allowed_hosts: vec!["127.0.0.1".into(), "example.com".into()],
-        ..HttpGetConfig::default()
+        ..local()
     });
     assert!(fetch(&guarded, &server.url("/echo")).await.is_ok());
 
@@ -378,7 +386,7 @@ async fn hosts_outside_the_allow_list_are_denied_also_after_a_redirect() {
 
 fn registry() -> ToolRegistry {
     let mut registry = ToolRegistry::new();
-    for tool in http_tools(HttpGetConfig::default()) {
+    for tool in http_tools(local()) {
         registry.register(tool).unwrap();
     }
     registry

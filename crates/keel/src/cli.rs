@@ -12,6 +12,10 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
+    /// A broken configuration file is an error (exit 2), never replaced by its last good copy.
+    #[arg(long, global = true)]
+    pub strict_config: bool,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

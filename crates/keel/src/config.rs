@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use keel_core::budget::Price;
 use keel_core::context::Strategy;
@@ -185,6 +186,9 @@ pub struct ToolsConfig {
     pub retry_delays_ms: Option<Vec<u64>>,
     /// Hosts `http_get` may fetch from (and their subdomains); empty or absent: any host.
     pub http_allowed_hosts: Option<Vec<String>>,
+    /// Whether `http_get` may fetch loopback, private, link-local and other non-public
+    /// addresses (default false: refused).
+    pub http_allow_private: Option<bool>,
 }
 
 /// `[context]`.
@@ -337,9 +341,19 @@ pub fn lastgood_path(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Set by `--strict-config`: a broken configuration file is an error, never replaced by its
+/// last good copy. Process-wide, as the flag is global to every subcommand.
+static STRICT: AtomicBool = AtomicBool::new(false);
+
+/// Makes every later [`load`] refuse a broken file instead of falling back (`--strict-config`).
+pub fn set_strict() {
+    STRICT.store(true, Ordering::Relaxed);
+}
+
 /// Reads the configuration file: `explicit` must exist; the default `$KEEL_HOME/keel.toml`
 /// may be absent. A file that fails to parse or validate is replaced by its last good copy
-/// when there is one.
+/// when there is one — unless `--strict-config` is set, or the two differ in a setting that
+/// bounds what a run may do (see [`crate::guarded_settings`]): a fallback must never loosen.
 pub fn load(explicit: Option<&Path>, home: &Path) -> Result<Loaded, ConfigError> {
     let (path, required) = match explicit {
         Some(path) => (path.to_path_buf(), true),
@@ -367,13 +381,26 @@ pub fn load(explicit: Option<&Path>, home: &Path) -> Result<Loaded, ConfigError>
         }
         Err(message) => format!("invalid config file {}: {message}", path.display()),
     };
+    if STRICT.load(Ordering::Relaxed) {
+        return Err(ConfigError(format!(
+            "{error} (--strict-config: no fallback to the last good copy)"
+        )));
+    }
     let used = lastgood_path(&path);
-    let Some(file) = std::fs::read_to_string(&used)
+    let Some((file, good_text)) = std::fs::read_to_string(&used)
         .ok()
-        .and_then(|text| parse_valid(&text).ok())
+        .and_then(|text| parse_valid(&text).ok().map(|file| (file, text)))
     else {
         return Err(ConfigError(error));
     };
+    if let Some(setting) = crate::guarded_settings::first_difference(&text, &good_text) {
+        return Err(ConfigError(format!(
+            "{error}; not falling back to the last good configuration {}: it differs in \
+             `{setting}`, which bounds what a run may do, and a fallback must never loosen \
+             it; fix the file",
+            used.display()
+        )));
+    }
     Ok(Loaded {
         file,
         source: None,

@@ -100,3 +100,28 @@ fn context_settings_are_validated() {
     let err = parse_file("[context]\nstrategy = \"fold\"\n").unwrap_err();
     assert!(err.contains("fold") && err.starts_with("line 2"), "{err}");
 }
+
+#[test]
+fn a_fallback_that_would_loosen_a_guarded_setting_is_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let path = home.path().join("keel.toml");
+    std::fs::write(lastgood_path(&path), "model = \"good\"\n").unwrap();
+    // The user tightened the host list, and made a typo elsewhere.
+    std::fs::write(
+        &path,
+        "model = \"good\"\nmax_iteratons = 3\n[tools]\nhttp_allowed_hosts = [\"docs.rs\"]\n",
+    )
+    .unwrap();
+    let err = load(None, home.path()).unwrap_err().to_string();
+    assert!(err.contains("line 2"), "{err}");
+    assert!(
+        err.contains("not falling back to the last good configuration")
+            && err.contains("`tools.http_allowed_hosts`")
+            && err.contains("never loosen"),
+        "{err}"
+    );
+    // A file that cannot be parsed at all is read leniently for the comparison.
+    std::fs::write(&path, "model = \n[budgets]\ntoken_budget = 10\n").unwrap();
+    let err = load(None, home.path()).unwrap_err().to_string();
+    assert!(err.contains("`budgets.token_budget`"), "{err}");
+}

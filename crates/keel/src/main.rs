@@ -7,11 +7,13 @@
 mod cli;
 mod commands;
 mod config;
+mod guarded_settings;
 mod launch;
 mod output;
 mod resolve;
 mod setup;
 mod sigterm;
+mod terminal_text;
 mod worker;
 
 use std::process::ExitCode;
@@ -26,9 +28,14 @@ use crate::cli::{Cli, Command};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use crate::config::ConfigError;
+use crate::terminal_text::terminal_safe;
+use keel_core::redact::redact_userinfo;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.strict_config {
+        config::set_strict();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -61,7 +68,8 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("keel: error: {error:#}");
+            let message = redact_userinfo(&format!("{error:#}"));
+            eprintln!("keel: error: {}", terminal_safe(&message));
             if error.downcast_ref::<ConfigError>().is_some() {
                 ExitCode::from(2)
             } else {

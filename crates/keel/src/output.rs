@@ -8,6 +8,8 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use keel_core::{Event, EventKind, EventSink, StreamDelta};
 
+use crate::terminal_text::terminal_safe;
+
 /// Prints a run for a human.
 pub struct TerminalOutput {
     print_text: bool,
@@ -53,6 +55,7 @@ impl TerminalOutput {
         if !self.print_text || text.is_empty() {
             return;
         }
+        let text = terminal_safe(text);
         let write = || {
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(text.as_bytes());
@@ -67,6 +70,7 @@ impl TerminalOutput {
     }
 
     fn activity(&self, state: &mut State, line: String) {
+        let line = terminal_safe(&line).into_owned();
         if state.stdout_mid_line {
             println!();
             state.stdout_mid_line = false;
@@ -89,7 +93,7 @@ impl TerminalOutput {
             bar.enable_steady_tick(Duration::from_millis(100));
             bar
         });
-        spinner.set_message(message);
+        spinner.set_message(terminal_safe(&message).into_owned());
     }
 
     fn stop_spinner(state: &mut State) {
@@ -234,9 +238,14 @@ pub fn one_line(text: &str, max: usize) -> String {
     }
 }
 
-/// Appends every event to a file as one JSON line `{ts, event, run_id, ...}`.
+/// Appends every event to a file as one JSON line `{ts, event, run_id, ...}`. A file that
+/// cannot be opened is an error before the run starts (see `keel run`); one that fails later
+/// (a full disk) is said once on stderr, and the run goes on.
 pub struct JsonLinesSink {
+    path: std::path::PathBuf,
     file: Mutex<std::io::LineWriter<std::fs::File>>,
+    /// The first write failure, once it happened.
+    failure: Mutex<Option<String>>,
 }
 
 impl JsonLinesSink {
@@ -247,8 +256,31 @@ impl JsonLinesSink {
             .append(true)
             .open(path)?;
         Ok(JsonLinesSink {
+            path: path.to_path_buf(),
             file: Mutex::new(std::io::LineWriter::new(file)),
+            failure: Mutex::new(None),
         })
+    }
+
+    /// Why writing the file failed, when it did.
+    #[cfg(test)]
+    fn failure(&self) -> Option<String> {
+        self.failure.lock().ok().and_then(|f| f.clone())
+    }
+
+    /// Notes a write failure; the first one is said on stderr.
+    fn failed(&self, error: &std::io::Error) {
+        let Ok(mut failure) = self.failure.lock() else {
+            return;
+        };
+        if failure.is_none() {
+            let message = format!(
+                "cannot write events file {}: {error}; its events are incomplete",
+                self.path.display()
+            );
+            eprintln!("keel: warning: {message}");
+            *failure = Some(message);
+        }
     }
 }
 
@@ -257,8 +289,12 @@ impl EventSink for JsonLinesSink {
         let Ok(line) = serde_json::to_string(event) else {
             return;
         };
-        if let Ok(mut file) = self.file.lock() {
-            let _ = writeln!(file, "{line}");
+        let written = match self.file.lock() {
+            Ok(mut file) => writeln!(file, "{line}"),
+            Err(_) => return,
+        };
+        if let Err(error) = written {
+            self.failed(&error);
         }
     }
 }
@@ -297,5 +333,50 @@ impl EventSink for PauseAtCheckpoint {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn started() -> Event {
+        Event {
+            ts: chrono::Utc::now(),
+            run_id: "r".into(),
+            session_id: "s".into(),
+            kind: EventKind::RunStarted {
+                provider: "mock".into(),
+                model: "m".into(),
+            },
+        }
+    }
+
+    #[test]
+    fn events_are_appended_as_json_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let sink = JsonLinesSink::open(&path).unwrap();
+        sink.emit(&started());
+        sink.emit(&started());
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(sink.failure().is_none());
+    }
+
+    #[test]
+    fn a_file_that_fails_to_take_a_write_is_noted_once() {
+        let full = std::path::Path::new("/dev/full");
+        if !full.exists() {
+            return; // Only Linux has a device that fails every write.
+        }
+        let sink = JsonLinesSink::open(full).unwrap();
+        sink.emit(&started());
+        sink.emit(&started());
+        let failure = sink.failure().expect("the write failure is kept");
+        assert!(
+            failure.starts_with("cannot write events file /dev/full: "),
+            "{failure}"
+        );
     }
 }

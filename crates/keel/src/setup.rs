@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use keel_core::reconcile::{ReconcilePolicy, ReconcileReport};
+use keel_core::redact::{RedactingProvider, Redactor};
 use keel_core::{Agent, EventSink, HumanChannel, Provider, Store};
 use keel_providers::{Endpoint, connect};
 use keel_store::SqliteStore;
@@ -102,7 +103,8 @@ pub fn load_settings(
     })
 }
 
-/// The adapter for one resolved provider.
+/// The adapter for one resolved provider, its errors redacted: no key and no password from
+/// its base URL reaches the terminal, the events or the store.
 pub fn provider(choice: &ProviderChoice) -> Result<Arc<dyn Provider>, ConfigError> {
     let endpoint = Endpoint {
         name: choice.name.clone(),
@@ -111,8 +113,13 @@ pub fn provider(choice: &ProviderChoice) -> Result<Arc<dyn Provider>, ConfigErro
         api_key: choice.api_key.clone(),
         prompt_caching: choice.prompt_caching,
     };
-    connect(&endpoint)
-        .map_err(|e| ConfigError(format!("cannot set up provider `{}`: {e}", choice.name)))
+    let mut secrets = Redactor::userinfo_secrets(&choice.base_url);
+    secrets.extend(choice.api_key.clone());
+    let redactor = Redactor::new(secrets);
+    let adapter = connect(&endpoint).map_err(|e| {
+        ConfigError(redactor.redact(&format!("cannot set up provider `{}`: {e}", choice.name)))
+    })?;
+    Ok(Arc::new(RedactingProvider::new(adapter, redactor)))
 }
 
 /// An agent with the file tools on the settings' workspace and every setting applied. Its runs
@@ -141,6 +148,7 @@ pub fn agent(
         .tools(file_tools(Arc::new(workspace)))
         .tools(http_tools(HttpGetConfig {
             allowed_hosts: settings.http_allowed_hosts.clone(),
+            allow_private: settings.http_allow_private,
             ..HttpGetConfig::default()
         }))
         .retry_policy(settings.retry.clone())

@@ -226,6 +226,9 @@ fn a_flaky_idempotent_tool_is_retried_until_it_succeeds() {
         .to_string(),
     );
     let (_h, home) = temp();
+    // The flaky server is on 127.0.0.1, which http_get refuses unless told (FAST_RETRIES ends
+    // in the [tools] table).
+    write_config(&home, "", "http_allow_private = true");
     let log = home.join("events.jsonl");
     let output = run(keel_run(&home, &mock, &log).arg("how is the weather?"));
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));

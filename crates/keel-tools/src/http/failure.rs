@@ -10,6 +10,7 @@ use keel_core::ToolError;
 use reqwest::header::RETRY_AFTER;
 use reqwest::{Response, StatusCode, Url};
 
+use super::address::NonPublicAddress;
 use super::body::{self, Body};
 use super::hosts::AllowedHosts;
 
@@ -84,6 +85,9 @@ pub(super) fn transport(err: &reqwest::Error, url: &Url, hosts: &AllowedHosts) -
                 "GET {url} was redirected more than {MAX_REDIRECTS} times; gave up"
             )),
         };
+    }
+    if let Some(refused) = chain(err).find_map(|layer| layer.downcast_ref::<NonPublicAddress>()) {
+        return ToolError::denied(format!("cannot fetch {url}: {refused}"));
     }
     let cause = cause(err);
     if err.is_timeout() {

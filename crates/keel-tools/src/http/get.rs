@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::time::{Instant, timeout_at};
 
+use super::address::{AddressRule, GuardedResolver};
 use super::failure::{self, MAX_REDIRECTS, RedirectStop};
 use super::hosts::AllowedHosts;
 use super::{HTTP_MODULE, HttpGetConfig, body};
@@ -35,6 +36,7 @@ struct HttpGetArgs {
 pub struct HttpGet {
     config: HttpGetConfig,
     hosts: AllowedHosts,
+    addresses: AddressRule,
     /// The client, or why it could not be built; a call reports the latter as its error.
     client: Result<Client, String>,
     spec: ToolSpec,
@@ -44,8 +46,14 @@ impl HttpGet {
     /// An `http_get` tool configured by `config`. The HTTP client is built here, once; if that
     /// fails (an invalid `user_agent`, no usable TLS setup), every call fails saying why.
     pub fn new(config: HttpGetConfig) -> Self {
+        let addresses = AddressRule::new(config.allow_private);
+        Self::with_address_rule(config, addresses)
+    }
+
+    /// An `http_get` tool held to `addresses` instead of the rule `config` implies.
+    pub(super) fn with_address_rule(config: HttpGetConfig, addresses: AddressRule) -> Self {
         let hosts = AllowedHosts::new(&config.allowed_hosts);
-        let client = build_client(&config, hosts.clone())
+        let client = build_client(&config, hosts.clone(), addresses.clone())
             .map_err(|e| format!("http_get cannot build its HTTP client: {e}"));
         let mut spec = ToolSpec::new(
             "http_get",
@@ -57,6 +65,7 @@ impl HttpGet {
         HttpGet {
             config,
             hosts,
+            addresses,
             client,
             spec,
         }
@@ -109,6 +118,9 @@ impl Tool for HttpGet {
         let url = parse_url(&args.url)?;
         if !self.hosts.permits(&url) {
             return Err(ToolError::denied(self.hosts.refusal(&url)));
+        }
+        if let Some(refused) = self.addresses.literal_refusal(&url) {
+            return Err(ToolError::denied(format!("cannot fetch {url}: {refused}")));
         }
         let headers = request_headers(args.headers.unwrap_or_default())?;
         let client = self
@@ -180,14 +192,25 @@ fn request_headers(given: BTreeMap<String, String>) -> Result<HeaderMap, ToolErr
     Ok(headers)
 }
 
-/// The client for all calls: the configured user agent, and redirects followed (at most
-/// [`MAX_REDIRECTS`]) only to allowed hosts. Timeouts are applied per call, not here.
-fn build_client(config: &HttpGetConfig, hosts: AllowedHosts) -> Result<Client, reqwest::Error> {
+/// The client for all calls: the configured user agent, redirects followed (at most
+/// [`MAX_REDIRECTS`]) only to allowed hosts, and connections only to addresses `addresses`
+/// permits (checked on IP literals by the redirect policy, on host names by the resolver).
+/// Timeouts are applied per call, not here.
+fn build_client(
+    config: &HttpGetConfig,
+    hosts: AllowedHosts,
+    addresses: AddressRule,
+) -> Result<Client, reqwest::Error> {
     install_crypto_provider();
+    let guard = (!addresses.allows_private()).then(|| GuardedResolver {
+        rule: addresses.clone(),
+    });
     let redirects = Policy::custom(move |attempt| {
         if !hosts.permits(attempt.url()) {
             let target = attempt.url().clone();
             attempt.error(RedirectStop::Denied(target))
+        } else if let Some(refused) = addresses.literal_refusal(attempt.url()) {
+            attempt.error(refused)
         } else if attempt.previous().len() > MAX_REDIRECTS {
             // `previous` holds the first URL too, so this allows exactly MAX_REDIRECTS hops.
             attempt.error(RedirectStop::TooMany)
@@ -195,10 +218,13 @@ fn build_client(config: &HttpGetConfig, hosts: AllowedHosts) -> Result<Client, r
             attempt.follow()
         }
     });
-    Client::builder()
+    let builder = Client::builder()
         .user_agent(config.user_agent.as_str())
-        .redirect(redirects)
-        .build()
+        .redirect(redirects);
+    match guard {
+        Some(resolver) => builder.dns_resolver(resolver).build(),
+        None => builder.build(),
+    }
 }
 
 /// Installs rustls's `ring` crypto provider as the process default, once. The workspace's

@@ -4,10 +4,13 @@
 //! [`ToolErrorKind::Transient`](keel_core::ToolErrorKind::Transient), so the loop retries the
 //! (idempotent) call; every other failure goes straight back to the model.
 
+mod address;
 mod body;
 mod failure;
 mod get;
 mod hosts;
+#[cfg(test)]
+mod redirect_tests;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +35,10 @@ pub struct HttpGetConfig {
     /// of one (`example.com` allows `api.example.com`). Redirects are held to the same rule.
     /// Empty (the default) allows any host.
     pub allowed_hosts: Vec<String>,
+    /// Whether loopback, private, link-local, multicast, unspecified and other non-public
+    /// addresses may be fetched. Off (the default), they are refused: checked on IP literals in
+    /// the URL and in every redirect, and on the addresses a host name resolves to.
+    pub allow_private: bool,
     /// The `User-Agent` sent unless the call sets its own. Default: `keel/<version>`.
     pub user_agent: String,
 }
@@ -42,6 +49,7 @@ impl Default for HttpGetConfig {
             timeout: Duration::from_secs(30),
             max_bytes: 1024 * 1024,
             allowed_hosts: Vec::new(),
+            allow_private: false,
             user_agent: concat!("keel/", env!("CARGO_PKG_VERSION")).to_string(),
         }
     }

@@ -163,7 +163,7 @@ impl HumanChannel for PromptHuman {
         let question = question.to_string();
         tokio::task::spawn_blocking(move || {
             use std::io::Write;
-            println!("\n? {question}");
+            println!("\n? {}", crate::terminal_text::terminal_safe(&question));
             print!("answer › ");
             let _ = std::io::stdout().flush();
             let mut line = String::new();

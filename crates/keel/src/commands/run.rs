@@ -13,6 +13,7 @@ use crate::commands::lane::{self, Lane, LaneRequest};
 use crate::config::{ConfigError, keel_home};
 use crate::output::{JsonLinesSink, TerminalOutput};
 use crate::setup;
+use crate::terminal_text::terminal_safe;
 
 /// Runs `keel run`.
 pub async fn run(config_file: Option<&Path>, args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -124,26 +125,27 @@ pub fn exit_code(state: AgentState) -> ExitCode {
 /// without completing.
 pub fn show_result(report: &RunReport, streamed: bool) {
     if !streamed && let Some(text) = &report.final_text {
-        println!("{text}");
+        println!("{}", terminal_safe(text));
     }
     match report.state {
         AgentState::Completed => {}
         AgentState::Cancelled => eprintln!("keel: run cancelled (session {})", report.session_id),
         AgentState::WaitingOnHuman => match &report.question {
             Some(question) => eprintln!(
-                "keel: the run waits for your answer: {question}\n  answer with: keel answer {} \"...\"",
+                "keel: the run waits for your answer: {}\n  answer with: keel answer {} \"...\"",
+                terminal_safe(question),
                 report.run_id
             ),
             None => eprintln!(
                 "keel: the run is halted: {}\n  decide, then: keel resume {} (see `keel runs show {}`)",
-                report.error.as_deref().unwrap_or("it needs a decision"),
+                terminal_safe(report.error.as_deref().unwrap_or("it needs a decision")),
                 report.run_id,
                 report.run_id
             ),
         },
         state => eprintln!(
             "keel: run ended as {state}: {} (session {})",
-            report.error.as_deref().unwrap_or("no detail"),
+            terminal_safe(report.error.as_deref().unwrap_or("no detail")),
             report.session_id
         ),
     }

@@ -12,6 +12,7 @@ use crate::config::{ConfigError, keel_home};
 use crate::launch::LaunchSpec;
 use crate::output::one_line;
 use crate::setup;
+use crate::terminal_text::terminal_safe;
 
 /// Runs `keel runs`.
 pub async fn runs(
@@ -28,7 +29,7 @@ pub async fn runs(
                 println!("no runs yet: start one with `keel run PROMPT`");
             }
             for run in runs {
-                println!("{}", summary_line(&run));
+                println!("{}", terminal_safe(&summary_line(&run)));
             }
         }
         Some(RunsAction::Show { id }) => {
@@ -114,7 +115,7 @@ pub async fn runs(
                     one_line(&payload.to_string(), 120)
                 );
             }
-            print!("{out}");
+            print!("{}", terminal_safe(&out));
         }
         Some(RunsAction::Cancel { id }) => {
             let Some(run) = store.run(&id).await? else {

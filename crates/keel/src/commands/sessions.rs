@@ -9,6 +9,7 @@ use crate::cli::{SessionsAction, SessionsArgs};
 use crate::config::{ConfigError, keel_home};
 use crate::output::one_line;
 use crate::setup;
+use crate::terminal_text::terminal_safe;
 
 /// Runs `keel sessions`.
 pub async fn sessions(args: SessionsArgs) -> anyhow::Result<ExitCode> {
@@ -26,7 +27,7 @@ pub async fn sessions(args: SessionsArgs) -> anyhow::Result<ExitCode> {
                     s.id,
                     s.updated_at.format("%Y-%m-%d %H:%M"),
                     s.message_count,
-                    s.title.as_deref().unwrap_or("")
+                    terminal_safe(s.title.as_deref().unwrap_or(""))
                 );
             }
         }
@@ -44,7 +45,7 @@ pub async fn sessions(args: SessionsArgs) -> anyhow::Result<ExitCode> {
                 messages.len(),
                 info.created_at.format("%Y-%m-%d %H:%M:%S UTC")
             );
-            print!("{}", transcript(&messages));
+            print!("{}", terminal_safe(&transcript(&messages)));
         }
     }
     Ok(ExitCode::SUCCESS)
