@@ -282,6 +282,16 @@ fn event_stream_error<E: StdError + 'static>(
     }
 }
 
+/// The error for a stream that closed cleanly before its API's terminal marker (`marker`):
+/// whatever it delivered may be cut anywhere (mid-text, mid-arguments), so none of it may be
+/// used. It is a `network` error, retried like a broken connection.
+pub(crate) fn cut_short(marker: &str) -> ProviderError {
+    ProviderError::new(
+        ProviderErrorKind::Network,
+        format!("the stream closed before {marker}: the answer is incomplete and was discarded"),
+    )
+}
+
 /// Sends the one [`StreamDelta::Finished`] of a stream (with the stop reason on success,
 /// `None` on failure) and passes the result through.
 pub(crate) fn finish_stream(

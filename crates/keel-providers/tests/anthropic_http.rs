@@ -415,22 +415,14 @@ async fn a_stream_that_breaks_mid_way_is_a_network_error_with_one_finished() {
 }
 
 #[tokio::test]
-async fn a_stream_without_message_stop_warns_and_infers_the_stop_reason() {
+async fn a_stream_that_closes_cleanly_before_message_stop_is_a_network_error() {
     let mut chunks = text_opening("Hel");
     chunks.push(text_delta("lo"));
     let (result, sink) = stream_call(Reply::sse(chunks)).await;
-    let response = result.unwrap();
-    assert_eq!(response.message.content, "Hello");
-    assert_eq!(response.stop_reason, StopReason::EndTurn);
-    assert_eq!(response.usage.input_tokens, 12);
-    assert_eq!(sink.warnings().len(), 1, "{:?}", sink.deltas());
-    assert!(sink.warnings()[0].contains("message_stop"));
-    assert_eq!(sink.finished(), [Some(StopReason::EndTurn)]);
-    let deltas = sink.deltas();
-    assert!(matches!(
-        deltas[deltas.len() - 2],
-        StreamDelta::Warning { .. }
-    ));
+    let error = result.unwrap_err();
+    assert_eq!(error.kind, ProviderErrorKind::Network, "{error}");
+    assert!(error.message.contains("message_stop"), "{error}");
+    assert_eq!(sink.finished(), [None]);
 }
 
 #[tokio::test]
