@@ -12,9 +12,10 @@ use bytes::Bytes;
 use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
 use keel_core::{ChatResponse, DeltaSink, ProviderError, ProviderErrorKind, StreamDelta};
+use reqwest::header::CONTENT_TYPE;
 use reqwest::{RequestBuilder, Response, Url};
 
-use crate::classify::classify_http_error;
+use crate::classify::{classify_http_error, describe_text_body};
 
 /// Why an adapter could not be built from its configuration.
 #[derive(Debug, thiserror::Error)]
@@ -102,6 +103,41 @@ pub(crate) async fn send(request: RequestBuilder, origin: &str) -> Result<Respon
         }
     };
     Err(classify_http_error(status.as_u16(), &headers, &body))
+}
+
+/// Whether the answer says it is JSON (a whole answer, also from a server that ignored
+/// `stream: true`).
+pub(crate) fn is_json(response: &Response) -> bool {
+    content_type(response).starts_with("application/json")
+}
+
+fn content_type(response: &Response) -> String {
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .trim_start()
+        .to_ascii_lowercase()
+}
+
+/// Passes a streamed answer on, unless it is an HTML page (a proxy's or a login portal's, sent
+/// with status 200): that is a malformed answer that says so, not an empty event stream.
+pub(crate) async fn expect_event_stream(
+    response: Response,
+    origin: &str,
+) -> Result<Response, ProviderError> {
+    if !content_type(&response).starts_with("text/html") {
+        return Ok(response);
+    }
+    let body = read_body(response, origin).await?;
+    Err(ProviderError::new(
+        ProviderErrorKind::MalformedResponse,
+        format!(
+            "{origin} answered with an HTML page instead of an event stream: {}",
+            describe_text_body(&String::from_utf8_lossy(&body))
+        ),
+    ))
 }
 
 /// Reads a whole response body.

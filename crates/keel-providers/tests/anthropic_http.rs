@@ -561,3 +561,14 @@ async fn a_stalled_stream_times_out_with_one_finished() {
     assert_eq!(sink.text(), "Hel");
     assert_eq!(sink.finished(), [None]);
 }
+
+#[tokio::test]
+async fn a_streamed_html_200_says_the_server_answered_html() {
+    let page = "<!DOCTYPE html><html><head><title>Sign in to the proxy</title></head></html>";
+    let (result, sink) = stream_call(Reply::status(200, "text/html; charset=utf-8", page)).await;
+    let error = result.unwrap_err();
+    assert_eq!(error.kind, ProviderErrorKind::MalformedResponse, "{error}");
+    assert!(error.message.contains("HTML page"), "{error}");
+    assert!(error.message.contains("Sign in to the proxy"), "{error}");
+    assert_eq!(sink.finished(), [None]);
+}

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use keel_core::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError};
-use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use reqwest::header::ACCEPT;
 
 pub use request::{BodyOptions, MAX_CACHE_BREAKPOINTS, PLACEHOLDER_USER_TEXT, build_request_body};
 pub use response::parse_message;
@@ -180,7 +180,8 @@ impl Anthropic {
             "messages request"
         );
         let response = http::send(http_request, &self.origin).await?;
-        if request.stream && !is_json(&response) {
+        if request.stream && !http::is_json(&response) {
+            let response = http::expect_event_stream(response, &self.origin).await?;
             return stream::read_stream(response.bytes_stream(), sink, &self.origin).await;
         }
         // A whole answer, also from a server that ignored `stream: true`.
@@ -191,14 +192,6 @@ impl Anthropic {
         }
         Ok(answer)
     }
-}
-
-fn is_json(response: &reqwest::Response) -> bool {
-    response
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.trim_start().starts_with("application/json"))
 }
 
 #[async_trait]

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use keel_core::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError};
-use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use reqwest::header::ACCEPT;
 
 pub use request::{TokenLimitField, build_request_body};
 pub use response::parse_completion;
@@ -141,7 +141,8 @@ impl OpenAiChat {
             "chat-completions request"
         );
         let response = http::send(http_request, &self.origin).await?;
-        if request.stream && !is_json(&response) {
+        if request.stream && !http::is_json(&response) {
+            let response = http::expect_event_stream(response, &self.origin).await?;
             return stream::read_stream(response.bytes_stream(), sink, &self.origin).await;
         }
         // A whole answer, also from a server that ignored `stream: true`.
@@ -152,14 +153,6 @@ impl OpenAiChat {
         }
         Ok(answer)
     }
-}
-
-fn is_json(response: &reqwest::Response) -> bool {
-    response
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.trim_start().starts_with("application/json"))
 }
 
 #[async_trait]

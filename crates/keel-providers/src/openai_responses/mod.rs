@@ -18,7 +18,7 @@ use std::sync::{Mutex, PoisonError};
 
 use async_trait::async_trait;
 use keel_core::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError, ProviderErrorKind};
-use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use reqwest::header::ACCEPT;
 
 pub use request::{EncryptedReasoning, MIN_OUTPUT_TOKENS, build_request_body};
 pub use response::parse_response;
@@ -103,7 +103,8 @@ impl OpenAiResponses {
             }
             other => other?,
         };
-        if request.stream && !is_json(&response) {
+        if request.stream && !http::is_json(&response) {
+            let response = http::expect_event_stream(response, &self.origin).await?;
             return stream::read_stream(response.bytes_stream(), sink, &self.origin).await;
         }
         // A whole answer, also from a server that ignored `stream: true`.
@@ -149,14 +150,6 @@ fn rejects_encryption(error: &ProviderError) -> bool {
             .message
             .to_ascii_lowercase()
             .contains("encrypted content")
-}
-
-fn is_json(response: &reqwest::Response) -> bool {
-    response
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.trim_start().starts_with("application/json"))
 }
 
 #[async_trait]
