@@ -11,7 +11,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
-use keel_core::{ChatResponse, DeltaSink, ProviderError, ProviderErrorKind, StreamDelta};
+use keel_core::{
+    ChatRequest, ChatResponse, DeltaSink, ProviderError, ProviderErrorKind, StreamDelta,
+};
 use reqwest::header::CONTENT_TYPE;
 use reqwest::{RequestBuilder, Response, Url};
 
@@ -326,6 +328,40 @@ pub(crate) fn cut_short(marker: &str) -> ProviderError {
         ProviderErrorKind::Network,
         format!("the stream closed before {marker}: the answer is incomplete and was discarded"),
     )
+}
+
+/// One model call as every adapter makes it: `call` within `deadline` (the most a call may take,
+/// streamed or not: a stream that drips forever ends too), the answer's model filled in from the
+/// request when the server named none, and a stream's one [`StreamDelta::Finished`] sent.
+pub(crate) async fn answer_within(
+    deadline: Duration,
+    origin: &str,
+    request: &ChatRequest,
+    sink: &dyn DeltaSink,
+    call: impl Future<Output = Result<ChatResponse, ProviderError>>,
+) -> Result<ChatResponse, ProviderError> {
+    let result = match tokio::time::timeout(deadline, call).await {
+        Ok(result) => result,
+        Err(_) => Err(ProviderError::new(
+            ProviderErrorKind::Timeout,
+            format!(
+                "the call to {origin} took longer than its deadline of {} s \
+                 (`call_timeout_secs`)",
+                deadline.as_secs_f64()
+            ),
+        )),
+    };
+    let result = result.map(|mut answer| {
+        if answer.model.is_empty() {
+            answer.model.clone_from(&request.model);
+        }
+        answer
+    });
+    if request.stream {
+        finish_stream(result, sink)
+    } else {
+        result
+    }
 }
 
 /// Sends the one [`StreamDelta::Finished`] of a stream (with the stop reason on success,

@@ -83,6 +83,7 @@ pub fn provider(choice: &ProviderChoice) -> Result<Arc<dyn Provider>, ConfigErro
         base_url: choice.base_url.clone(),
         api_key: choice.api_key.clone(),
         prompt_caching: choice.prompt_caching,
+        call_timeout: choice.call_timeout,
     };
     connect(&endpoint)
         .map_err(|e| ConfigError(format!("cannot set up provider `{}`: {e}", choice.name)))

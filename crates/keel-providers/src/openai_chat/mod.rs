@@ -17,7 +17,7 @@ pub use request::{TokenLimitField, build_request_body};
 pub use response::parse_completion;
 pub use stream::parse_stream;
 
-use crate::http::{self, ConfigError, finish_stream};
+use crate::http::{self, ConfigError};
 
 /// The base URL used when `OPENAI_BASE_URL` is not set.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -36,7 +36,8 @@ pub struct OpenAiConfig {
     pub base_url: String,
     /// Sent as `Authorization: Bearer …` when set.
     pub api_key: Option<String>,
-    /// Longest wait for a whole answer; for a stream, the longest silence between two reads.
+    /// The most one call may take, streamed or not (a stream that drips forever ends too); also
+    /// the longest silence between two reads.
     pub request_timeout: Duration,
     /// Longest wait for the TCP (and TLS) connection.
     pub connect_timeout: Duration,
@@ -129,11 +130,9 @@ impl OpenAiChat {
         if let Some(key) = &self.config.api_key {
             http_request = http_request.bearer_auth(key);
         }
-        http_request = if request.stream {
-            http_request.header(ACCEPT, "text/event-stream")
-        } else {
-            http_request.timeout(self.config.request_timeout)
-        };
+        if request.stream {
+            http_request = http_request.header(ACCEPT, "text/event-stream");
+        }
         tracing::debug!(
             provider = %self.config.name,
             model = %request.model,
@@ -166,17 +165,15 @@ impl Provider for OpenAiChat {
         request: &ChatRequest,
         sink: &dyn DeltaSink,
     ) -> Result<ChatResponse, ProviderError> {
-        let result = self.call(request, sink).await.map(|mut answer| {
-            if answer.model.is_empty() {
-                answer.model.clone_from(&request.model);
-            }
-            answer
-        });
-        if request.stream {
-            finish_stream(result, sink)
-        } else {
-            result
-        }
+        let call = self.call(request, sink);
+        http::answer_within(
+            self.config.request_timeout,
+            &self.origin,
+            request,
+            sink,
+            call,
+        )
+        .await
     }
 }
 

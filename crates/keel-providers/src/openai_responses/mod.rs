@@ -24,7 +24,7 @@ pub use request::{EncryptedReasoning, MIN_OUTPUT_TOKENS, build_request_body};
 pub use response::parse_response;
 pub use stream::parse_stream;
 
-use crate::http::{self, ConfigError, finish_stream};
+use crate::http::{self, ConfigError};
 use crate::openai_chat::OpenAiConfig;
 
 /// The provider name used when the config keeps the chat adapter's default name (`openai`).
@@ -127,11 +127,9 @@ impl OpenAiResponses {
         if let Some(key) = &self.config.api_key {
             http_request = http_request.bearer_auth(key);
         }
-        http_request = if request.stream {
-            http_request.header(ACCEPT, "text/event-stream")
-        } else {
-            http_request.timeout(self.config.request_timeout)
-        };
+        if request.stream {
+            http_request = http_request.header(ACCEPT, "text/event-stream");
+        }
         tracing::debug!(
             provider = %self.config.name,
             model = %request.model,
@@ -163,17 +161,15 @@ impl Provider for OpenAiResponses {
         request: &ChatRequest,
         sink: &dyn DeltaSink,
     ) -> Result<ChatResponse, ProviderError> {
-        let result = self.call(request, sink).await.map(|mut answer| {
-            if answer.model.is_empty() {
-                answer.model.clone_from(&request.model);
-            }
-            answer
-        });
-        if request.stream {
-            finish_stream(result, sink)
-        } else {
-            result
-        }
+        let call = self.call(request, sink);
+        http::answer_within(
+            self.config.request_timeout,
+            &self.origin,
+            request,
+            sink,
+            call,
+        )
+        .await
     }
 }
 
