@@ -345,7 +345,7 @@ fn scalar_text(value: &Value) -> Option<String> {
 
 /// A non-JSON body in one line: an HTML page's `<title>` (or "HTML error page"), else a short
 /// excerpt of the text.
-fn describe_text_body(text: &str) -> String {
+pub(crate) fn describe_text_body(text: &str) -> String {
     let lower = text.to_ascii_lowercase();
     let is_html = lower.starts_with("<!doctype html")
         || lower.contains("<html")

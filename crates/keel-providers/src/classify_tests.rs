@@ -304,3 +304,31 @@ fn messages_are_one_line() {
     assert_eq!(message.chars().count(), EXCERPT_CHARS + 1);
     assert!(message.ends_with('…'));
 }
+
+#[test]
+fn context_overflow_is_recognised_only_under_the_statuses_that_carry_it() {
+    let body = openai_error(
+        "context_length_exceeded",
+        "invalid_request_error",
+        "This model's maximum context length is 8192 tokens; prompt is too long",
+    );
+    for status in [400, 413, 422] {
+        assert_eq!(
+            classify(status, &body).kind,
+            ProviderErrorKind::ContextOverflow,
+            "{status}"
+        );
+    }
+    // A server error that quotes the same words is a server error: retrying it must not prune.
+    let expected = [
+        (500, ProviderErrorKind::Server),
+        (502, ProviderErrorKind::Server),
+        (503, ProviderErrorKind::Server),
+        (408, ProviderErrorKind::Timeout),
+        (504, ProviderErrorKind::Timeout),
+        (409, ProviderErrorKind::Unknown),
+    ];
+    for (status, kind) in expected {
+        assert_eq!(classify(status, &body).kind, kind, "{status}");
+    }
+}

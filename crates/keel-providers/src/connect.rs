@@ -2,6 +2,7 @@
 //! `Provider` out.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use keel_core::Provider;
 
@@ -24,6 +25,8 @@ pub struct Endpoint {
     pub api_key: Option<String>,
     /// Anthropic prompt caching (ignored by the other APIs).
     pub prompt_caching: bool,
+    /// The most one call may take, streamed or not.
+    pub call_timeout: Duration,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -34,6 +37,7 @@ impl std::fmt::Debug for Endpoint {
             .field("base_url", &self.base_url)
             .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
             .field("prompt_caching", &self.prompt_caching)
+            .field("call_timeout", &self.call_timeout)
             .finish()
     }
 }
@@ -48,6 +52,7 @@ pub fn connect(endpoint: &Endpoint) -> Result<Arc<dyn Provider>, ConfigError> {
             config.name = endpoint.name.clone();
             config.api_key = endpoint.api_key.clone();
             config.prompt_caching = endpoint.prompt_caching;
+            config.request_timeout = endpoint.call_timeout;
             Arc::new(Anthropic::new(config)?)
         }
     })
@@ -57,6 +62,7 @@ fn openai_config(endpoint: &Endpoint) -> OpenAiConfig {
     let mut config = OpenAiConfig::new(endpoint.base_url.clone());
     config.name = endpoint.name.clone();
     config.api_key = endpoint.api_key.clone();
+    config.request_timeout = endpoint.call_timeout;
     config
 }
 
@@ -73,6 +79,7 @@ mod tests {
                 base_url: "http://127.0.0.1:9/v1".into(),
                 api_key: Some("k".into()),
                 prompt_caching: true,
+                call_timeout: Duration::from_secs(600),
             };
             let provider = connect(&endpoint).unwrap();
             assert_eq!(provider.name(), endpoint.name);

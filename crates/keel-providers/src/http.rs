@@ -11,10 +11,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
-use keel_core::{ChatResponse, DeltaSink, ProviderError, ProviderErrorKind, StreamDelta};
+use keel_core::{
+    ChatRequest, ChatResponse, DeltaSink, ProviderError, ProviderErrorKind, StreamDelta,
+};
+use reqwest::header::CONTENT_TYPE;
 use reqwest::{RequestBuilder, Response, Url};
 
-use crate::classify::classify_http_error;
+use crate::classify::{classify_http_error, describe_text_body};
 
 /// Why an adapter could not be built from its configuration.
 #[derive(Debug, thiserror::Error)]
@@ -102,6 +105,41 @@ pub(crate) async fn send(request: RequestBuilder, origin: &str) -> Result<Respon
         }
     };
     Err(classify_http_error(status.as_u16(), &headers, &body))
+}
+
+/// Whether the answer says it is JSON (a whole answer, also from a server that ignored
+/// `stream: true`).
+pub(crate) fn is_json(response: &Response) -> bool {
+    content_type(response).starts_with("application/json")
+}
+
+fn content_type(response: &Response) -> String {
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .trim_start()
+        .to_ascii_lowercase()
+}
+
+/// Passes a streamed answer on, unless it is an HTML page (a proxy's or a login portal's, sent
+/// with status 200): that is a malformed answer that says so, not an empty event stream.
+pub(crate) async fn expect_event_stream(
+    response: Response,
+    origin: &str,
+) -> Result<Response, ProviderError> {
+    if !content_type(&response).starts_with("text/html") {
+        return Ok(response);
+    }
+    let body = read_body(response, origin).await?;
+    Err(ProviderError::new(
+        ProviderErrorKind::MalformedResponse,
+        format!(
+            "{origin} answered with an HTML page instead of an event stream: {}",
+            describe_text_body(&String::from_utf8_lossy(&body))
+        ),
+    ))
 }
 
 /// Reads a whole response body.
@@ -279,6 +317,50 @@ fn event_stream_error<E: StdError + 'static>(
             ProviderErrorKind::MalformedResponse,
             format!("the stream from {origin} is not a valid event stream: {err}"),
         ),
+    }
+}
+
+/// The error for a stream that closed cleanly before its API's terminal marker (`marker`):
+/// whatever it delivered may be cut anywhere (mid-text, mid-arguments), so none of it may be
+/// used. It is a `network` error, retried like a broken connection.
+pub(crate) fn cut_short(marker: &str) -> ProviderError {
+    ProviderError::new(
+        ProviderErrorKind::Network,
+        format!("the stream closed before {marker}: the answer is incomplete and was discarded"),
+    )
+}
+
+/// One model call as every adapter makes it: `call` within `deadline` (the most a call may take,
+/// streamed or not: a stream that drips forever ends too), the answer's model filled in from the
+/// request when the server named none, and a stream's one [`StreamDelta::Finished`] sent.
+pub(crate) async fn answer_within(
+    deadline: Duration,
+    origin: &str,
+    request: &ChatRequest,
+    sink: &dyn DeltaSink,
+    call: impl Future<Output = Result<ChatResponse, ProviderError>>,
+) -> Result<ChatResponse, ProviderError> {
+    let result = match tokio::time::timeout(deadline, call).await {
+        Ok(result) => result,
+        Err(_) => Err(ProviderError::new(
+            ProviderErrorKind::Timeout,
+            format!(
+                "the call to {origin} took longer than its deadline of {} s \
+                 (`call_timeout_secs`)",
+                deadline.as_secs_f64()
+            ),
+        )),
+    };
+    let result = result.map(|mut answer| {
+        if answer.model.is_empty() {
+            answer.model.clone_from(&request.model);
+        }
+        answer
+    });
+    if request.stream {
+        finish_stream(result, sink)
+    } else {
+        result
     }
 }
 

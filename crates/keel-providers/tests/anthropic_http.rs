@@ -415,22 +415,14 @@ async fn a_stream_that_breaks_mid_way_is_a_network_error_with_one_finished() {
 }
 
 #[tokio::test]
-async fn a_stream_without_message_stop_warns_and_infers_the_stop_reason() {
+async fn a_stream_that_closes_cleanly_before_message_stop_is_a_network_error() {
     let mut chunks = text_opening("Hel");
     chunks.push(text_delta("lo"));
     let (result, sink) = stream_call(Reply::sse(chunks)).await;
-    let response = result.unwrap();
-    assert_eq!(response.message.content, "Hello");
-    assert_eq!(response.stop_reason, StopReason::EndTurn);
-    assert_eq!(response.usage.input_tokens, 12);
-    assert_eq!(sink.warnings().len(), 1, "{:?}", sink.deltas());
-    assert!(sink.warnings()[0].contains("message_stop"));
-    assert_eq!(sink.finished(), [Some(StopReason::EndTurn)]);
-    let deltas = sink.deltas();
-    assert!(matches!(
-        deltas[deltas.len() - 2],
-        StreamDelta::Warning { .. }
-    ));
+    let error = result.unwrap_err();
+    assert_eq!(error.kind, ProviderErrorKind::Network, "{error}");
+    assert!(error.message.contains("message_stop"), "{error}");
+    assert_eq!(sink.finished(), [None]);
 }
 
 #[tokio::test]
@@ -567,5 +559,16 @@ async fn a_stalled_stream_times_out_with_one_finished() {
         .unwrap_err();
     assert_eq!(error.kind, ProviderErrorKind::Timeout, "{error}");
     assert_eq!(sink.text(), "Hel");
+    assert_eq!(sink.finished(), [None]);
+}
+
+#[tokio::test]
+async fn a_streamed_html_200_says_the_server_answered_html() {
+    let page = "<!DOCTYPE html><html><head><title>Sign in to the proxy</title></head></html>";
+    let (result, sink) = stream_call(Reply::status(200, "text/html; charset=utf-8", page)).await;
+    let error = result.unwrap_err();
+    assert_eq!(error.kind, ProviderErrorKind::MalformedResponse, "{error}");
+    assert!(error.message.contains("HTML page"), "{error}");
+    assert!(error.message.contains("Sign in to the proxy"), "{error}");
     assert_eq!(sink.finished(), [None]);
 }

@@ -63,6 +63,7 @@ fn adapter(api: Api, base_url: &str) -> std::sync::Arc<dyn Provider> {
         base_url: base_url.to_string(),
         api_key: Some("test-key".into()),
         prompt_caching: true,
+        call_timeout: std::time::Duration::from_secs(600),
     })
     .unwrap()
 }
@@ -201,6 +202,45 @@ impl keel_core::DeltaSink for Deltas {
     fn delta(&self, delta: &StreamDelta) {
         if matches!(delta, StreamDelta::Finished { .. }) {
             *self.0.lock().unwrap() += 1;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_call_past_its_deadline_is_a_timeout_also_when_the_stream_keeps_dripping() {
+    // Each chunk arrives well within any idle timeout; only the total deadline can end it.
+    let drip: Step = serde_json::from_value(serde_json::json!({
+        "text": "one two three four five six seven eight nine ten eleven twelve",
+        "chunk_delay_ms": 150
+    }))
+    .unwrap();
+    let slow_whole: Step =
+        serde_json::from_value(serde_json::json!({"text": "late", "delay_ms": 3000})).unwrap();
+    for api in Api::ALL {
+        for (step, stream) in [(drip.clone(), true), (slow_whole.clone(), false)] {
+            let server = MockServer::start("127.0.0.1:0".parse().unwrap(), Script::new(vec![step]))
+                .await
+                .unwrap();
+            let provider = connect(&Endpoint {
+                name: api.to_string(),
+                api,
+                base_url: server.base_url(),
+                api_key: Some("test-key".into()),
+                prompt_caching: true,
+                call_timeout: Duration::from_millis(400),
+            })
+            .unwrap();
+            let deltas = Deltas::default();
+            let error = provider
+                .chat(&request(stream), &deltas)
+                .await
+                .expect_err("past its deadline");
+            assert_eq!(error.kind, Timeout, "{api} stream={stream}: {error}");
+            if stream {
+                assert!(error.message.contains("deadline"), "{api}: {error}");
+                assert_eq!(deltas.finished(), 1, "{api}");
+            }
+            server.shutdown().await;
         }
     }
 }

@@ -328,26 +328,23 @@ async fn a_stream_that_breaks_mid_way_is_a_network_error_with_one_finished() {
 }
 
 #[tokio::test]
-async fn a_stream_without_done_warns_and_infers_the_stop_reason() {
-    let (result, sink) = stream_call(Reply::sse(vec![text_chunk("Hel"), text_chunk("lo")])).await;
-    let response = result.unwrap();
-    assert_eq!(response.message.content, "Hello");
-    assert_eq!(response.stop_reason, StopReason::EndTurn);
-    assert_eq!(sink.warnings().len(), 1, "{:?}", sink.deltas());
-    assert_eq!(sink.finished(), [Some(StopReason::EndTurn)]);
-    let deltas = sink.deltas();
-    assert!(matches!(
-        deltas[deltas.len() - 2],
-        StreamDelta::Warning { .. }
-    ));
+async fn a_stream_that_closes_cleanly_before_its_finish_reason_is_a_network_error() {
+    let (result, sink) = stream_call(Reply::sse(vec![text_chunk("one"), text_chunk(" two")])).await;
+    let error = result.unwrap_err();
+    assert_eq!(error.kind, ProviderErrorKind::Network, "{error}");
+    assert!(
+        error.message.contains("[DONE] or a finish reason"),
+        "{error}"
+    );
+    assert_eq!(sink.finished(), [None]);
 
+    // A batch cut mid-arguments: never an answer to execute.
     let call = data(json!({"choices": [{"index": 0, "delta": {"tool_calls": [
-        {"index": 0, "id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+        {"index": 0, "id": "c1", "type": "function", "function": {"name": "write_file", "arguments": "{\"pa"}}
     ]}}]}));
     let (result, sink) = stream_call(Reply::sse(vec![call])).await;
-    assert_eq!(result.unwrap().stop_reason, StopReason::ToolUse);
-    assert_eq!(sink.warnings().len(), 1);
-    assert_eq!(sink.finished(), [Some(StopReason::ToolUse)]);
+    assert_eq!(result.unwrap_err().kind, ProviderErrorKind::Network);
+    assert_eq!(sink.finished(), [None]);
 }
 
 #[tokio::test]
@@ -483,5 +480,16 @@ async fn a_stalled_stream_times_out_with_one_finished() {
         .await
         .unwrap_err();
     assert_eq!(error.kind, ProviderErrorKind::Timeout, "{error}");
+    assert_eq!(sink.finished(), [None]);
+}
+
+#[tokio::test]
+async fn a_streamed_html_200_says_the_server_answered_html() {
+    let page = "<!DOCTYPE html><html><head><title>Sign in to the proxy</title></head></html>";
+    let (result, sink) = stream_call(Reply::status(200, "text/html; charset=utf-8", page)).await;
+    let error = result.unwrap_err();
+    assert_eq!(error.kind, ProviderErrorKind::MalformedResponse, "{error}");
+    assert!(error.message.contains("HTML page"), "{error}");
+    assert!(error.message.contains("Sign in to the proxy"), "{error}");
     assert_eq!(sink.finished(), [None]);
 }

@@ -354,29 +354,21 @@ async fn a_stream_that_breaks_mid_way_is_a_network_error_with_one_finished() {
 }
 
 #[tokio::test]
-async fn a_stream_without_response_completed_warns_and_infers_the_stop_reason() {
+async fn a_stream_that_closes_cleanly_before_response_completed_is_a_network_error() {
     let reply = Reply::sse(vec![created(), text_delta("Hel"), text_delta("lo")]);
     let (result, sink) = stream_call(vec![reply]).await;
-    let response = result.unwrap();
-    assert_eq!(response.message.content, "Hello");
-    assert_eq!(response.stop_reason, StopReason::EndTurn);
-    assert_eq!(response.model, "gpt-test");
-    assert_eq!(sink.warnings().len(), 1, "{:?}", sink.deltas());
-    assert_eq!(sink.finished(), [Some(StopReason::EndTurn)]);
-    let deltas = sink.deltas();
-    assert!(matches!(
-        deltas[deltas.len() - 2],
-        StreamDelta::Warning { .. }
-    ));
+    let error = result.unwrap_err();
+    assert_eq!(error.kind, ProviderErrorKind::Network, "{error}");
+    assert!(error.message.contains("response.completed"), "{error}");
+    assert_eq!(sink.finished(), [None]);
 
     let call = event(
         json!({"type": "response.output_item.done", "output_index": 0, "item":
         {"type": "function_call", "call_id": "c1", "name": "ls", "arguments": "{}"}}),
     );
     let (result, sink) = stream_call(vec![Reply::sse(vec![created(), call])]).await;
-    assert_eq!(result.unwrap().stop_reason, StopReason::ToolUse);
-    assert_eq!(sink.warnings().len(), 1);
-    assert_eq!(sink.finished(), [Some(StopReason::ToolUse)]);
+    assert_eq!(result.unwrap_err().kind, ProviderErrorKind::Network);
+    assert_eq!(sink.finished(), [None]);
 }
 
 #[tokio::test]

@@ -191,19 +191,33 @@ fn an_empty_or_unreadable_stream_is_malformed() {
 }
 
 #[test]
-fn a_stream_cut_after_a_call_infers_tool_use_and_warns() {
+fn a_stream_that_closes_before_response_completed_is_cut_short_and_discarded() {
+    // Cut after a call's arguments began: the call must never run.
     let events = [
         json!({"type": "response.output_item.added", "output_index": 0, "item":
-               {"type": "function_call", "call_id": "c1", "name": "ls", "arguments": ""}}),
+               {"type": "function_call", "call_id": "c1", "name": "write_file", "arguments": ""}}),
         json!({"type": "response.function_call_arguments.delta", "output_index": 0,
-               "delta": "{}"}),
+               "delta": "{\"pa"}),
     ];
     let (result, deltas) = run(&events);
-    let response = result.unwrap();
-    assert_eq!(response.stop_reason, StopReason::ToolUse);
-    assert_eq!(response.message.tool_calls[0].arguments, "{}");
-    assert!(matches!(
-        &deltas[deltas.len() - 2],
-        StreamDelta::Warning { message } if message.contains("response.completed")
-    ));
+    let error = result.unwrap_err();
+    assert_eq!(error.kind, ProviderErrorKind::Network);
+    assert!(
+        error.message.contains("before response.completed"),
+        "{error}"
+    );
+    assert_eq!(
+        deltas.last(),
+        Some(&StreamDelta::Finished { stop_reason: None })
+    );
+
+    // Text that ends cleanly but without its terminal event is not an answer either.
+    let events = [
+        json!({"type": "response.output_item.added", "output_index": 0, "item":
+               {"type": "message", "role": "assistant", "content": []}}),
+        json!({"type": "response.output_text.delta", "output_index": 0, "content_index": 0,
+               "delta": "one"}),
+    ];
+    let (result, _) = run(&events);
+    assert_eq!(result.unwrap_err().kind, ProviderErrorKind::Network);
 }

@@ -104,6 +104,8 @@ pub struct ProviderConfig {
     pub models: Vec<String>,
     /// Anthropic prompt caching (default on).
     pub prompt_caching: Option<bool>,
+    /// The most one model call may take, streamed or not (default 600).
+    pub call_timeout_secs: Option<u64>,
 }
 
 /// `[models]`.

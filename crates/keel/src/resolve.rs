@@ -21,6 +21,9 @@ pub const DEFAULT_SYSTEM_PROMPT: &str = "You are keel, an agent that completes t
 Use the file tools to inspect and change files in the workspace; paths are relative to it. \
 When the task is done, answer briefly with what you did.";
 
+/// How long one model call may take when `call_timeout_secs` is not set: 10 minutes.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// A provider an invocation talks to, fully resolved.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProviderChoice {
@@ -36,6 +39,8 @@ pub struct ProviderChoice {
     pub api_key_env: Option<String>,
     /// Anthropic prompt caching.
     pub prompt_caching: bool,
+    /// The most one model call may take, streamed or not.
+    pub call_timeout: Duration,
 }
 
 /// A model named in the configuration: a fallback, or the summary model.
@@ -416,6 +421,15 @@ fn choose_provider(
         api_key,
         api_key_env: (!is_mock).then_some(key_env),
         prompt_caching: defined.prompt_caching.unwrap_or(true),
+        call_timeout: match defined.call_timeout_secs {
+            Some(0) => {
+                return Err(ConfigError(format!(
+                    "[providers.{name}] call_timeout_secs must be at least 1"
+                )));
+            }
+            Some(secs) => Duration::from_secs(secs),
+            None => DEFAULT_CALL_TIMEOUT,
+        },
     })
 }
 

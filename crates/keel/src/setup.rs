@@ -112,6 +112,7 @@ pub fn provider(choice: &ProviderChoice) -> Result<Arc<dyn Provider>, ConfigErro
         base_url: choice.base_url.clone(),
         api_key: choice.api_key.clone(),
         prompt_caching: choice.prompt_caching,
+        call_timeout: choice.call_timeout,
     };
     let mut secrets = Redactor::userinfo_secrets(&choice.base_url);
     secrets.extend(choice.api_key.clone());

@@ -15,13 +15,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use keel_core::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError};
-use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use reqwest::header::ACCEPT;
 
 pub use request::{BodyOptions, MAX_CACHE_BREAKPOINTS, PLACEHOLDER_USER_TEXT, build_request_body};
 pub use response::parse_message;
 pub use stream::parse_stream;
 
-use crate::http::{self, ConfigError, finish_stream};
+use crate::http::{self, ConfigError};
 
 /// The base URL used when `ANTHROPIC_BASE_URL` is not set.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -52,7 +52,8 @@ pub struct AnthropicConfig {
     pub prompt_caching: bool,
     /// `max_tokens` for a request that sets none (the API requires one).
     pub default_max_tokens: u32,
-    /// Longest wait for a whole answer; for a stream, the longest silence between two reads.
+    /// The most one call may take, streamed or not (a stream that drips forever ends too); also
+    /// the longest silence between two reads.
     pub request_timeout: Duration,
     /// Longest wait for the TCP (and TLS) connection.
     pub connect_timeout: Duration,
@@ -168,11 +169,9 @@ impl Anthropic {
         if let Some(key) = &self.config.api_key {
             http_request = http_request.header("x-api-key", key);
         }
-        http_request = if request.stream {
-            http_request.header(ACCEPT, "text/event-stream")
-        } else {
-            http_request.timeout(self.config.request_timeout)
-        };
+        if request.stream {
+            http_request = http_request.header(ACCEPT, "text/event-stream");
+        }
         tracing::debug!(
             provider = %self.config.name,
             model = %request.model,
@@ -180,7 +179,8 @@ impl Anthropic {
             "messages request"
         );
         let response = http::send(http_request, &self.origin).await?;
-        if request.stream && !is_json(&response) {
+        if request.stream && !http::is_json(&response) {
+            let response = http::expect_event_stream(response, &self.origin).await?;
             return stream::read_stream(response.bytes_stream(), sink, &self.origin).await;
         }
         // A whole answer, also from a server that ignored `stream: true`.
@@ -191,14 +191,6 @@ impl Anthropic {
         }
         Ok(answer)
     }
-}
-
-fn is_json(response: &reqwest::Response) -> bool {
-    response
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.trim_start().starts_with("application/json"))
 }
 
 #[async_trait]
@@ -212,17 +204,15 @@ impl Provider for Anthropic {
         request: &ChatRequest,
         sink: &dyn DeltaSink,
     ) -> Result<ChatResponse, ProviderError> {
-        let result = self.call(request, sink).await.map(|mut answer| {
-            if answer.model.is_empty() {
-                answer.model.clone_from(&request.model);
-            }
-            answer
-        });
-        if request.stream {
-            finish_stream(result, sink)
-        } else {
-            result
-        }
+        let call = self.call(request, sink);
+        http::answer_within(
+            self.config.request_timeout,
+            &self.origin,
+            request,
+            sink,
+            call,
+        )
+        .await
     }
 }
 

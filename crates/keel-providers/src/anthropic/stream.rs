@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::response::{AnswerParts, WireUsage, malformed, stop_reason, tool_call};
 use crate::classify::{ErrorDetails, error_kind, excerpt};
-use crate::http::{SseAccumulator, SseFlow, finish_stream, read_sse};
+use crate::http::{SseAccumulator, SseFlow, cut_short, finish_stream, read_sse};
 
 /// One event of the stream, by its `type`.
 #[derive(Deserialize)]
@@ -403,21 +403,19 @@ impl SseAccumulator for MessageAccumulator {
                 "the stream ended before its first event".to_string(),
             ));
         }
-        let saw_message_stop = self.saw_message_stop;
+        if !self.saw_message_stop {
+            return Err(cut_short("message_stop"));
+        }
         let wire_stop = self.stop_reason.clone();
         let parts = self.into_parts();
         if wire_stop.is_none() {
             let inferred = stop_reason(None, !parts.tool_calls.is_empty());
-            let ending = if saw_message_stop {
-                "the stream ended without a stop reason"
-            } else {
-                "the stream closed without message_stop or a stop reason"
-            };
             sink.delta(&StreamDelta::Warning {
-                message: format!("{ending}; assuming {}", inferred.as_str()),
+                message: format!(
+                    "the stream ended without a stop reason; assuming {}",
+                    inferred.as_str()
+                ),
             });
-        } else if !saw_message_stop {
-            tracing::debug!("the stream closed after its stop reason but without message_stop");
         }
         Ok(parts.into_response(wire_stop.as_deref()))
     }

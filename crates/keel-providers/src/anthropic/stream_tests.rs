@@ -194,7 +194,40 @@ fn an_error_event_ends_the_stream_classified() {
 }
 
 #[test]
-fn a_stream_without_message_stop_warns_and_infers() {
+fn a_stream_that_closes_before_message_stop_is_cut_short_and_discarded() {
+    // Cut mid-arguments: nothing of it may be executed.
+    let body = [
+        start(),
+        block_start(
+            0,
+            json!({"type": "tool_use", "id": "t1", "name": "ls", "input": {}}),
+        ),
+        block_delta(
+            0,
+            json!({"type": "input_json_delta", "partial_json": "{\"pa"}),
+        ),
+    ]
+    .concat();
+    let (result, deltas) = run(&body);
+    let error = result.unwrap_err();
+    assert_eq!(error.kind, ProviderErrorKind::Network);
+    assert!(error.message.contains("before message_stop"), "{error}");
+    assert_eq!(
+        deltas.last(),
+        Some(&StreamDelta::Finished { stop_reason: None })
+    );
+    assert_eq!(finished_count(&deltas), 1);
+
+    // Even with its stop reason, a stream without message_stop is not trusted.
+    let body = [
+        start(),
+        event(json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}})),
+    ]
+    .concat();
+    let (result, _) = run(&body);
+    assert_eq!(result.unwrap_err().kind, ProviderErrorKind::Network);
+
+    // message_stop without a stop reason ends the stream: the reason is inferred, with a warning.
     let body = [
         start(),
         block_start(
@@ -202,6 +235,7 @@ fn a_stream_without_message_stop_warns_and_infers() {
             json!({"type": "tool_use", "id": "t1", "name": "ls", "input": {}}),
         ),
         block_delta(0, json!({"type": "input_json_delta", "partial_json": "{}"})),
+        event(json!({"type": "message_stop"})),
     ]
     .concat();
     let (result, deltas) = run(&body);
@@ -210,29 +244,8 @@ fn a_stream_without_message_stop_warns_and_infers() {
     assert_eq!(
         deltas[n - 2],
         StreamDelta::Warning {
-            message: "the stream closed without message_stop or a stop reason; assuming tool_use"
-                .into()
+            message: "the stream ended without a stop reason; assuming tool_use".into()
         }
-    );
-    assert_eq!(
-        deltas[n - 1],
-        StreamDelta::Finished {
-            stop_reason: Some(StopReason::ToolUse)
-        }
-    );
-
-    // The stop reason arrived, only message_stop is missing: nothing is inferred.
-    let body = [
-        start(),
-        event(json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}})),
-    ]
-    .concat();
-    let (result, deltas) = run(&body);
-    assert_eq!(result.unwrap().stop_reason, StopReason::EndTurn);
-    assert!(
-        !deltas
-            .iter()
-            .any(|delta| matches!(delta, StreamDelta::Warning { .. }))
     );
 }
 

@@ -86,6 +86,9 @@ impl WireUsage {
     }
 }
 
+/// The error text for an answer without any choice, streamed or whole.
+pub(crate) const NO_CHOICES: &str = "the answer has no choices";
+
 /// Reads a whole `chat.completion` body. A body that is not one becomes a `MalformedResponse`
 /// naming what was wrong; an `{"error": …}` body (some servers send it with status 200) is
 /// classified like an HTTP error.
@@ -112,7 +115,7 @@ pub fn parse_completion(body: &[u8]) -> Result<ChatResponse, ProviderError> {
         .choices
         .into_iter()
         .next()
-        .ok_or_else(|| malformed("the answer has no choices".to_string()))?;
+        .ok_or_else(|| malformed(NO_CHOICES.to_string()))?;
     let message = choice.message;
     let tool_calls = message
         .tool_calls

@@ -11,10 +11,11 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::response::{
-    AnswerParts, WireUsage, argument_text, malformed, reasoning_text, stop_reason, tool_call,
+    AnswerParts, NO_CHOICES, WireUsage, argument_text, malformed, reasoning_text, stop_reason,
+    tool_call,
 };
 use crate::classify::{ErrorDetails, error_kind, excerpt};
-use crate::http::{SseAccumulator, SseFlow, finish_stream, read_sse};
+use crate::http::{SseAccumulator, SseFlow, cut_short, finish_stream, read_sse};
 
 #[derive(Deserialize)]
 struct WireChunk {
@@ -142,6 +143,8 @@ struct ChunkAccumulator {
     calls: BTreeMap<usize, PartialCall>,
     finish_reason: Option<String>,
     chunks: usize,
+    /// A chunk carried a choice (index 0); a stream without one has no answer at all.
+    saw_choice: bool,
     saw_done: bool,
 }
 
@@ -157,6 +160,7 @@ impl ChunkAccumulator {
         // keel asks for one choice; any other index is not part of the answer.
         let choices = chunk.choices.unwrap_or_default().into_iter();
         for choice in choices.filter(|choice| choice.index == 0) {
+            self.saw_choice = true;
             if let Some(delta) = choice.delta {
                 self.on_delta(delta, sink);
             }
@@ -267,6 +271,10 @@ impl SseAccumulator for ChunkAccumulator {
                 "the stream ended before its first chunk".to_string(),
             ));
         }
+        if !self.saw_choice {
+            // As for a whole answer with `choices: []`.
+            return Err(malformed(NO_CHOICES.to_string()));
+        }
         let mut parts = self.parts;
         parts.tool_calls = self
             .calls
@@ -275,13 +283,14 @@ impl SseAccumulator for ChunkAccumulator {
             .collect();
         let stop = stop_reason(self.finish_reason.as_deref(), !parts.tool_calls.is_empty());
         if self.finish_reason.is_none() {
-            let ending = if self.saw_done {
-                "the stream ended without a finish reason"
-            } else {
-                "the stream closed without [DONE] or a finish reason"
-            };
+            if !self.saw_done {
+                return Err(cut_short("[DONE] or a finish reason"));
+            }
             sink.delta(&StreamDelta::Warning {
-                message: format!("{ending}; assuming {}", stop.as_str()),
+                message: format!(
+                    "the stream ended without a finish reason; assuming {}",
+                    stop.as_str()
+                ),
             });
         } else if !self.saw_done {
             tracing::debug!("the stream closed after its finish reason but without [DONE]");
@@ -370,6 +379,58 @@ mod tests {
             Some(&StreamDelta::Finished { stop_reason: None })
         );
         assert_eq!(finished_count(&deltas), 1);
+    }
+
+    #[test]
+    fn a_stream_that_closes_before_its_finish_reason_is_cut_short() {
+        // Cut mid-arguments: the call must never run.
+        let body = concat!(
+            "data: {\"choices\":[{\"delta\":{\"content\":\"one two\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"a\",\"function\":{\"name\":\"write_file\",\"arguments\":\"{\\\"pa\"}}]}}]}\n\n",
+        );
+        let (result, deltas) = run(body);
+        let error = result.unwrap_err();
+        assert_eq!(error.kind, ProviderErrorKind::Network);
+        assert!(
+            error.message.contains("[DONE] or a finish reason"),
+            "{error}"
+        );
+        assert_eq!(
+            deltas.last(),
+            Some(&StreamDelta::Finished { stop_reason: None })
+        );
+        assert_eq!(finished_count(&deltas), 1);
+    }
+
+    #[test]
+    fn a_finish_reason_or_done_ends_a_stream() {
+        // Some compatible servers omit [DONE]: the finish reason is the end.
+        let body =
+            "data: {\"choices\":[{\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\n";
+        let (result, _) = run(body);
+        assert_eq!(result.unwrap().message.content, "ok");
+
+        // [DONE] without a finish reason: the server said it is over; the reason is inferred.
+        let body = concat!(
+            "data: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let (result, deltas) = run(body);
+        assert_eq!(result.unwrap().stop_reason, StopReason::EndTurn);
+        assert!(matches!(
+            &deltas[deltas.len() - 2],
+            StreamDelta::Warning { .. }
+        ));
+    }
+
+    #[test]
+    fn a_stream_without_choices_is_the_same_error_as_a_whole_answer_without_them() {
+        let body = "data: {\"choices\":[]}\n\ndata: [DONE]\n\n";
+        let (result, _) = run(body);
+        let error = result.unwrap_err();
+        let whole = crate::openai_chat::parse_completion(br#"{"choices": []}"#).unwrap_err();
+        assert_eq!(error.kind, ProviderErrorKind::MalformedResponse);
+        assert_eq!(error.message, whole.message);
     }
 
     #[test]

@@ -18,13 +18,13 @@ use std::sync::{Mutex, PoisonError};
 
 use async_trait::async_trait;
 use keel_core::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError, ProviderErrorKind};
-use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use reqwest::header::ACCEPT;
 
 pub use request::{EncryptedReasoning, MIN_OUTPUT_TOKENS, build_request_body};
 pub use response::parse_response;
 pub use stream::parse_stream;
 
-use crate::http::{self, ConfigError, finish_stream};
+use crate::http::{self, ConfigError};
 use crate::openai_chat::OpenAiConfig;
 
 /// The provider name used when the config keeps the chat adapter's default name (`openai`).
@@ -103,7 +103,8 @@ impl OpenAiResponses {
             }
             other => other?,
         };
-        if request.stream && !is_json(&response) {
+        if request.stream && !http::is_json(&response) {
+            let response = http::expect_event_stream(response, &self.origin).await?;
             return stream::read_stream(response.bytes_stream(), sink, &self.origin).await;
         }
         // A whole answer, also from a server that ignored `stream: true`.
@@ -126,11 +127,9 @@ impl OpenAiResponses {
         if let Some(key) = &self.config.api_key {
             http_request = http_request.bearer_auth(key);
         }
-        http_request = if request.stream {
-            http_request.header(ACCEPT, "text/event-stream")
-        } else {
-            http_request.timeout(self.config.request_timeout)
-        };
+        if request.stream {
+            http_request = http_request.header(ACCEPT, "text/event-stream");
+        }
         tracing::debug!(
             provider = %self.config.name,
             model = %request.model,
@@ -151,14 +150,6 @@ fn rejects_encryption(error: &ProviderError) -> bool {
             .contains("encrypted content")
 }
 
-fn is_json(response: &reqwest::Response) -> bool {
-    response
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.trim_start().starts_with("application/json"))
-}
-
 #[async_trait]
 impl Provider for OpenAiResponses {
     fn name(&self) -> &str {
@@ -170,17 +161,15 @@ impl Provider for OpenAiResponses {
         request: &ChatRequest,
         sink: &dyn DeltaSink,
     ) -> Result<ChatResponse, ProviderError> {
-        let result = self.call(request, sink).await.map(|mut answer| {
-            if answer.model.is_empty() {
-                answer.model.clone_from(&request.model);
-            }
-            answer
-        });
-        if request.stream {
-            finish_stream(result, sink)
-        } else {
-            result
-        }
+        let call = self.call(request, sink);
+        http::answer_within(
+            self.config.request_timeout,
+            &self.origin,
+            request,
+            sink,
+            call,
+        )
+        .await
     }
 }
 

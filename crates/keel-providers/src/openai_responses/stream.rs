@@ -13,14 +13,12 @@ use std::error::Error as StdError;
 
 use eventsource_stream::Event;
 use futures::Stream;
-use keel_core::{ChatResponse, DeltaSink, ProviderError, StreamDelta, ToolCall, Usage};
+use keel_core::{ChatResponse, DeltaSink, ProviderError, StreamDelta, ToolCall};
 use serde_json::Value;
 
-use super::response::{
-    Answer, OutputItem, PARAGRAPH, WireResponse, failure, malformed, stop_reason,
-};
+use super::response::{Answer, OutputItem, PARAGRAPH, WireResponse, failure, malformed};
 use crate::classify::{ErrorDetails, error_kind, excerpt};
-use crate::http::{SseAccumulator, SseFlow, finish_stream, read_sse};
+use crate::http::{SseAccumulator, SseFlow, cut_short, finish_stream, read_sse};
 
 /// Reads a Responses API event stream (the raw bytes of a `text/event-stream` body, in chunks
 /// split anywhere) into the complete answer, sending deltas to `sink` as they arrive and
@@ -152,7 +150,7 @@ impl SseAccumulator for EventAccumulator {
         Ok(SseFlow::Continue)
     }
 
-    fn finish(self, sink: &dyn DeltaSink) -> Result<ChatResponse, ProviderError> {
+    fn finish(self, _sink: &dyn DeltaSink) -> Result<ChatResponse, ProviderError> {
         if self.events == 0 {
             return Err(malformed(
                 "the stream ended before its first event".to_string(),
@@ -162,22 +160,11 @@ impl SseAccumulator for EventAccumulator {
         for (_, streamed) in self.items {
             answer.add(streamed.item);
         }
-        let (stop, usage) = match &self.terminal {
-            Some(response) => (
-                response.stop_reason(answer.has_tool_calls()),
-                response.usage(),
-            ),
-            None => {
-                let stop = stop_reason(None, None, answer.has_tool_calls());
-                sink.delta(&StreamDelta::Warning {
-                    message: format!(
-                        "the stream closed without response.completed; assuming {}",
-                        stop.as_str()
-                    ),
-                });
-                (stop, Usage::default())
-            }
+        let Some(terminal) = &self.terminal else {
+            return Err(cut_short("response.completed"));
         };
+        let stop = terminal.stop_reason(answer.has_tool_calls());
+        let usage = terminal.usage();
         Ok(answer.into_response(stop, usage, self.model))
     }
 }
