@@ -22,7 +22,14 @@ struct State {
     spinner: Option<ProgressBar>,
     stdout_mid_line: bool,
     streamed_text: bool,
+    /// Text of the model call in flight reached stdout: if that call fails, it is withdrawn.
+    attempt_text: bool,
 }
+
+/// Printed on stdout after the text of a model call that failed (a retry or fallback follows,
+/// or the run ends): that text was cut off and is not the answer.
+pub const WITHDRAWN: &str =
+    "[keel: the text above is from a model call that failed; it is not the answer]";
 
 impl TerminalOutput {
     /// `print_text`: write assistant text to stdout (off for `--json`).
@@ -67,6 +74,25 @@ impl TerminalOutput {
         }
         state.stdout_mid_line = !text.ends_with('\n');
         state.streamed_text = true;
+        state.attempt_text = true;
+    }
+
+    /// Marks the text the failed call streamed as not the answer, on its own line of stdout.
+    fn withdraw_attempt_text(&self, state: &mut State) {
+        if !std::mem::take(&mut state.attempt_text) {
+            return;
+        }
+        let write = || {
+            let mut out = std::io::stdout().lock();
+            let newline = if state.stdout_mid_line { "\n" } else { "" };
+            let _ = writeln!(out, "{newline}{WITHDRAWN}");
+            let _ = out.flush();
+        };
+        match &state.spinner {
+            Some(spinner) => spinner.suspend(write),
+            None => write(),
+        }
+        state.stdout_mid_line = false;
     }
 
     fn activity(&self, state: &mut State, line: String) {
@@ -109,7 +135,17 @@ impl EventSink for TerminalOutput {
             return;
         };
         match &event.kind {
-            EventKind::ModelRequest { .. } => self.spin(&mut state, "thinking…".into()),
+            EventKind::ModelRequest { .. } => {
+                state.attempt_text = false;
+                self.spin(&mut state, "thinking…".into());
+            }
+            EventKind::ModelResponse { .. } => state.attempt_text = false,
+            EventKind::ModelError { .. }
+            | EventKind::RunCancelled { .. }
+            | EventKind::RunFailed { .. } => {
+                self.withdraw_attempt_text(&mut state);
+                Self::stop_spinner(&mut state);
+            }
             EventKind::StreamDelta {
                 delta: StreamDelta::Text { text },
             } => {
@@ -217,10 +253,7 @@ impl EventSink for TerminalOutput {
             EventKind::RecoveryFired { tier, reason, .. } => {
                 self.activity(&mut state, format!("⚠ context recovery {tier} ({reason})"))
             }
-            EventKind::ModelError { .. }
-            | EventKind::RunCompleted { .. }
-            | EventKind::RunFailed { .. }
-            | EventKind::RunCancelled { .. } => Self::stop_spinner(&mut state),
+            EventKind::RunCompleted { .. } => Self::stop_spinner(&mut state),
             _ => {}
         }
     }
