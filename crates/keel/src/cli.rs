@@ -236,8 +236,8 @@ pub struct RunsArgs {
     #[command(subcommand)]
     pub action: Option<RunsAction>,
 
-    /// How many runs to list.
-    #[arg(long, default_value_t = 50)]
+    /// How many runs to list (at least 1).
+    #[arg(long, default_value_t = 50, value_parser = at_least_one)]
     pub limit: usize,
 
     /// Only the runs of this session.
@@ -379,9 +379,11 @@ mod tests {
 
     #[test]
     fn sessions_limit_zero_is_a_usage_error() {
-        let err = Cli::try_parse_from(["keel", "sessions", "--limit", "0"]).unwrap_err();
-        assert_eq!(err.exit_code(), 2);
-        assert!(err.to_string().contains("must be at least 1"), "{err}");
+        for command in ["sessions", "runs"] {
+            let err = Cli::try_parse_from(["keel", command, "--limit", "0"]).unwrap_err();
+            assert_eq!(err.exit_code(), 2);
+            assert!(err.to_string().contains("must be at least 1"), "{err}");
+        }
         let parsed = Cli::try_parse_from(["keel", "sessions", "--limit", "1"]).unwrap();
         assert!(matches!(
             parsed.command,

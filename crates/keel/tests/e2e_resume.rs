@@ -280,7 +280,7 @@ fn sigterm_during_a_tool_waits_for_its_result_then_stops() {
     std::fs::write(
         home.join("keel.toml"),
         format!(
-            "{}\nhttp_allowed_hosts = [\"127.0.0.1\"]\n",
+            "{}\nhttp_allowed_hosts = [\"127.0.0.1\"]\nhttp_allow_private = true\n",
             common::FAST_RETRIES
         ),
     )
@@ -369,5 +369,59 @@ fn cancelling_a_finished_run_says_it_is_finished() {
         stderr(&cancel).contains("already ended as completed"),
         "{}",
         stderr(&cancel)
+    );
+}
+
+#[test]
+fn a_resumed_run_holds_its_sessions_lane() {
+    // Appends "one", hangs (killed there), and hangs again once resumed.
+    let script = json!({"steps": [
+        append("one\n"),
+        {"text": "never seen", "delay_ms": 600_000},
+        {"text": "never seen either", "delay_ms": 600_000}
+    ]})
+    .to_string();
+    let mock = Mock::start(&script);
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    let mut child = start_run(&home, &mock, &workspace, &workspace);
+    wait_for_requests(&mock, 2);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let run_id = only_run_id(&home);
+    let session = run(keel(&home).args(["runs", "show", &run_id]));
+    let shown = stdout(&session);
+    let session_id = shown
+        .split_whitespace()
+        .skip_while(|word| *word != "session")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no session in {shown}"))
+        .trim_matches(|c: char| !c.is_alphanumeric() && c != '-')
+        .to_string();
+
+    let mut resumed = resume_from(&home, &workspace, &run_id)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_requests(&mock, 3);
+    let busy = run(keel(&home).args([
+        "run",
+        "--no-wait",
+        "--provider",
+        "mock",
+        "--base-url",
+        &mock.url,
+        "--session",
+        &session_id,
+        "hello?",
+    ]));
+    resumed.kill().unwrap();
+    resumed.wait().unwrap();
+    assert_eq!(busy.status.code(), Some(3), "{}", stderr(&busy));
+    assert!(
+        stderr(&busy).contains(&format!("busy with run {run_id}")),
+        "{}",
+        stderr(&busy)
     );
 }

@@ -4,8 +4,11 @@
 
 use std::time::Duration;
 
+use keel_core::worker::WorkerProbe;
 use keel_core::{LaneClaim, LaneHolder, LaneOutcome, Store};
 use tokio_util::sync::CancellationToken;
+
+use crate::worker::ProcProbe;
 
 /// The first wait between two claims while the lane is busy; doubled each time.
 const FIRST_WAIT: Duration = Duration::from_millis(50);
@@ -94,10 +97,8 @@ fn paused(session_id: &str, holder: &LaneHolder) -> String {
 
 /// This process, as a lane holder: `host:pid`.
 fn worker() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|name| name.trim().to_string())
-        .ok()
-        .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| "localhost".into());
-    format!("{host}:{}", std::process::id())
+    match ProcProbe::new().this_process() {
+        Some(this) => format!("{}:{}", this.host, this.pid),
+        None => format!("localhost:{}", std::process::id()),
+    }
 }

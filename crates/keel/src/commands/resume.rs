@@ -9,7 +9,10 @@ use keel_core::{AgentError, ResumeOptions, UnsafeCall};
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{AgentArgs, AnswerArgs, ResumeArgs, UnsafeCallChoice};
-use crate::commands::run::{SettingsSource, build, exit_code, show_result, watch_ctrl_c};
+use crate::commands::lane::{self, Lane, LaneRequest};
+use crate::commands::run::{
+    SettingsSource, build, exit_code, release_unless_paused, show_result, watch_ctrl_c,
+};
 use crate::config::{ConfigError, keel_home};
 use crate::launch::LaunchSpec;
 use crate::output::TerminalOutput;
@@ -82,6 +85,30 @@ async fn go_on(
     })?;
     let cancel = CancellationToken::new();
     let watcher = watch_ctrl_c(cancel.clone());
+    // The resumed run takes its session's lane again (a paused run still holds it): it never
+    // runs beside another run of its session.
+    let lane = LaneRequest {
+        session_id: &record.session_id,
+        run_id,
+        stale_after: setup::reconcile_policy(config_file, &home).stale_after,
+        wait: true,
+    };
+    match lane::claim(agent.store().as_ref(), &lane, &cancel).await? {
+        Lane::Claimed => {}
+        Lane::Refused(message) => {
+            watcher.abort();
+            eprintln!("{message}");
+            return Ok(ExitCode::from(3));
+        }
+        Lane::Cancelled => {
+            watcher.abort();
+            eprintln!(
+                "keel: cancelled while waiting for session {}",
+                record.session_id
+            );
+            return Ok(ExitCode::from(130));
+        }
+    }
     let report = match how {
         GoOn::Resume {
             accept_prompt_change,
@@ -100,11 +127,19 @@ async fn go_on(
         GoOn::Answer(text) => agent.answer_with(run_id, &text, switch_models).await,
     };
     watcher.abort();
+    let released = release_unless_paused(
+        agent.store().as_ref(),
+        &record.session_id,
+        run_id,
+        report.as_ref().ok(),
+    )
+    .await;
     let report = report.map_err(|e| match e {
         // What the user must do differently: a usage error, exit code 2.
         AgentError::NotResumable(message) => anyhow::Error::new(ConfigError(message)),
         other => anyhow::Error::new(other),
     })?;
+    released?;
     let streamed = output.finish();
     if json {
         println!("{}", serde_json::to_string(&report)?);
