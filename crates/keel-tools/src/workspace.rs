@@ -10,7 +10,7 @@
 
 mod target;
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io;
 use std::os::fd::OwnedFd;
@@ -227,23 +227,37 @@ impl Workspace {
         )
     }
 
-    /// The refusal when `id` (a directory or file reached) or `name` in the directory `parent`
-    /// is protected.
-    fn check_protected(
-        &self,
-        parent: NodeId,
-        name: &OsString,
-        id: Option<NodeId>,
-        requested: &str,
-        verb: &str,
-    ) -> Result<(), ToolError> {
-        let hit = self.protected.iter().find(|p| {
+    /// True when the entry `name` of the directory `dir` is one of the paths given to
+    /// [`Workspace::protect`], by its name or by what it is.
+    pub fn is_protected(&self, dir: &OwnedFd, name: &OsStr) -> bool {
+        let Ok(parent) = rustix::fs::fstat(dir) else {
+            return false;
+        };
+        let id = stat_entry(dir, name).ok().map(|s| NodeId::of(&s));
+        self.protection(NodeId::of(&parent), name, id).is_some()
+    }
+
+    /// The protected path that `name` in the directory `parent`, or the node `id` it leads to,
+    /// would reach.
+    fn protection(&self, parent: NodeId, name: &OsStr, id: Option<NodeId>) -> Option<&Protected> {
+        self.protected.iter().find(|p| {
             p.entry
                 .as_ref()
                 .is_some_and(|(dir, n)| *dir == parent && n == name)
                 || (id.is_some() && p.node == id)
-        });
-        match hit {
+        })
+    }
+
+    /// The refusal when `name` in the directory `parent` (or the node `id`) is protected.
+    fn check_protected(
+        &self,
+        parent: NodeId,
+        name: &OsStr,
+        id: Option<NodeId>,
+        requested: &str,
+        verb: &str,
+    ) -> Result<(), ToolError> {
+        match self.protection(parent, name, id) {
             Some(protected) => Err(ToolError::denied(format!(
                 "cannot {verb} `{requested}`: it leads to {}, one of keel's own files (its home, \
                  database, configuration or last good configuration), which the file tools never \
@@ -261,8 +275,8 @@ fn directory_flags() -> OFlags {
 }
 
 /// Reads an entry's own metadata, not its symlink target's.
-fn stat_entry(dir: &OwnedFd, name: &OsString) -> rustix::io::Result<rustix::fs::Stat> {
-    rustix::fs::statat(dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
+fn stat_entry(dir: &OwnedFd, name: &OsStr) -> rustix::io::Result<rustix::fs::Stat> {
+    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
 }
 
 #[cfg(test)]

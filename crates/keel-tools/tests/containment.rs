@@ -128,6 +128,13 @@ async fn keels_own_files_are_out_of_reach_by_every_path() {
             );
         }
     }
+    let listing = call(&k.list, json!({"path": ".local/share"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        listing,
+        ".local/share/ (1 entry)\nkeel  (keel's own files; not accessible)"
+    );
     let err = call(&k.list, json!({"path": ".local/share/keel"}))
         .await
         .unwrap_err();

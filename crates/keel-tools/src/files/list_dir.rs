@@ -121,6 +121,9 @@ fn list(workspace: &Workspace, path: &str) -> Result<ToolOutput, ToolError> {
 /// `name  (N bytes)` for a file, and for a symlink its target and what it leads to.
 fn describe(workspace: &Workspace, dir: &OwnedFd, shown: &str, name: &OsString) -> String {
     let display = name.to_string_lossy();
+    if workspace.is_protected(dir, name) {
+        return format!("{display}  (keel's own files; not accessible)");
+    }
     let Ok(stat) = rustix::fs::statat(dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) else {
         return format!("{display}  (unreadable)");
     };

@@ -1,7 +1,7 @@
 //! Walking a path from the workspace's root handle, and what the walk found: a [`Target`].
 
 use std::collections::VecDeque;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
 use std::os::fd::OwnedFd;
@@ -179,7 +179,7 @@ pub(super) fn walk(
         .try_clone()
         .map_err(|e| fail(e.to_string()))?;
     let root_id = NodeId::of(&rustix::fs::fstat(&root).map_err(io_fail)?);
-    workspace.check_protected(root_id, &OsString::new(), Some(root_id), requested, verb)?;
+    workspace.check_protected(root_id, OsStr::new(""), Some(root_id), requested, verb)?;
     // The open directories from the root down, with their ids and names.
     let mut stack: Vec<(OwnedFd, NodeId, OsString)> = vec![(root, root_id, OsString::new())];
     let mut missing: Vec<OsString> = Vec::new();
