@@ -9,6 +9,7 @@
 //! never make it reach outside.
 
 mod target;
+mod walk;
 
 use std::ffi::{OsStr, OsString};
 use std::fs;
@@ -191,7 +192,7 @@ impl Workspace {
         } else {
             path.to_path_buf()
         };
-        let target = target::walk(self, &relative, requested, verb)?;
+        let target = walk::Walk::new(self, requested, verb)?.run(&relative)?;
         if intent == Access::Write && target.is_root() {
             return Err(ToolError::denied(format!(
                 "cannot write `{requested}`: it is the workspace root; give a file path inside it"

@@ -185,7 +185,9 @@ fn a_symlink_inside_the_root_leads_to_its_target() {
     fs::write(ws.root().join("real/x.txt"), "x").unwrap();
     symlink("real", ws.root().join("alias")).unwrap();
     symlink(ws.root().join("real/x.txt"), ws.root().join("absolute")).unwrap();
-    for path in ["alias/x.txt", "absolute"] {
+    fs::create_dir(ws.root().join("sub")).unwrap();
+    symlink("../real/./x.txt", ws.root().join("sub/up")).unwrap();
+    for path in ["alias/x.txt", "absolute", "sub/up"] {
         let target = ws.locate(path, Access::Write).unwrap();
         assert!(same_file(&target, &ws.root().join("real/x.txt")), "{path}");
         assert_eq!(target.shown(), path);
