@@ -1,7 +1,7 @@
 //! Putting the pieces together for one invocation: the store, the providers, the tools and the
 //! agent, from the effective settings.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -86,6 +86,18 @@ pub struct Configured {
     pub lastgood: Arc<config::LastGoodSaver>,
     /// Set when the file was broken and its last good copy was used.
     pub fallback: Option<FallbackNotice>,
+    /// keel's own files, out of the file tools' reach ([`own_files`]).
+    pub own_files: Vec<PathBuf>,
+}
+
+/// keel's own files, which the file tools must never read or write, whatever path leads there:
+/// its home (the database and its `-wal` and `-shm` files), the configuration file in use, its
+/// last good copy and that copy's temporary file.
+pub fn own_files(config_file: Option<&Path>, home: &Path) -> Vec<PathBuf> {
+    let config = config_file.map_or_else(|| home.join("keel.toml"), Path::to_path_buf);
+    let lastgood = config::lastgood_path(&config);
+    let temporary = lastgood.with_extension("lastgood.tmp");
+    vec![home.to_path_buf(), config, lastgood, temporary]
 }
 
 /// Reads `keel.toml` (or its last good copy), the environment and the flags.
@@ -100,6 +112,7 @@ pub fn load_settings(
         settings,
         lastgood: Arc::new(config::LastGoodSaver::new(loaded.source)),
         fallback: loaded.fallback,
+        own_files: own_files(config_file, home),
     })
 }
 
@@ -123,10 +136,12 @@ pub fn provider(choice: &ProviderChoice) -> Result<Arc<dyn Provider>, ConfigErro
     Ok(Arc::new(RedactingProvider::new(adapter, redactor)))
 }
 
-/// An agent with the file tools on the settings' workspace and every setting applied. Its runs
-/// record this process as their worker and the settings as their launch spec.
+/// An agent with the file tools on the settings' workspace (never reaching `own_files`) and
+/// every setting applied. Its runs record this process as their worker and the settings as
+/// their launch spec.
 pub fn agent(
     settings: &Settings,
+    own_files: &[PathBuf],
     store: Arc<dyn Store>,
     sinks: Vec<Arc<dyn EventSink>>,
     human: Option<Arc<dyn HumanChannel>>,
@@ -137,6 +152,9 @@ pub fn agent(
             settings.workspace.display()
         ))
     })?;
+    let workspace = own_files
+        .iter()
+        .fold(workspace, |workspace, path| workspace.protect(path));
     let launch = LaunchSpec::of(settings, workspace.root());
     let mut builder = Agent::builder()
         .launch(launch.to_json())

@@ -3,9 +3,8 @@
 //! Unlike `write_file`, appending is not idempotent: running the same call twice appends twice.
 //! The spec says so, and keel therefore never retries it nor re-runs it on resume.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
-use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -13,9 +12,11 @@ use keel_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{FILES_MODULE, parse_args, run_blocking};
+use rustix::fs::{FileType, Mode, OFlags};
+
+use super::{FILES_MODULE, changed, not_a_regular_file, parse_args, run_blocking};
 use crate::schema::parameters_for;
-use crate::workspace::{Access, Workspace};
+use crate::workspace::{Access, Found, OpenError, Workspace};
 
 const DESCRIPTION: &str = "Append text to the end of a file in the workspace. `path` is relative \
 to the workspace root; the file and missing parent directories are created if needed. `content` \
@@ -70,45 +71,34 @@ impl Tool for AppendFile {
 }
 
 fn append(workspace: &Workspace, args: &AppendFileArgs) -> Result<ToolOutput, ToolError> {
-    let real = workspace.resolve(&args.path, Access::Write)?;
-    let shown = workspace.display(&args.path, &real);
-    let exists = match fs::metadata(&real) {
-        Ok(meta) if meta.is_dir() => {
-            return Err(ToolError::failed(format!(
-                "{shown} is a directory; append_file appends to files, so give a file path"
-            )));
-        }
-        // A FIFO or device would block or misbehave on open; only regular files are appended to.
-        Ok(meta) if !meta.is_file() => {
-            return Err(ToolError::failed(format!(
-                "{shown} is not a regular file; append_file only appends to regular files"
-            )));
-        }
-        Ok(_) => true,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => false,
-        Err(e) => return Err(ToolError::failed(format!("cannot append to {shown}: {e}"))),
+    let mut target = workspace.locate(&args.path, Access::Write)?;
+    let shown = target.shown().to_string();
+    let not_regular = |file_type| match file_type {
+        FileType::Directory => ToolError::failed(format!(
+            "{shown} is a directory; append_file appends to files, so give a file path"
+        )),
+        // A FIFO or device would block or misbehave; only regular files are appended to.
+        other => not_a_regular_file(&shown, other, "append_file only appends to"),
     };
-    // `resolve` refuses the root for writes, so the path has a parent inside the root.
-    let Some(parent) = real.parent() else {
-        return Err(ToolError::failed(format!(
-            "cannot append to {shown}: it has no parent"
-        )));
+    let exists = match target.found() {
+        Found::Directory(_) => return Err(not_regular(FileType::Directory)),
+        Found::Other(FileType::RegularFile) => true,
+        Found::Other(file_type) => return Err(not_regular(*file_type)),
+        Found::Missing => false,
     };
-    // The first directory that already exists: it and every directory created below it get a
-    // new entry that must reach the disk along with the file.
-    let existing_dir = parent
-        .ancestors()
-        .find(|dir| dir.is_dir())
-        .unwrap_or(workspace.root())
-        .to_path_buf();
-    fs::create_dir_all(parent).map_err(|e| {
+    // The first directory that already exists and every directory created below it get a new
+    // entry that must reach the disk along with the file.
+    let mut new_entries = target.create_parents().map_err(|e| {
         ToolError::failed(format!("cannot create the directories for {shown}: {e}"))
     })?;
-    let mut file = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(&real)
-        .map_err(|e| ToolError::failed(format!("cannot append to {shown}: {e}")))?;
+    let mode = Mode::from_raw_mode(0o666);
+    let mut file = target
+        .open_file(OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE, mode)
+        .map_err(|e| match e {
+            OpenError::NotRegular(file_type) => not_regular(file_type),
+            OpenError::Changed => changed(&shown),
+            OpenError::Io(e) => ToolError::failed(format!("cannot append to {shown}: {e}")),
+        })?;
 
     let bytes = args.content.as_bytes();
     let written = write_once(&mut file, bytes)
@@ -131,11 +121,10 @@ fn append(workspace: &Workspace, args: &AppendFileArgs) -> Result<ToolOutput, To
     };
     file.sync_data().map_err(not_durable)?;
     if !exists {
-        for dir in parent.ancestors() {
-            sync_dir(dir).map_err(not_durable)?;
-            if dir == existing_dir {
-                break;
-            }
+        let parent = target.dir().try_clone().map_err(not_durable)?;
+        new_entries.push(parent);
+        for dir in &new_entries {
+            rustix::fs::fsync(dir).map_err(|e| not_durable(e.into()))?;
         }
     }
     let size = file
@@ -156,16 +145,4 @@ fn write_once(file: &mut File, bytes: &[u8]) -> io::Result<usize> {
             result => return result,
         }
     }
-}
-
-/// Flushes `dir`'s entries to disk, so a file or directory just created in it survives a crash.
-#[cfg(unix)]
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
-/// Directories cannot be opened for syncing here; the file's own data is already flushed.
-#[cfg(not(unix))]
-fn sync_dir(_dir: &Path) -> io::Result<()> {
-    Ok(())
 }

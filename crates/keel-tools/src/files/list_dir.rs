@@ -1,17 +1,21 @@
 //! `list_dir`: the entries of a directory.
 
-use std::fs::{self, DirEntry};
-use std::io;
+use std::ffi::{OsStr, OsString};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use keel_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use keel_core::{Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput, ToolSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use rustix::fs::{AtFlags, Dir, FileType};
+
 use super::{FILES_MODULE, parse_args, run_blocking};
 use crate::schema::parameters_for;
-use crate::workspace::{Access, Workspace};
+use crate::workspace::{Access, Found, Workspace, describe_type};
 
 /// The most entries one `list_dir` call shows; the rest are counted in a note.
 pub const MAX_LIST_ENTRIES: usize = 1000;
@@ -68,35 +72,41 @@ impl Tool for ListDir {
 }
 
 fn list(workspace: &Workspace, path: &str) -> Result<ToolOutput, ToolError> {
-    let real = workspace.resolve(path, Access::Read)?;
-    let shown = workspace.display(path, &real);
-    let io_error = |e: io::Error| match e.kind() {
-        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => {
-            ToolError::failed(format!("no such directory: {shown}"))
+    let target = workspace.locate(path, Access::Read)?;
+    let shown = target.shown();
+    let dir = match target.found() {
+        Found::Directory(dir) => dir,
+        Found::Missing => return Err(ToolError::failed(format!("no such directory: {shown}"))),
+        Found::Other(FileType::RegularFile) => {
+            return Err(ToolError::failed(format!(
+                "{shown} is a file, not a directory: use read_file to read it"
+            )));
         }
-        _ => ToolError::failed(format!("cannot list {shown}: {e}")),
+        Found::Other(file_type) => {
+            return Err(ToolError::failed(format!(
+                "{shown} is {}, not a directory",
+                describe_type(*file_type)
+            )));
+        }
     };
-    let meta = fs::metadata(&real).map_err(io_error)?;
-    if !meta.is_dir() {
-        return Err(ToolError::failed(format!(
-            "{shown} is a file, not a directory: use read_file to read it"
-        )));
+    let io_error = |e: rustix::io::Errno| ToolError::failed(format!("cannot list {shown}: {e}"));
+    let mut names = Vec::new();
+    for entry in Dir::read_from(dir).map_err(io_error)? {
+        let name = OsStr::from_bytes(entry.map_err(io_error)?.file_name().to_bytes()).to_owned();
+        if name != "." && name != ".." {
+            names.push(name);
+        }
     }
-    let mut entries = Vec::new();
-    for entry in fs::read_dir(&real).map_err(io_error)? {
-        let entry = entry.map_err(io_error)?;
-        entries.push((entry.file_name().to_string_lossy().into_owned(), entry));
-    }
-    if entries.is_empty() {
+    if names.is_empty() {
         return Ok(ToolOutput::text(format!("{shown}/ is empty")));
     }
-    entries.sort_by(|a, b| a.0.cmp(&b.0));
-    let total = entries.len();
+    names.sort();
+    let total = names.len();
     let noun = if total == 1 { "entry" } else { "entries" };
     let mut out = format!("{shown}/ ({total} {noun})");
-    for (name, entry) in entries.iter().take(MAX_LIST_ENTRIES) {
+    for name in names.iter().take(MAX_LIST_ENTRIES) {
         out.push('\n');
-        out.push_str(&describe(workspace, name, entry));
+        out.push_str(&describe(workspace, dir, shown, name));
     }
     if total > MAX_LIST_ENTRIES {
         out.push_str(&format!(
@@ -107,38 +117,46 @@ fn list(workspace: &Workspace, path: &str) -> Result<ToolOutput, ToolError> {
     Ok(ToolOutput::text(out))
 }
 
-/// One line for one entry: `name/` for a directory, `name  (N bytes)` for a file, and for a
-/// symlink its target and what it leads to.
-fn describe(workspace: &Workspace, name: &str, entry: &DirEntry) -> String {
-    let Ok(file_type) = entry.file_type() else {
-        return format!("{name}  (unreadable)");
+/// One line for the entry `name` of `dir` (shown as `shown`): `name/` for a directory,
+/// `name  (N bytes)` for a file, and for a symlink its target and what it leads to.
+fn describe(workspace: &Workspace, dir: &OwnedFd, shown: &str, name: &OsString) -> String {
+    let display = name.to_string_lossy();
+    if workspace.is_protected(dir, name) {
+        return format!("{display}  (keel's own files; not accessible)");
+    }
+    let Ok(stat) = rustix::fs::statat(dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) else {
+        return format!("{display}  (unreadable)");
     };
-    if file_type.is_dir() {
-        return format!("{name}/");
+    match FileType::from_raw_mode(stat.st_mode) {
+        FileType::Directory => return format!("{display}/"),
+        FileType::RegularFile => return format!("{display}  ({} bytes)", stat.st_size),
+        FileType::Symlink => {}
+        _ => return format!("{display}  (special file)"),
     }
-    if file_type.is_file() {
-        return match entry.metadata() {
-            Ok(meta) => format!("{name}  ({} bytes)", meta.len()),
-            Err(_) => format!("{name}  (unreadable)"),
-        };
-    }
-    if !file_type.is_symlink() {
-        return format!("{name}  (special file)");
-    }
-    let path = entry.path();
-    let target = fs::read_link(&path)
-        .map(|t| t.display().to_string())
+    let target = rustix::fs::readlinkat(dir, name.as_os_str(), Vec::new())
+        .map(|t| String::from_utf8_lossy(t.as_bytes()).into_owned())
         .unwrap_or_else(|_| "?".to_string());
-    let leads_to = match fs::canonicalize(&path) {
-        Err(_) => "broken symlink".to_string(),
-        Ok(real) if !real.starts_with(workspace.root()) => {
+    let path = if shown == "." {
+        PathBuf::from(name)
+    } else {
+        Path::new(shown).join(name)
+    };
+    let leads_to = match path.to_str().map(|p| workspace.locate(p, Access::Read)) {
+        Some(Err(e)) if e.kind == ToolErrorKind::Denied => {
             "symlink leading outside the workspace; not accessible".to_string()
         }
-        Ok(real) if real.is_dir() => "symlink to a directory".to_string(),
-        Ok(real) => match fs::metadata(&real) {
-            Ok(meta) => format!("symlink to a file, {} bytes", meta.len()),
-            Err(_) => "symlink".to_string(),
+        Some(Ok(found)) => match found.found() {
+            Found::Directory(_) => "symlink to a directory".to_string(),
+            Found::Other(FileType::RegularFile) => {
+                match rustix::fs::statat(found.dir(), found.name(), AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(stat) => format!("symlink to a file, {} bytes", stat.st_size),
+                    Err(_) => "symlink".to_string(),
+                }
+            }
+            Found::Other(file_type) => format!("symlink to {}", describe_type(*file_type)),
+            Found::Missing => "broken symlink".to_string(),
         },
+        _ => "broken symlink".to_string(),
     };
-    format!("{name} -> {target}  ({leads_to})")
+    format!("{display} -> {target}  ({leads_to})")
 }

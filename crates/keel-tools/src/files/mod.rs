@@ -8,9 +8,10 @@ mod write_file;
 use std::sync::Arc;
 
 use keel_core::{Tool, ToolError};
+use rustix::fs::FileType;
 
 use crate::schema::parse_args;
-use crate::workspace::Workspace;
+use crate::workspace::{Workspace, describe_type};
 
 pub use append_file::AppendFile;
 pub use list_dir::{ListDir, MAX_LIST_ENTRIES};
@@ -41,4 +42,21 @@ where
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|e| ToolError::failed(format!("the file operation did not finish: {e}")))?
+}
+
+/// The refusal for a FIFO, socket or device: `what` says what the tool works on ("read_file
+/// only reads").
+fn not_a_regular_file(shown: &str, file_type: FileType, what: &str) -> ToolError {
+    ToolError::failed(format!(
+        "{shown} is {}, not a regular file; {what} regular files",
+        describe_type(file_type)
+    ))
+}
+
+/// The failure when an entry turned into a symlink between finding it and opening it.
+fn changed(shown: &str) -> ToolError {
+    ToolError::failed(format!(
+        "{shown} changed while being opened (it became a symlink); something else is changing \
+         the workspace: look again before retrying"
+    ))
 }

@@ -1,8 +1,6 @@
 //! `read_file`: the text of a file, whole or a range of lines.
 
-use std::fs::File;
 use std::io::{self, Read};
-use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -10,9 +8,11 @@ use keel_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{FILES_MODULE, parse_args, run_blocking};
+use rustix::fs::{FileType, Mode, OFlags};
+
+use super::{FILES_MODULE, changed, not_a_regular_file, parse_args, run_blocking};
 use crate::schema::parameters_for;
-use crate::workspace::{Access, Workspace};
+use crate::workspace::{Access, Found, OpenError, Target, Workspace};
 
 /// The largest file `read_file` reads: 10 MiB.
 pub const MAX_READ_BYTES: u64 = 10 * 1024 * 1024;
@@ -70,9 +70,9 @@ impl Tool for ReadFile {
 }
 
 fn read(workspace: &Workspace, args: &ReadFileArgs) -> Result<ToolOutput, ToolError> {
-    let real = workspace.resolve(&args.path, Access::Read)?;
-    let shown = workspace.display(&args.path, &real);
-    let bytes = read_bytes(&real, &shown)?;
+    let target = workspace.locate(&args.path, Access::Read)?;
+    let shown = target.shown().to_string();
+    let bytes = read_bytes(&target)?;
     if bytes.contains(&0) {
         return Err(binary(&shown));
     }
@@ -88,26 +88,42 @@ fn read(workspace: &Workspace, args: &ReadFileArgs) -> Result<ToolOutput, ToolEr
 }
 
 /// The whole file, after checking it is a regular file within the size limit.
-fn read_bytes(real: &Path, shown: &str) -> Result<Vec<u8>, ToolError> {
-    let io_error = |e: io::Error| match e.kind() {
-        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => {
-            ToolError::failed(format!("no such file: {shown}"))
-        }
-        _ => ToolError::failed(format!("cannot read {shown}: {e}")),
-    };
-    let meta = std::fs::metadata(real).map_err(io_error)?;
-    if meta.is_dir() {
-        return Err(ToolError::failed(format!(
+fn read_bytes(target: &Target) -> Result<Vec<u8>, ToolError> {
+    let shown = target.shown();
+    let not_regular = |file_type| match file_type {
+        FileType::Directory => ToolError::failed(format!(
             "{shown} is a directory, not a file: use list_dir to see its entries"
-        )));
+        )),
+        other => not_a_regular_file(shown, other, "read_file only reads"),
+    };
+    match target.found() {
+        Found::Missing => return Err(ToolError::failed(format!("no such file: {shown}"))),
+        Found::Directory(_) => return Err(not_regular(FileType::Directory)),
+        // Checked before opening, so that opening a device has no effect.
+        Found::Other(file_type) if *file_type != FileType::RegularFile => {
+            return Err(not_regular(*file_type));
+        }
+        Found::Other(_) => {}
     }
-    if meta.len() > MAX_READ_BYTES {
-        return Err(too_large(shown, meta.len()));
+    let file = target
+        .open_file(OFlags::RDONLY, Mode::empty())
+        .map_err(|e| match e {
+            OpenError::NotRegular(file_type) => not_regular(file_type),
+            OpenError::Changed => changed(shown),
+            OpenError::Io(e) if e.kind() == io::ErrorKind::NotFound => {
+                ToolError::failed(format!("no such file: {shown}"))
+            }
+            OpenError::Io(e) => ToolError::failed(format!("cannot read {shown}: {e}")),
+        })?;
+    let io_error = |e: io::Error| ToolError::failed(format!("cannot read {shown}: {e}"));
+    let size = file.metadata().map_err(io_error)?.len();
+    if size > MAX_READ_BYTES {
+        return Err(too_large(shown, size));
     }
     let mut bytes = Vec::new();
     // Read one byte past the limit so a file that grew since the check is still caught.
-    File::open(real)
-        .and_then(|file| file.take(MAX_READ_BYTES + 1).read_to_end(&mut bytes))
+    file.take(MAX_READ_BYTES + 1)
+        .read_to_end(&mut bytes)
         .map_err(io_error)?;
     if bytes.len() as u64 > MAX_READ_BYTES {
         return Err(too_large(shown, bytes.len() as u64));

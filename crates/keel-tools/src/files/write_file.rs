@@ -1,8 +1,8 @@
 //! `write_file`: create or replace a file atomically.
 
-use std::fs::{self, File, OpenOptions, Permissions};
+use std::fs::File;
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -11,9 +11,12 @@ use keel_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{FILES_MODULE, parse_args, run_blocking};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
+
+use super::{FILES_MODULE, not_a_regular_file, parse_args, run_blocking};
 use crate::schema::parameters_for;
-use crate::workspace::{Access, Workspace};
+use crate::workspace::{Access, Found, Target, Workspace};
 
 const DESCRIPTION: &str = "Write a text file in the workspace, replacing it if it exists. `path` \
 is relative to the workspace root; missing parent directories are created. `content` is the \
@@ -66,29 +69,33 @@ impl Tool for WriteFile {
 }
 
 fn write(workspace: &Workspace, args: &WriteFileArgs) -> Result<ToolOutput, ToolError> {
-    let real = workspace.resolve(&args.path, Access::Write)?;
-    let shown = workspace.display(&args.path, &real);
-    let existing = match fs::metadata(&real) {
-        Ok(meta) if meta.is_dir() => {
+    let mut target = workspace.locate(&args.path, Access::Write)?;
+    let shown = target.shown().to_string();
+    let existing = match target.found() {
+        Found::Directory(_) => {
             return Err(ToolError::failed(format!(
                 "{shown} is a directory; write_file writes files, so give a file path"
             )));
         }
-        Ok(meta) => Some(meta.permissions()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-        Err(e) => return Err(ToolError::failed(format!("cannot write {shown}: {e}"))),
+        Found::Other(FileType::RegularFile) => {
+            let stat = rustix::fs::statat(target.dir(), target.name(), AtFlags::SYMLINK_NOFOLLOW)
+                .map_err(|e| ToolError::failed(format!("cannot write {shown}: {e}")))?;
+            Some(Mode::from_raw_mode(stat.st_mode))
+        }
+        Found::Other(file_type) => {
+            return Err(not_a_regular_file(
+                &shown,
+                *file_type,
+                "write_file only writes",
+            ));
+        }
+        Found::Missing => None,
     };
-    // `resolve` refuses the root for writes, so the path has a parent inside the root.
-    let Some(parent) = real.parent() else {
-        return Err(ToolError::failed(format!(
-            "cannot write {shown}: it has no parent"
-        )));
-    };
-    fs::create_dir_all(parent).map_err(|e| {
+    target.create_parents().map_err(|e| {
         ToolError::failed(format!("cannot create the directories for {shown}: {e}"))
     })?;
     let replaced = existing.is_some();
-    atomic_write(&real, args.content.as_bytes(), existing)
+    atomic_write(&target, args.content.as_bytes(), existing)
         .map_err(|e| ToolError::failed(format!("cannot write {shown}: {e}")))?;
     let what = if replaced {
         "replaced the existing file"
@@ -101,38 +108,40 @@ fn write(workspace: &Workspace, args: &WriteFileArgs) -> Result<ToolOutput, Tool
     )))
 }
 
-/// Writes `content` to a temporary file beside `target`, flushes it to disk and renames it over
-/// `target`, so readers see the old file or the new one, never a half-written one. An existing
-/// file's permissions are carried over.
-fn atomic_write(target: &Path, content: &[u8], permissions: Option<Permissions>) -> io::Result<()> {
-    let dir = target
-        .parent()
-        .ok_or_else(|| io::Error::other("the file has no parent directory"))?;
+/// Writes `content` to a temporary file beside the target, flushes it to disk and renames it
+/// over the target, so readers see the old file or the new one, never a half-written one. An
+/// existing file's permissions (`mode`) are carried over. All of it happens in the target's
+/// directory handle: a symlink swapped in meanwhile is replaced, never followed.
+fn atomic_write(target: &Target, content: &[u8], mode: Option<Mode>) -> io::Result<()> {
+    let dir = target.dir();
     let (temp, mut file) = create_temp(dir)?;
     let result = file
         .write_all(content)
-        .and_then(|()| match permissions {
-            Some(permissions) => file.set_permissions(permissions),
+        .and_then(|()| match mode {
+            Some(mode) => rustix::fs::fchmod(&file, mode).map_err(io::Error::from),
             None => Ok(()),
         })
         .and_then(|()| file.sync_all())
-        .and_then(|()| fs::rename(&temp, target));
+        .and_then(|()| {
+            rustix::fs::renameat(dir, &temp, dir, target.name()).map_err(io::Error::from)
+        });
     if result.is_err() {
         // Best effort: the write already failed, and a leftover temp file is harmless.
-        let _ = fs::remove_file(&temp);
+        let _ = rustix::fs::unlinkat(dir, &temp, AtFlags::empty());
     }
     result
 }
 
 /// A new, empty temporary file in `dir` with a name no other writer holds.
-fn create_temp(dir: &Path) -> io::Result<(PathBuf, File)> {
+fn create_temp(dir: &OwnedFd) -> io::Result<(String, File)> {
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     for _ in 0..100 {
         let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let temp = dir.join(format!(".keel-write-{}-{n}.tmp", std::process::id()));
-        match OpenOptions::new().write(true).create_new(true).open(&temp) {
-            Ok(file) => return Ok((temp, file)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
+        let temp = format!(".keel-write-{}-{n}.tmp", std::process::id());
+        match rustix::fs::openat(dir, temp.as_str(), flags, Mode::from_raw_mode(0o666)) {
+            Ok(fd) => return Ok((temp, File::from(fd))),
+            Err(Errno::EXIST) => continue,
+            Err(e) => return Err(e.into()),
         }
     }
     Err(io::Error::other("could not create a temporary file"))

@@ -214,7 +214,13 @@ pub fn build(
             sink.emit(event);
         }
     }
-    let agent = setup::agent(&configured.settings, store, sinks, human)?;
+    let agent = setup::agent(
+        &configured.settings,
+        &configured.own_files,
+        store,
+        sinks,
+        human,
+    )?;
     Ok((agent, configured.settings.user.clone()))
 }
 
