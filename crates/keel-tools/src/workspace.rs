@@ -82,9 +82,10 @@ impl NodeId {
 struct Protected {
     /// The path as given, for messages.
     path: PathBuf,
-    /// What it is, when it exists: reached by any name, it is refused (a directory with all
-    /// it holds).
-    node: Option<NodeId>,
+    /// The path made absolute: what it is now (looked up at each check, since keel replaces
+    /// some of its files and their old inode numbers get reused) is refused by any name, a
+    /// directory with all it holds.
+    absolute: PathBuf,
     /// Its parent directory and name: refused even before it exists.
     entry: Option<(NodeId, OsString)>,
 }
@@ -134,15 +135,14 @@ impl Workspace {
     /// files), the configuration file and its last good copy this way.
     pub fn protect(mut self, path: impl AsRef<Path>) -> Self {
         let path = path.as_ref();
-        let stat_of = |p: &Path| rustix::fs::stat(p).ok().map(|s| NodeId::of(&s));
         let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         let entry = match (absolute.parent(), absolute.file_name()) {
-            (Some(parent), Some(name)) => stat_of(parent).map(|id| (id, name.to_os_string())),
+            (Some(parent), Some(name)) => node_of(parent).map(|id| (id, name.to_os_string())),
             _ => None,
         };
         self.protected.push(Protected {
             path: path.to_path_buf(),
-            node: stat_of(&absolute),
+            absolute,
             entry,
         });
         self
@@ -245,7 +245,7 @@ impl Workspace {
             p.entry
                 .as_ref()
                 .is_some_and(|(dir, n)| *dir == parent && n == name)
-                || (id.is_some() && p.node == id)
+                || (id.is_some() && node_of(&p.absolute) == id)
         })
     }
 
@@ -268,6 +268,11 @@ impl Workspace {
             None => Ok(()),
         }
     }
+}
+
+/// What `path` leads to now, following symlinks.
+fn node_of(path: &Path) -> Option<NodeId> {
+    rustix::fs::stat(path).ok().map(|stat| NodeId::of(&stat))
 }
 
 /// How directories on a walk are opened: read-only, as directories, never through a symlink.

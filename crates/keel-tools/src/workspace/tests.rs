@@ -160,6 +160,24 @@ fn protected_paths_are_refused_by_every_name() {
 }
 
 #[test]
+fn a_protected_file_is_known_by_what_it_is_now() {
+    // keel replaces its last good copy by renaming a new file over it; the old file's inode
+    // number may then be reused by any new file. Moving the protected file away shows the
+    // same: the file that took its place is protected, the old one no longer is.
+    let (_dir, ws) = setup();
+    fs::create_dir(ws.root().join("etc")).unwrap();
+    symlink("etc/keel.toml", ws.root().join("keel.toml")).unwrap();
+    fs::write(ws.root().join("etc/keel.toml"), "old").unwrap();
+    let config = ws.root().join("keel.toml");
+    let ws = ws.protect(config);
+    denied(ws.locate("etc/keel.toml", Access::Write));
+    fs::rename(ws.root().join("etc/keel.toml"), ws.root().join("moved.txt")).unwrap();
+    fs::write(ws.root().join("etc/keel.toml"), "new").unwrap();
+    ws.locate("moved.txt", Access::Write).unwrap();
+    denied(ws.locate("etc/keel.toml", Access::Write));
+}
+
+#[test]
 fn a_symlink_out_of_the_root_is_refused_with_its_name() {
     let (dir, ws) = setup();
     fs::write(dir.path().join("secret.txt"), "s").unwrap();
