@@ -128,12 +128,9 @@ pub fn chat(
                     let report = report.map_err(anyhow::Error::from)?;
                     released.map(|()| Some(report))
                 }
-                Ok(Lane::Refused(message)) => {
-                    eprintln!("{message}");
-                    Ok(None)
-                }
-                Ok(Lane::Cancelled) => {
-                    eprintln!("keel: cancelled while waiting for session {session}");
+                Ok(refused) => {
+                    // The exit code is for one-shot commands; the chat goes on.
+                    let _ = refused.refusal(&session);
                     Ok(None)
                 }
                 Err(e) => Err(e),

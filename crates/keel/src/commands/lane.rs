@@ -2,6 +2,7 @@
 //! module): `keel run` and `keel chat` wait while another run holds it, saying so once, or give
 //! up at once with `--no-wait`.
 
+use std::process::ExitCode;
 use std::time::Duration;
 
 use keel_core::worker::WorkerProbe;
@@ -25,6 +26,24 @@ pub enum Lane {
     Refused(String),
     /// Ctrl-C while waiting.
     Cancelled,
+}
+
+impl Lane {
+    /// For a lane not claimed: says why on stderr and gives the exit code (3 refused, 130
+    /// Ctrl-C while waiting). `None` when the run holds the lane.
+    pub fn refusal(self, session_id: &str) -> Option<ExitCode> {
+        match self {
+            Lane::Claimed => None,
+            Lane::Refused(message) => {
+                eprintln!("{message}");
+                Some(ExitCode::from(3))
+            }
+            Lane::Cancelled => {
+                eprintln!("keel: cancelled while waiting for session {session_id}");
+                Some(ExitCode::from(130))
+            }
+        }
+    }
 }
 
 /// Who is asking for a lane, and how patiently.

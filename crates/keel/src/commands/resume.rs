@@ -9,7 +9,7 @@ use keel_core::{AgentError, ResumeOptions, UnsafeCall};
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{AgentArgs, AnswerArgs, ResumeArgs, UnsafeCallChoice};
-use crate::commands::lane::{self, Lane, LaneRequest};
+use crate::commands::lane::{self, LaneRequest};
 use crate::commands::run::{
     SettingsSource, build, exit_code, release_unless_paused, show_result, watch_ctrl_c,
 };
@@ -93,21 +93,12 @@ async fn go_on(
         stale_after: setup::reconcile_policy(config_file, &home).stale_after,
         wait: true,
     };
-    match lane::claim(agent.store().as_ref(), &lane, &cancel).await? {
-        Lane::Claimed => {}
-        Lane::Refused(message) => {
-            watcher.abort();
-            eprintln!("{message}");
-            return Ok(ExitCode::from(3));
-        }
-        Lane::Cancelled => {
-            watcher.abort();
-            eprintln!(
-                "keel: cancelled while waiting for session {}",
-                record.session_id
-            );
-            return Ok(ExitCode::from(130));
-        }
+    if let Some(code) = lane::claim(agent.store().as_ref(), &lane, &cancel)
+        .await?
+        .refusal(&record.session_id)
+    {
+        watcher.abort();
+        return Ok(code);
     }
     let report = match how {
         GoOn::Resume {

@@ -9,7 +9,7 @@ use keel_core::{AgentState, EventSink, Message, RunReport, RunRequest, Store};
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{AgentArgs, RunArgs};
-use crate::commands::lane::{self, Lane, LaneRequest};
+use crate::commands::lane::{self, LaneRequest};
 use crate::config::{ConfigError, keel_home};
 use crate::output::{JsonLinesSink, TerminalOutput};
 use crate::setup;
@@ -64,18 +64,12 @@ pub async fn run(config_file: Option<&Path>, args: RunArgs) -> anyhow::Result<Ex
         stale_after: setup::reconcile_policy(config_file, &home).stale_after,
         wait: !args.no_wait,
     };
-    match lane::claim(store.as_ref(), &lane, &cancel).await? {
-        Lane::Claimed => {}
-        Lane::Refused(message) => {
-            watcher.abort();
-            eprintln!("{message}");
-            return Ok(ExitCode::from(3));
-        }
-        Lane::Cancelled => {
-            watcher.abort();
-            eprintln!("keel: cancelled while waiting for session {session_id}");
-            return Ok(ExitCode::from(130));
-        }
+    if let Some(code) = lane::claim(store.as_ref(), &lane, &cancel)
+        .await?
+        .refusal(&session_id)
+    {
+        watcher.abort();
+        return Ok(code);
     }
     let mut request = RunRequest::new(prompt)
         .session(session_id.clone())
