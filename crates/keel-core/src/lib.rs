@@ -8,10 +8,12 @@
 
 pub mod agent;
 pub mod agent_tools;
+pub mod api_key;
 pub mod budget;
 pub mod checkpoint;
 pub mod clock;
 pub mod context;
+pub mod conversation;
 pub mod driver;
 pub mod event;
 pub mod fixup;
@@ -40,8 +42,12 @@ pub mod worker;
 pub use agent::{
     Agent, AgentBuilder, AgentError, ResumeOptions, RunReport, RunRequest, UnsafeCall,
 };
+pub use api_key::ApiKeyRecord;
 pub use checkpoint::{Boundary, Checkpoint, ToolCallRecord};
 pub use clock::{Clock, SystemClock};
+pub use conversation::{
+    ConversationFilter, EnqueueOutcome, LanePolicy, NewConversation, QueuedRun, RunFilter,
+};
 pub use event::{Emitter, Event, EventKind, EventLog, EventSink};
 pub use human::HumanChannel;
 pub use journal::Journal;

@@ -9,7 +9,11 @@ use crate::message::{Message, Role};
 use crate::state::AgentState;
 use chrono::{DateTime, Utc};
 
+use crate::api_key::ApiKeyRecord;
 use crate::checkpoint::{Checkpoint, ToolCallRecord};
+use crate::conversation::{
+    ConversationFilter, EnqueueOutcome, LanePolicy, NewConversation, QueuedRun, RunFilter,
+};
 use crate::event::Event;
 use crate::journal::Journal;
 use crate::lane::{LaneClaim, LaneHolder, LaneOutcome, lane_is_held};
@@ -31,6 +35,10 @@ struct Data {
     journals: HashMap<String, Journal>,
     /// Each session's lane holder (its `paused` filled in when read).
     lanes: HashMap<String, LaneHolder>,
+    /// Queued runs of every session, oldest first.
+    queue: Vec<QueuedRun>,
+    /// API keys, oldest first.
+    api_keys: Vec<ApiKeyRecord>,
 }
 
 /// Keeps sessions, messages and runs in memory; everything is lost when it is dropped.
@@ -94,6 +102,8 @@ impl Data {
                         updated_at: now,
                         title: None,
                         message_count: 0,
+                        owner: None,
+                        lane_policy: LanePolicy::default(),
                     },
                     Vec::new(),
                 )
@@ -196,6 +206,7 @@ impl Store for MemoryStore {
         }
         data.fence(&run.session_id, Some(&run.id), commit.messages)?;
         data.append(&run.session_id, Some(&run.id), commit.messages);
+        data.queue.retain(|queued| queued.run_id != run.id);
         if run.state.is_terminal()
             && data
                 .lanes
@@ -407,5 +418,250 @@ impl Store for MemoryStore {
             .collect();
         runs.sort_by(|a, b| a.started_at.cmp(&b.started_at).then(a.id.cmp(&b.id)));
         Ok(runs)
+    }
+
+    async fn create_conversation(
+        &self,
+        conversation: &NewConversation,
+    ) -> Result<Option<SessionInfo>, StoreError> {
+        let mut data = self.lock()?;
+        if data.sessions.contains_key(&conversation.id) {
+            return Ok(None);
+        }
+        let info = SessionInfo {
+            id: conversation.id.clone(),
+            created_at: conversation.at,
+            updated_at: conversation.at,
+            title: None,
+            message_count: 0,
+            owner: conversation.owner.clone(),
+            lane_policy: conversation.lane_policy,
+        };
+        data.sessions
+            .insert(conversation.id.clone(), (info.clone(), Vec::new()));
+        Ok(Some(info))
+    }
+
+    async fn list_conversations(
+        &self,
+        filter: &ConversationFilter,
+    ) -> Result<Vec<SessionInfo>, StoreError> {
+        let data = self.lock()?;
+        let key = |info: &SessionInfo| (info.created_at, info.id.clone());
+        let before = match &filter.before {
+            Some(id) => match data.sessions.get(id) {
+                Some((info, _)) => Some(key(info)),
+                None => return Ok(Vec::new()),
+            },
+            None => None,
+        };
+        let mut sessions: Vec<SessionInfo> = data
+            .sessions
+            .values()
+            .map(|(info, _)| info)
+            .filter(|info| filter.owner.is_none() || info.owner == filter.owner)
+            .filter(|info| before.as_ref().is_none_or(|before| key(info) < *before))
+            .cloned()
+            .collect();
+        sessions.sort_by_key(|info| std::cmp::Reverse(key(info)));
+        sessions.truncate(filter.limit);
+        Ok(sessions)
+    }
+
+    async fn messages_page(
+        &self,
+        session_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let data = self.lock()?;
+        let Some((_, messages)) = data.sessions.get(session_id) else {
+            return Ok(Vec::new());
+        };
+        // Seqs are 1, 2, ...: the messages after seq `after` start at index `after`.
+        let start = usize::try_from(after).unwrap_or(usize::MAX);
+        Ok(messages.iter().skip(start).take(limit).cloned().collect())
+    }
+
+    async fn find_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
+        let data = self.lock()?;
+        let key = |run: &RunRecord| (run.started_at, run.id.clone());
+        let before = match &filter.before {
+            Some(id) => match data.runs.get(id) {
+                Some(run) => Some(key(run)),
+                None => return Ok(Vec::new()),
+            },
+            None => None,
+        };
+        let owner_of = |session_id: &str| {
+            data.sessions
+                .get(session_id)
+                .and_then(|(info, _)| info.owner.clone())
+        };
+        let mut runs: Vec<RunRecord> = data
+            .runs
+            .values()
+            .filter(|run| {
+                filter
+                    .session_id
+                    .as_ref()
+                    .is_none_or(|s| run.session_id == *s)
+            })
+            .filter(|run| filter.state.is_none_or(|state| run.state == state))
+            .filter(|run| filter.owner.is_none() || owner_of(&run.session_id) == filter.owner)
+            .filter(|run| before.as_ref().is_none_or(|before| key(run) < *before))
+            .cloned()
+            .collect();
+        runs.sort_by_key(|run| std::cmp::Reverse(key(run)));
+        runs.truncate(filter.limit);
+        Ok(runs)
+    }
+
+    async fn events_after(
+        &self,
+        run_id: &str,
+        after: u64,
+    ) -> Result<Vec<(u64, Event)>, StoreError> {
+        let data = self.lock()?;
+        Ok(data
+            .events
+            .get(run_id)
+            .map(|events| {
+                (1u64..)
+                    .zip(events.iter())
+                    .filter(|(seq, _)| *seq > after)
+                    .map(|(seq, event)| (seq, event.clone()))
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    async fn enqueue_run(
+        &self,
+        run: &QueuedRun,
+        limit: usize,
+    ) -> Result<EnqueueOutcome, StoreError> {
+        let mut data = self.lock()?;
+        if !data.sessions.contains_key(&run.session_id) {
+            return Err(StoreError::NotFound(format!(
+                "session `{}`",
+                run.session_id
+            )));
+        }
+        let queued = data
+            .queue
+            .iter()
+            .filter(|queued| queued.session_id == run.session_id)
+            .count();
+        if queued >= limit {
+            return Ok(EnqueueOutcome::Full { queued });
+        }
+        data.queue.push(run.clone());
+        data.runs.insert(
+            run.run_id.clone(),
+            RunRecord {
+                id: run.run_id.clone(),
+                session_id: run.session_id.clone(),
+                state: AgentState::Queued,
+                reason: None,
+                provider: run.provider.clone(),
+                model: run.model.clone(),
+                model_used: None,
+                iterations: 0,
+                usage: Usage::default(),
+                final_text: None,
+                error: None,
+                started_at: run.enqueued_at,
+                updated_at: run.enqueued_at,
+                finished_at: None,
+                cost: 0.0,
+                heartbeat_at: None,
+                cancel_requested_at: None,
+                resume_available: false,
+                launch: None,
+                worker: None,
+            },
+        );
+        Ok(EnqueueOutcome::Queued { ahead: queued })
+    }
+
+    async fn queued_runs(&self, session_id: &str) -> Result<Vec<QueuedRun>, StoreError> {
+        Ok(self
+            .lock()?
+            .queue
+            .iter()
+            .filter(|queued| queued.session_id == session_id)
+            .cloned()
+            .collect())
+    }
+
+    async fn queued_sessions(&self) -> Result<Vec<String>, StoreError> {
+        let data = self.lock()?;
+        let mut sessions: Vec<String> = Vec::new();
+        for queued in &data.queue {
+            if !sessions.contains(&queued.session_id) {
+                sessions.push(queued.session_id.clone());
+            }
+        }
+        Ok(sessions)
+    }
+
+    async fn cancel_queued(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
+        let mut data = self.lock()?;
+        let before = data.queue.len();
+        data.queue.retain(|queued| queued.run_id != run_id);
+        if data.queue.len() == before {
+            return Ok(false);
+        }
+        if let Some(run) = data.runs.get_mut(run_id) {
+            run.state = AgentState::Cancelled;
+            run.updated_at = at;
+            run.finished_at = Some(at);
+            run.cancel_requested_at.get_or_insert(at);
+        }
+        Ok(true)
+    }
+
+    async fn save_api_key(&self, key: &ApiKeyRecord) -> Result<(), StoreError> {
+        let mut data = self.lock()?;
+        if data
+            .api_keys
+            .iter()
+            .any(|k| k.id == key.id || k.hash == key.hash)
+        {
+            return Err(StoreError::Backend(format!("API key `{}` exists", key.id)));
+        }
+        data.api_keys.push(key.clone());
+        Ok(())
+    }
+
+    async fn api_key_by_hash(&self, hash: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
+        Ok(self
+            .lock()?
+            .api_keys
+            .iter()
+            .find(|k| k.hash == hash)
+            .cloned())
+    }
+
+    async fn list_api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError> {
+        Ok(self.lock()?.api_keys.clone())
+    }
+
+    async fn revoke_api_key(&self, id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
+        let mut data = self.lock()?;
+        Ok(
+            match data
+                .api_keys
+                .iter_mut()
+                .find(|k| k.id == id && k.revoked_at.is_none())
+            {
+                Some(key) => {
+                    key.revoked_at = Some(at);
+                    true
+                }
+                None => false,
+            },
+        )
     }
 }

@@ -67,10 +67,10 @@ pub fn is_stale(
     policy: &ReconcilePolicy,
 ) -> bool {
     let alive_at = heartbeat.unwrap_or(started);
-    matches!(
-        state,
-        AgentState::Queued | AgentState::Running | AgentState::WaitingForTool
-    ) && (now - alive_at).to_std().unwrap_or_default() > policy.stale_after
+    // A queued run has no worker yet: it waits for its lane, which is the daemon's queue's
+    // business, however long that takes.
+    matches!(state, AgentState::Running | AgentState::WaitingForTool)
+        && (now - alive_at).to_std().unwrap_or_default() > policy.stale_after
 }
 
 /// Why a running run counts as abandoned.
@@ -90,10 +90,7 @@ pub fn abandoned(
     policy: &ReconcilePolicy,
     probe: &dyn WorkerProbe,
 ) -> Option<Abandoned> {
-    if !matches!(
-        run.state,
-        AgentState::Queued | AgentState::Running | AgentState::WaitingForTool
-    ) {
+    if !matches!(run.state, AgentState::Running | AgentState::WaitingForTool) {
         return None;
     }
     match &run.worker {

@@ -5,7 +5,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::api_key::ApiKeyRecord;
 use crate::checkpoint::{Checkpoint, ToolCallRecord};
+use crate::conversation::{
+    ConversationFilter, EnqueueOutcome, NewConversation, QueuedRun, RunFilter,
+};
 use crate::event::Event;
 use crate::journal::Journal;
 use crate::lane::{LaneClaim, LaneOutcome};
@@ -68,6 +72,12 @@ pub struct SessionInfo {
     pub title: Option<String>,
     /// How many messages it holds.
     pub message_count: u64,
+    /// The user it belongs to, when it was made for one (by the daemon's API).
+    #[serde(default)]
+    pub owner: Option<String>,
+    /// What a message that arrives while it runs does.
+    #[serde(default)]
+    pub lane_policy: crate::conversation::LanePolicy,
 }
 
 /// A message as stored, with its place in the conversation.
@@ -316,6 +326,112 @@ pub trait Store: Send + Sync {
 
     /// What `user_id` spent in `month` (zero when nothing was recorded).
     async fn monthly_usage(&self, user_id: &str, month: &str) -> Result<Usage, StoreError>;
+
+    /// Creates a conversation with its owner and lane policy. `Ok(None)` when the id is taken
+    /// (nothing is changed then).
+    async fn create_conversation(
+        &self,
+        conversation: &NewConversation,
+    ) -> Result<Option<SessionInfo>, StoreError> {
+        let _ = conversation;
+        Err(unsupported("create_conversation"))
+    }
+
+    /// Conversations, newest first (by creation, then id), as `filter` says.
+    async fn list_conversations(
+        &self,
+        filter: &ConversationFilter,
+    ) -> Result<Vec<SessionInfo>, StoreError> {
+        let _ = filter;
+        Err(unsupported("list_conversations"))
+    }
+
+    /// Up to `limit` messages of a session with a seq above `after`, in order.
+    async fn messages_page(
+        &self,
+        session_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let _ = (session_id, after, limit);
+        Err(unsupported("messages_page"))
+    }
+
+    /// Runs, newest first (by start, then id), as `filter` says.
+    async fn find_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
+        let _ = filter;
+        Err(unsupported("find_runs"))
+    }
+
+    /// The run's stored events with a seq (1-based, in the order emitted) above `after`.
+    async fn events_after(
+        &self,
+        run_id: &str,
+        after: u64,
+    ) -> Result<Vec<(u64, Event)>, StoreError> {
+        let _ = (run_id, after);
+        Err(unsupported("events_after"))
+    }
+
+    /// Queues a run behind the session's lane, in one transaction: the queue row and a run
+    /// record in state `queued` (started at `enqueued_at`), unless the session's queue holds
+    /// `limit` runs already. The session must exist.
+    async fn enqueue_run(
+        &self,
+        run: &QueuedRun,
+        limit: usize,
+    ) -> Result<EnqueueOutcome, StoreError> {
+        let _ = (run, limit);
+        Err(unsupported("enqueue_run"))
+    }
+
+    /// The session's queued runs, oldest first. A run leaves the queue in its first commit
+    /// (the one that stores its message), or when cancelled before it started.
+    async fn queued_runs(&self, session_id: &str) -> Result<Vec<QueuedRun>, StoreError> {
+        let _ = session_id;
+        Err(unsupported("queued_runs"))
+    }
+
+    /// Sessions with queued runs, the one with the oldest queued run first.
+    async fn queued_sessions(&self) -> Result<Vec<String>, StoreError> {
+        Err(unsupported("queued_sessions"))
+    }
+
+    /// Cancels a run still in the queue: it leaves the queue and its record becomes
+    /// `cancelled`, finished at `at`. False when it is not queued (it started, or never was).
+    async fn cancel_queued(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
+        let _ = (run_id, at);
+        Err(unsupported("cancel_queued"))
+    }
+
+    /// Stores a new API key (its hash only).
+    async fn save_api_key(&self, key: &ApiKeyRecord) -> Result<(), StoreError> {
+        let _ = key;
+        Err(unsupported("save_api_key"))
+    }
+
+    /// The key with this hash, revoked or not.
+    async fn api_key_by_hash(&self, hash: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
+        let _ = hash;
+        Err(unsupported("api_key_by_hash"))
+    }
+
+    /// Every stored key, oldest first.
+    async fn list_api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError> {
+        Err(unsupported("list_api_keys"))
+    }
+
+    /// Revokes the key with this id at `at`. False when there is no such key or it was
+    /// revoked already.
+    async fn revoke_api_key(&self, id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
+        let _ = (id, at);
+        Err(unsupported("revoke_api_key"))
+    }
+}
+
+/// The error of a store method this store does not implement yet.
+fn unsupported(method: &str) -> StoreError {
+    StoreError::Backend(format!("this store does not support `{method}`"))
 }
 
 /// The seq of the last message the latest compaction summary of `messages` replaces.

@@ -243,6 +243,9 @@ pub(crate) fn decode_session(row: &SqliteRow) -> Result<SessionInfo, StoreError>
         updated_at: time_column(row, "updated_at", place)?,
         title: column(row, "title", place)?,
         message_count: count_column(row, "message_count", place)?,
+        // Owners and lane policies are stored from migration 0008 on.
+        owner: None,
+        lane_policy: Default::default(),
         id,
     })
 }

@@ -1,0 +1,110 @@
+//! Conversations as the daemon sees them: who owns one, how a new message treats a running
+//! run ([`LanePolicy`]), and the queue of runs waiting for the conversation's lane
+//! ([`QueuedRun`]). The lane itself (one active run per conversation) is [`crate::lane`].
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// What a message for a conversation that is running does (seeds 001 and 004).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LanePolicy {
+    /// Wait in the lane's FIFO queue until the runs before it end (seed 001).
+    #[default]
+    Queue,
+    /// Cancel the running run at its next safe point, then run (seed 004).
+    Interrupt,
+}
+
+impl LanePolicy {
+    /// The policy's name, as stored and as the API writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LanePolicy::Queue => "queue",
+            LanePolicy::Interrupt => "interrupt",
+        }
+    }
+
+    /// The policy named `name` (`queue` or `interrupt`).
+    pub fn parse(name: &str) -> Option<LanePolicy> {
+        match name {
+            "queue" => Some(LanePolicy::Queue),
+            "interrupt" => Some(LanePolicy::Interrupt),
+            _ => None,
+        }
+    }
+}
+
+/// A conversation to create.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewConversation {
+    /// Its id.
+    pub id: String,
+    /// The user it belongs to; `None` for one made by an admin for no user.
+    pub owner: Option<String>,
+    /// How a message that arrives while it runs is treated.
+    pub lane_policy: LanePolicy,
+    /// When it is created.
+    pub at: DateTime<Utc>,
+}
+
+/// A message accepted for a conversation, waiting in its lane's queue until its run starts.
+/// It is durable: a daemon that dies with runs queued starts them when it comes back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QueuedRun {
+    /// The run it will be.
+    pub run_id: String,
+    /// Its conversation.
+    pub session_id: String,
+    /// The user the run is for (their budget applies).
+    pub user_id: Option<String>,
+    /// The message, as the run will send it.
+    pub message: String,
+    /// When it was accepted.
+    pub enqueued_at: DateTime<Utc>,
+    /// Provider the run will use, for its `queued` run record.
+    pub provider: String,
+    /// Model the run will ask for, for its `queued` run record.
+    pub model: String,
+}
+
+/// What [`crate::Store::enqueue_run`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EnqueueOutcome {
+    /// The run is queued; `ahead` queued runs of the same conversation are before it.
+    Queued {
+        /// Queued runs before it (the running one not counted).
+        ahead: usize,
+    },
+    /// The lane's queue already holds `limit` runs: nothing was stored.
+    Full {
+        /// Runs waiting in the queue.
+        queued: usize,
+    },
+}
+
+/// Which conversations to list, newest first (by creation, then id).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ConversationFilter {
+    /// Only this user's conversations.
+    pub owner: Option<String>,
+    /// Only conversations older than the one with this id (the previous page's last).
+    pub before: Option<String>,
+    /// At most this many.
+    pub limit: usize,
+}
+
+/// Which runs to list, newest first (by start, then id).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunFilter {
+    /// Only runs of this conversation.
+    pub session_id: Option<String>,
+    /// Only runs in this state.
+    pub state: Option<crate::state::AgentState>,
+    /// Only runs of conversations this user owns.
+    pub owner: Option<String>,
+    /// Only runs older than the one with this id (the previous page's last).
+    pub before: Option<String>,
+    /// At most this many.
+    pub limit: usize,
+}

@@ -1,0 +1,95 @@
+//! Who is calling: every endpoint but the health checks takes a [`Caller`], made from the
+//! `Authorization: Bearer KEY` header. A missing, malformed, unknown or revoked key is 401 with
+//! the same message, so keys cannot be probed.
+
+use axum::extract::FromRequestParts;
+use axum::http::header;
+use axum::http::request::Parts;
+use keel_core::{RunRecord, SessionInfo};
+
+use crate::error::ApiError;
+use crate::keys::hash_key;
+use crate::state::AppState;
+
+/// The authenticated caller of a request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Caller {
+    /// The key's public id.
+    pub key_id: String,
+    /// The user the key acts as.
+    pub user_id: Option<String>,
+    /// Sees and acts on everything.
+    pub admin: bool,
+}
+
+impl Caller {
+    /// Whether the caller may see and act on this conversation: an admin sees all, a user
+    /// only the conversations they own.
+    pub fn sees(&self, conversation: &SessionInfo) -> bool {
+        self.admin || (self.user_id.is_some() && conversation.owner == self.user_id)
+    }
+
+    /// The owner filter for listings: `None` (everything) for an admin, else the user.
+    pub fn owner_filter(&self) -> Option<String> {
+        if self.admin {
+            None
+        } else {
+            // A key with neither user nor admin is never made; it would see nothing.
+            Some(self.user_id.clone().unwrap_or_default())
+        }
+    }
+
+    /// The conversation `id`, when it exists and the caller may see it; 404 otherwise.
+    pub async fn conversation(&self, state: &AppState, id: &str) -> Result<SessionInfo, ApiError> {
+        match state.store.session(id).await? {
+            Some(conversation) if self.sees(&conversation) => Ok(conversation),
+            _ => Err(ApiError::not_found(format!("conversation `{id}`"))),
+        }
+    }
+
+    /// The run `id` and its conversation, when both exist and the caller may see them; 404
+    /// otherwise.
+    pub async fn run(
+        &self,
+        state: &AppState,
+        id: &str,
+    ) -> Result<(RunRecord, SessionInfo), ApiError> {
+        let missing = || ApiError::not_found(format!("run `{id}`"));
+        let run = state.store.run(id).await?.ok_or_else(missing)?;
+        match state.store.session(&run.session_id).await? {
+            Some(conversation) if self.sees(&conversation) => Ok((run, conversation)),
+            _ => Err(missing()),
+        }
+    }
+}
+
+const REFUSED: &str = "a valid API key is needed: send `Authorization: Bearer KEY` (make one with \
+                       `keel keys create`)";
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let header = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .ok_or_else(|| ApiError::unauthorized(REFUSED))?;
+        let key = header
+            .strip_prefix("Bearer ")
+            .map(str::trim)
+            .filter(|key| !key.is_empty())
+            .ok_or_else(|| ApiError::unauthorized(REFUSED))?;
+        match state.store.api_key_by_hash(&hash_key(key)).await? {
+            Some(record) if record.revoked_at.is_none() => Ok(Caller {
+                key_id: record.id,
+                user_id: record.user_id,
+                admin: record.admin,
+            }),
+            _ => Err(ApiError::unauthorized(REFUSED)),
+        }
+    }
+}

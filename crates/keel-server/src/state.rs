@@ -1,0 +1,19 @@
+//! What every handler shares.
+
+use std::sync::Arc;
+
+use keel_core::Store;
+
+use crate::engine::Engine;
+use crate::hub::Hub;
+
+/// The daemon's shared state, cloned into every handler.
+#[derive(Clone)]
+pub struct AppState {
+    /// Conversations, runs, keys.
+    pub store: Arc<dyn Store>,
+    /// Runs the lanes: queues, workers, cancel, resume.
+    pub engine: Arc<Engine>,
+    /// Live events, for the SSE streams.
+    pub hub: Arc<Hub>,
+}
