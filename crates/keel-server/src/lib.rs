@@ -13,6 +13,7 @@ pub mod error;
 pub mod hub;
 pub mod json;
 pub mod keys;
+pub mod live;
 pub mod router;
 pub mod state;
 
