@@ -45,6 +45,58 @@ pub enum Command {
     /// Run many concurrent conversations against the scripted model and report the loop's own
     /// overhead per iteration, wall time against the ideal, throughput and memory.
     Bench(BenchArgs),
+    /// The daemon's API keys: create (shown once), list, revoke.
+    Keys(KeysArgs),
+}
+
+/// `keel serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (default: `[serve] bind`, else 127.0.0.1:8787). Port 0 picks a free
+    /// port; the address listened on is printed.
+    #[arg(long, value_name = "ADDR")]
+    pub bind: Option<std::net::SocketAddr>,
+}
+
+/// `keel keys`.
+#[derive(Debug, Args)]
+pub struct KeysArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: KeysAction,
+}
+
+/// `keel keys` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum KeysAction {
+    /// Make a key and print it once (only its hash is stored).
+    Create {
+        /// The user the key acts as: it sees and acts on that user's conversations only.
+        #[arg(long, value_name = "ID")]
+        user: Option<String>,
+        /// The key sees and acts on everything.
+        #[arg(long)]
+        admin: bool,
+    },
+    /// List keys (ids, users, when made and revoked; never the keys).
+    List,
+    /// Revoke a key by its id: it authenticates nothing from now on.
+    Revoke {
+        /// The key's id, as `keel keys list` shows it.
+        key_id: String,
+    },
+}
+
+/// Where `keel run` and `keel chat` send their messages instead of running them here.
+#[derive(Debug, Clone, Default, Args)]
+pub struct RemoteArgs {
+    /// Send the message to a `keel serve` daemon at URL and stream its events.
+    #[arg(long, value_name = "URL", env = "KEEL_SERVER")]
+    pub server: Option<String>,
+
+    /// The daemon's API key (`keel keys create` makes one).
+    #[arg(long, value_name = "KEY", env = "KEEL_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
 }
 
 /// `keel bench`.
@@ -186,6 +238,10 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_wait: bool,
 
+    /// Run on a daemon instead of here.
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+
     /// Model and loop options.
     #[command(flatten)]
     pub agent: AgentArgs,
@@ -201,6 +257,10 @@ pub struct ChatArgs {
     /// Continue this stored session (default: a new one).
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
+
+    /// Talk to a daemon instead of running here.
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 
     /// Model and loop options.
     #[command(flatten)]

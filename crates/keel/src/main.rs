@@ -10,6 +10,7 @@ mod config;
 mod guarded_settings;
 mod launch;
 mod output;
+mod remote;
 mod resolve;
 mod setup;
 mod sigterm;
@@ -49,8 +50,20 @@ fn main() -> ExitCode {
     runtime.spawn(sigterm::watch());
     let config = cli.config.as_deref();
     let result = match cli.command {
+        Command::Run(args) if args.remote.server.is_some() => {
+            runtime.block_on(remote::session::run(
+                &args.remote,
+                args.session.as_deref(),
+                &args.prompt.join(" "),
+                args.json,
+            ))
+        }
         Command::Run(args) => runtime.block_on(commands::run::run(config, args)),
+        Command::Chat(args) if args.remote.server.is_some() => {
+            runtime.block_on(remote::chat::chat(&args.remote, args.session.as_deref()))
+        }
         Command::Chat(args) => commands::chat::chat(&runtime, config, args),
+        Command::Keys(args) => runtime.block_on(commands::keys::keys(args)),
         Command::Sessions(args) => runtime.block_on(commands::sessions::sessions(args)),
         Command::Users(args) => runtime.block_on(commands::users::users(args)),
         Command::Runs(args) => runtime.block_on(commands::runs::runs(config, args)),
