@@ -123,7 +123,12 @@ pub struct BenchArgs {
     #[arg(long)]
     pub http: bool,
 
-    /// With --http, ask for streamed answers.
+    /// Through a `keel serve` child process over its HTTP API (SQLite, `keel mock-provider`
+    /// as the model): POST latency, wall time, throughput and the daemon's memory.
+    #[arg(long)]
+    pub serve: bool,
+
+    /// With --http or --serve, ask for streamed answers.
     #[arg(long)]
     pub stream: bool,
 

@@ -10,6 +10,7 @@
 
 mod mock_process;
 mod report;
+mod serve;
 mod timing;
 
 use std::process::ExitCode;
@@ -45,6 +46,9 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         return Err(
             ConfigError("--conversations and --iterations must be at least 1".into()).into(),
         );
+    }
+    if args.serve {
+        return serve::bench(&args).await;
     }
     let setup = Setup {
         conversations: args.conversations,

@@ -1,0 +1,357 @@
+//! `keel bench --serve`: the same conversations, sent through a `keel serve` child process over
+//! its HTTP API (SQLite store, `keel mock-provider` as the model): each conversation is one
+//! `POST .../messages` (timed: the API's latency) and its run's SSE stream, read to the end.
+//! Reports iterations per second, wall time against the ideal, the POST latencies, and the
+//! daemon's peak memory and CPU time.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::Duration;
+
+use anyhow::Context;
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use keel_mock::{Script, Step};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::mock_process::MockProcess;
+use super::report::Spread;
+use crate::cli::{BenchArgs, BenchStart};
+
+/// What `keel bench --serve` measured.
+#[derive(Debug, Serialize)]
+pub struct ServeReport {
+    /// Concurrent conversations.
+    pub conversations: usize,
+    /// Iterations per conversation.
+    pub iterations: u32,
+    /// Model latency per call, in milliseconds.
+    pub latency_ms: u64,
+    /// Conversations whose run completed.
+    pub completed: usize,
+    /// The first failure, if any.
+    pub failure: Option<String>,
+    /// First POST to the last run's end, in seconds.
+    pub wall_s: f64,
+    /// The model's time alone: iterations × latency, in seconds.
+    pub ideal_s: f64,
+    /// Wall over ideal.
+    pub wall_vs_ideal: f64,
+    /// Iterations per second, all conversations together.
+    pub iterations_per_s: f64,
+    /// Latency of `POST /v1/conversations/{id}/messages` (to its 202), in microseconds.
+    pub post_latency_us: Spread,
+    /// The daemon's peak resident memory, in MiB.
+    pub daemon_peak_rss_mib: f64,
+    /// The daemon's CPU time (user + system) per iteration, in microseconds.
+    pub daemon_cpu_per_iteration_us: f64,
+}
+
+/// Runs `keel bench --serve`.
+pub async fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    super::raise_open_files(args.conversations as u64 * 2 + 256)?;
+    let dir = tempfile::tempdir().context("cannot make a temporary directory")?;
+    let home = dir.path().join("home");
+    let workspace = dir.path().join("workspace");
+    std::fs::create_dir_all(&home)?;
+    std::fs::create_dir_all(&workspace)?;
+    std::fs::write(workspace.join("items.txt"), "one item per line\n")?;
+    let mock = MockProcess::start(&script(args.iterations, args.latency_ms), dir.path())?;
+    let model_url = mock.url().trim_end_matches("/v1");
+    std::fs::write(
+        home.join("keel.toml"),
+        format!(
+            "provider = \"mock\"\nbase_url = \"{model_url}\"\nworkspace = \"{}\"\nstream = {}\n\
+             max_iterations = {}\n\n[serve]\nworkers = {}\n",
+            workspace.display(),
+            args.stream,
+            args.iterations + 1,
+            args.conversations.max(1),
+        ),
+    )?;
+    let key = admin_key(&home)?;
+    let daemon = DaemonProcess::start(&home)?;
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.conversations + 16)
+        .build()?;
+    let api = Api {
+        http,
+        base: daemon.url.clone(),
+        key,
+    };
+
+    // One conversation first, unmeasured (tokenizer tables, statements, connections).
+    let warm = api.conversation().await?;
+    let (_, run_id) = api.send(&warm).await?;
+    api.follow(&run_id).await?;
+    let mut conversations = Vec::with_capacity(args.conversations);
+    for _ in 0..args.conversations {
+        conversations.push(api.conversation().await?);
+    }
+
+    let cpu_before = daemon.cpu_time();
+    let gap = match args.start {
+        BenchStart::Burst => Duration::ZERO,
+        BenchStart::Spread => {
+            Duration::from_millis(args.latency_ms) / u32::try_from(args.conversations.max(1))?
+        }
+    };
+    let started = Instant::now();
+    let mut tasks = JoinSet::new();
+    for (i, conversation) in conversations.into_iter().enumerate() {
+        let api = api.clone();
+        let start_at = started + gap * i as u32;
+        tasks.spawn(async move {
+            tokio::time::sleep_until(start_at).await;
+            let (post, run_id) = api.send(&conversation).await?;
+            let state = api.follow(&run_id).await?;
+            anyhow::Ok((post, state, run_id))
+        });
+    }
+    let mut posts = Vec::new();
+    let mut completed = 0;
+    let mut failure = None;
+    while let Some(joined) = tasks.join_next().await {
+        match joined.context("a conversation panicked")? {
+            Ok((post, state, _)) if state == "completed" => {
+                posts.push(post);
+                completed += 1;
+            }
+            Ok((post, state, run_id)) => {
+                posts.push(post);
+                failure.get_or_insert(format!("run {run_id} ended {state}"));
+            }
+            Err(error) => {
+                failure.get_or_insert(format!("{error:#}"));
+            }
+        }
+    }
+    let wall = started.elapsed();
+    let cpu = daemon.cpu_time().saturating_sub(cpu_before);
+    let iterations = (completed as f64) * f64::from(args.iterations);
+    let ideal = Duration::from_millis(args.latency_ms) * args.iterations;
+    let report = ServeReport {
+        conversations: args.conversations,
+        iterations: args.iterations,
+        latency_ms: args.latency_ms,
+        completed,
+        failure,
+        wall_s: wall.as_secs_f64(),
+        ideal_s: ideal.as_secs_f64(),
+        wall_vs_ideal: wall.as_secs_f64() / ideal.as_secs_f64().max(1e-9),
+        iterations_per_s: iterations / wall.as_secs_f64(),
+        post_latency_us: Spread::of(posts),
+        daemon_peak_rss_mib: daemon.peak_rss_kib() as f64 / 1024.0,
+        daemon_cpu_per_iteration_us: cpu.as_secs_f64() * 1e6 / iterations.max(1.0),
+    };
+    let failed = report.failure.is_some();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", text(&report));
+    }
+    Ok(if failed {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn text(r: &ServeReport) -> String {
+    format!(
+        "keel bench --serve: {} conversations × {} iterations, {} ms model latency, keel serve \
+         (SQLite) over HTTP\n  completed        {}/{}{}\n  wall             {:.2} s \
+         (ideal {:.2} s, {:.2}×)\n  throughput       {:.0} iterations/s\n  POST latency     \
+         p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms\n  daemon memory    {:.0} MiB peak\n  \
+         daemon CPU       {:.0} µs per iteration\n",
+        r.conversations,
+        r.iterations,
+        r.latency_ms,
+        r.completed,
+        r.conversations,
+        r.failure
+            .as_ref()
+            .map_or(String::new(), |f| format!(" (first failure: {f})")),
+        r.wall_s,
+        r.ideal_s,
+        r.wall_vs_ideal,
+        r.iterations_per_s,
+        r.post_latency_us.p50 / 1000.0,
+        r.post_latency_us.p99 / 1000.0,
+        r.post_latency_us.max / 1000.0,
+        r.daemon_peak_rss_mib,
+        r.daemon_cpu_per_iteration_us,
+    )
+}
+
+/// K − 1 `list_dir` calls (a real tool of the daemon), then the answer, each after the
+/// latency; usage given so nothing is estimated.
+fn script(iterations: u32, latency_ms: u64) -> Script {
+    let mut steps: Vec<Step> = (1..iterations)
+        .map(|i| {
+            Step::tool_call("list_dir", json!({"path": "."}))
+                .with_text(format!("Looking, step {i}."))
+                .with_usage(400 + 60 * u64::from(i), 24)
+                .with_delay_ms(latency_ms)
+        })
+        .collect();
+    steps.push(
+        Step::text("Everything is listed.")
+            .with_usage(400 + 60 * u64::from(iterations), 16)
+            .with_delay_ms(latency_ms),
+    );
+    Script::new(steps).with_per_turn()
+}
+
+/// `keel keys create --admin` in `home`: the key.
+fn admin_key(home: &Path) -> anyhow::Result<String> {
+    let exe = std::env::current_exe().context("cannot find the keel executable")?;
+    let output = Command::new(exe)
+        .args(["keys", "create", "--admin"])
+        .env("KEEL_HOME", home)
+        .output()
+        .context("cannot run keel keys create")?;
+    anyhow::ensure!(
+        output.status.success(),
+        "keel keys create failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+}
+
+/// A `keel serve` child on a free port; killed when dropped.
+struct DaemonProcess {
+    child: Child,
+    url: String,
+}
+
+impl DaemonProcess {
+    fn start(home: &Path) -> anyhow::Result<DaemonProcess> {
+        let exe = std::env::current_exe().context("cannot find the keel executable")?;
+        let mut child = Command::new(exe)
+            .args(["serve", "--bind", "127.0.0.1:0"])
+            .env("KEEL_HOME", home)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("cannot start keel serve")?;
+        let mut reader = BufReader::new(child.stdout.take().context("no stdout")?);
+        let mut line = String::new();
+        while reader.read_line(&mut line)? > 0 {
+            if let Some(at) = line.find("http://") {
+                let url = line[at..].trim().to_string();
+                std::thread::spawn(move || for _ in reader.lines() {});
+                return Ok(DaemonProcess { child, url });
+            }
+            line.clear();
+        }
+        let _ = child.kill();
+        anyhow::bail!("keel serve did not start")
+    }
+
+    fn status_field(&self, name: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|kib| kib.parse().ok())
+            .unwrap_or(0)
+    }
+
+    fn peak_rss_kib(&self) -> u64 {
+        self.status_field("VmHWM:")
+    }
+
+    fn cpu_time(&self) -> Duration {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            return Duration::ZERO;
+        };
+        let fields: Vec<u64> = rest
+            .split_whitespace()
+            .map(|f| f.parse().unwrap_or(0))
+            .collect();
+        let ticks = fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0);
+        Duration::from_millis(ticks * 10)
+    }
+}
+
+impl Drop for DaemonProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Clone)]
+struct Api {
+    http: reqwest::Client,
+    base: String,
+    key: String,
+}
+
+impl Api {
+    async fn conversation(&self) -> anyhow::Result<String> {
+        let body: Value = self
+            .http
+            .post(format!("{}/v1/conversations", self.base))
+            .bearer_auth(&self.key)
+            .json(&json!({}))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        body["id"]
+            .as_str()
+            .map(str::to_string)
+            .context("a conversation without an id")
+    }
+
+    /// Sends the message; how long the 202 took, and the run's id.
+    async fn send(&self, conversation: &str) -> anyhow::Result<(Duration, String)> {
+        let started = std::time::Instant::now();
+        let response = self
+            .http
+            .post(format!(
+                "{}/v1/conversations/{conversation}/messages",
+                self.base
+            ))
+            .bearer_auth(&self.key)
+            .json(&json!({"text": "List the workspace, step by step."}))
+            .send()
+            .await?
+            .error_for_status()?;
+        let took = started.elapsed();
+        let body: Value = response.json().await?;
+        let run_id = body["run_id"].as_str().context("no run id")?.to_string();
+        Ok((took, run_id))
+    }
+
+    /// Reads the run's event stream to its end; the state it ended in.
+    async fn follow(&self, run_id: &str) -> anyhow::Result<String> {
+        let response = self
+            .http
+            .get(format!("{}/v1/runs/{run_id}/events", self.base))
+            .bearer_auth(&self.key)
+            .send()
+            .await?
+            .error_for_status()?;
+        let mut frames = response.bytes_stream().eventsource();
+        while let Some(frame) = frames.next().await {
+            let frame = frame.context("the event stream broke")?;
+            if frame.event == "keel.stream.end" {
+                let end: Value = serde_json::from_str(&frame.data)?;
+                return Ok(end["state"].as_str().unwrap_or("unknown").to_string());
+            }
+        }
+        anyhow::bail!("the event stream of run {run_id} ended without its end frame")
+    }
+}
