@@ -332,19 +332,13 @@ pub trait Store: Send + Sync {
     async fn create_conversation(
         &self,
         conversation: &NewConversation,
-    ) -> Result<Option<SessionInfo>, StoreError> {
-        let _ = conversation;
-        Err(unsupported("create_conversation"))
-    }
+    ) -> Result<Option<SessionInfo>, StoreError>;
 
     /// Conversations, newest first (by creation, then id), as `filter` says.
     async fn list_conversations(
         &self,
         filter: &ConversationFilter,
-    ) -> Result<Vec<SessionInfo>, StoreError> {
-        let _ = filter;
-        Err(unsupported("list_conversations"))
-    }
+    ) -> Result<Vec<SessionInfo>, StoreError>;
 
     /// Up to `limit` messages of a session with a seq above `after`, in order.
     async fn messages_page(
@@ -352,26 +346,14 @@ pub trait Store: Send + Sync {
         session_id: &str,
         after: u64,
         limit: usize,
-    ) -> Result<Vec<StoredMessage>, StoreError> {
-        let _ = (session_id, after, limit);
-        Err(unsupported("messages_page"))
-    }
+    ) -> Result<Vec<StoredMessage>, StoreError>;
 
     /// Runs, newest first (by start, then id), as `filter` says.
-    async fn find_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
-        let _ = filter;
-        Err(unsupported("find_runs"))
-    }
+    async fn find_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError>;
 
     /// The run's stored events with a seq (1-based, in the order emitted) above `after`.
-    async fn events_after(
-        &self,
-        run_id: &str,
-        after: u64,
-    ) -> Result<Vec<(u64, Event)>, StoreError> {
-        let _ = (run_id, after);
-        Err(unsupported("events_after"))
-    }
+    async fn events_after(&self, run_id: &str, after: u64)
+    -> Result<Vec<(u64, Event)>, StoreError>;
 
     /// Queues a run behind the session's lane, in one transaction: the queue row and a run
     /// record in state `queued` (started at `enqueued_at`), unless the session's queue holds
@@ -380,58 +362,31 @@ pub trait Store: Send + Sync {
         &self,
         run: &QueuedRun,
         limit: usize,
-    ) -> Result<EnqueueOutcome, StoreError> {
-        let _ = (run, limit);
-        Err(unsupported("enqueue_run"))
-    }
+    ) -> Result<EnqueueOutcome, StoreError>;
 
     /// The session's queued runs, oldest first. A run leaves the queue in its first commit
     /// (the one that stores its message), or when cancelled before it started.
-    async fn queued_runs(&self, session_id: &str) -> Result<Vec<QueuedRun>, StoreError> {
-        let _ = session_id;
-        Err(unsupported("queued_runs"))
-    }
+    async fn queued_runs(&self, session_id: &str) -> Result<Vec<QueuedRun>, StoreError>;
 
     /// Sessions with queued runs, the one with the oldest queued run first.
-    async fn queued_sessions(&self) -> Result<Vec<String>, StoreError> {
-        Err(unsupported("queued_sessions"))
-    }
+    async fn queued_sessions(&self) -> Result<Vec<String>, StoreError>;
 
     /// Cancels a run still in the queue: it leaves the queue and its record becomes
     /// `cancelled`, finished at `at`. False when it is not queued (it started, or never was).
-    async fn cancel_queued(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
-        let _ = (run_id, at);
-        Err(unsupported("cancel_queued"))
-    }
+    async fn cancel_queued(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError>;
 
     /// Stores a new API key (its hash only).
-    async fn save_api_key(&self, key: &ApiKeyRecord) -> Result<(), StoreError> {
-        let _ = key;
-        Err(unsupported("save_api_key"))
-    }
+    async fn save_api_key(&self, key: &ApiKeyRecord) -> Result<(), StoreError>;
 
     /// The key with this hash, revoked or not.
-    async fn api_key_by_hash(&self, hash: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
-        let _ = hash;
-        Err(unsupported("api_key_by_hash"))
-    }
+    async fn api_key_by_hash(&self, hash: &str) -> Result<Option<ApiKeyRecord>, StoreError>;
 
     /// Every stored key, oldest first.
-    async fn list_api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError> {
-        Err(unsupported("list_api_keys"))
-    }
+    async fn list_api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError>;
 
     /// Revokes the key with this id at `at`. False when there is no such key or it was
     /// revoked already.
-    async fn revoke_api_key(&self, id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
-        let _ = (id, at);
-        Err(unsupported("revoke_api_key"))
-    }
-}
-
-/// The error of a store method this store does not implement yet.
-fn unsupported(method: &str) -> StoreError {
-    StoreError::Backend(format!("this store does not support `{method}`"))
+    async fn revoke_api_key(&self, id: &str, at: DateTime<Utc>) -> Result<bool, StoreError>;
 }
 
 /// The seq of the last message the latest compaction summary of `messages` replaces.

@@ -89,6 +89,9 @@ const UPSERT_RUN_TAIL: &str = ") ON CONFLICT (id) DO UPDATE SET \
      event_count = runs.event_count + excluded.event_count \
      RETURNING cancel_requested_at IS NOT NULL";
 
+/// Takes the committed run (`$5`) out of its lane's queue, if it was queued.
+const DEQUEUE_IN_COMMIT: &str = "DELETE FROM run_queue WHERE run_id = $5";
+
 /// Statements under construction that share their parameters: the texts and the arguments,
 /// numbered together.
 pub(crate) struct Batch {
@@ -392,6 +395,9 @@ fn add_run(batch: &mut Batch, commit: &Commit<'_>, counts: &RunCounts) -> Result
         "UPDATE runs SET session_id = $1, started_at = ${started} \
          WHERE id = $5 AND (session_id <> $1 OR started_at <> ${started})"
     );
+    // A run that came from its lane's queue leaves it in the commit that stores its message
+    // (a primary-key probe of a table that holds only waiting messages).
+    batch.end_statement().sql(DEQUEUE_IN_COMMIT);
     if run.state.is_terminal() {
         batch.end_statement().sql(crate::lanes::RELEASE_IN_COMMIT);
     }

@@ -17,7 +17,7 @@ use sqlx::{Decode, Row, Type};
 
 /// The record a value was read from, for error messages; formatted only on failure.
 #[derive(Clone, Copy)]
-enum Place<'a> {
+pub(crate) enum Place<'a> {
     Table(&'static str),
     Session(&'a str),
     Message(&'a str, i64),
@@ -65,7 +65,11 @@ fn parse_timestamp(
         .map_err(|e| corrupt(place, format_args!("{column}: bad timestamp `{text}`: {e}")))
 }
 
-fn column<'r, T>(row: &'r SqliteRow, name: &str, place: Place<'_>) -> Result<T, StoreError>
+pub(crate) fn column<'r, T>(
+    row: &'r SqliteRow,
+    name: &str,
+    place: Place<'_>,
+) -> Result<T, StoreError>
 where
     T: Decode<'r, Sqlite> + Type<Sqlite>,
 {
@@ -73,12 +77,16 @@ where
         .map_err(|e| corrupt(place, format_args!("column {name}: {e}")))
 }
 
-fn time_column(row: &SqliteRow, name: &str, place: Place<'_>) -> Result<DateTime<Utc>, StoreError> {
+pub(crate) fn time_column(
+    row: &SqliteRow,
+    name: &str,
+    place: Place<'_>,
+) -> Result<DateTime<Utc>, StoreError> {
     let text: &str = column(row, name, place)?;
     parse_timestamp(text, name, place)
 }
 
-fn optional_time_column(
+pub(crate) fn optional_time_column(
     row: &SqliteRow,
     name: &str,
     place: Place<'_>,
@@ -234,7 +242,8 @@ fn parse_role(text: &str, place: Place<'_>) -> Result<Role, StoreError> {
     }
 }
 
-/// Decodes a row of `SELECT id, created_at, updated_at, title, message_count FROM sessions`.
+/// Decodes a row of `SELECT id, created_at, updated_at, title, message_count, owner,
+/// lane_policy FROM sessions`.
 pub(crate) fn decode_session(row: &SqliteRow) -> Result<SessionInfo, StoreError> {
     let id: String = column(row, "id", Place::Table("sessions"))?;
     let place = Place::Session(&id);
@@ -243,9 +252,12 @@ pub(crate) fn decode_session(row: &SqliteRow) -> Result<SessionInfo, StoreError>
         updated_at: time_column(row, "updated_at", place)?,
         title: column(row, "title", place)?,
         message_count: count_column(row, "message_count", place)?,
-        // Owners and lane policies are stored from migration 0008 on.
-        owner: None,
-        lane_policy: Default::default(),
+        owner: column(row, "owner", place)?,
+        lane_policy: {
+            let policy: &str = column(row, "lane_policy", place)?;
+            keel_core::LanePolicy::parse(policy)
+                .ok_or_else(|| corrupt(place, format_args!("unknown lane policy `{policy}`")))?
+        },
         id,
     })
 }

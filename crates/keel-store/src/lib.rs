@@ -22,6 +22,7 @@ mod batch;
 mod checkpointer;
 mod codec;
 mod connections;
+mod daemon;
 mod durability;
 mod lanes;
 mod schema;

@@ -58,6 +58,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0007_run_launch.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            8,
+            "daemon".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0008_daemon.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

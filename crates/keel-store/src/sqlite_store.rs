@@ -15,14 +15,15 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use keel_core::store::{Commit, CommitOutcome};
 use keel_core::{
-    Checkpoint, Event, Journal, LaneClaim, LaneOutcome, Message, RunRecord, SessionInfo, Store,
+    ApiKeyRecord, Checkpoint, ConversationFilter, EnqueueOutcome, Event, Journal, LaneClaim,
+    LaneOutcome, Message, NewConversation, QueuedRun, RunFilter, RunRecord, SessionInfo, Store,
     StoreError, StoredMessage, ToolCallRecord, Usage, UserRecord,
 };
 
 use crate::batch::{self, Batch};
 use crate::codec::{self, timestamp};
 use crate::connections::Connections;
-use crate::{OrBackend, durability, lanes};
+use crate::{OrBackend, daemon, durability, lanes};
 
 /// Every column of `runs` that a [`RunRecord`] holds.
 macro_rules! run_columns {
@@ -34,11 +35,25 @@ macro_rules! run_columns {
     };
 }
 
-const SELECT_SESSION: &str =
-    "SELECT id, created_at, updated_at, title, message_count FROM sessions WHERE id = $1";
+/// Every column of `sessions` that a [`SessionInfo`] holds.
+macro_rules! session_columns {
+    () => {
+        "id, created_at, updated_at, title, message_count, owner, lane_policy"
+    };
+}
+pub(crate) use {run_columns, session_columns};
 
-const LIST_SESSIONS: &str = "SELECT id, created_at, updated_at, title, message_count FROM sessions \
-     ORDER BY updated_at DESC, id DESC LIMIT $1";
+const SELECT_SESSION: &str = concat!(
+    "SELECT ",
+    session_columns!(),
+    " FROM sessions WHERE id = $1"
+);
+
+const LIST_SESSIONS: &str = concat!(
+    "SELECT ",
+    session_columns!(),
+    " FROM sessions ORDER BY updated_at DESC, id DESC LIMIT $1"
+);
 
 const SELECT_MESSAGES: &str = "SELECT seq, run_id, role, content, tool_calls, tool_call_id, \
      reasoning, meta, created_at FROM messages WHERE session_id = $1 ORDER BY seq";
@@ -403,6 +418,80 @@ impl Store for SqliteStore {
 
     async fn release_session(&self, session_id: &str, run_id: &str) -> Result<bool, StoreError> {
         lanes::release(&self.conns, session_id, run_id).await
+    }
+
+    async fn create_conversation(
+        &self,
+        conversation: &NewConversation,
+    ) -> Result<Option<SessionInfo>, StoreError> {
+        if !daemon::create_conversation(&self.conns, conversation).await? {
+            return Ok(None);
+        }
+        self.session(&conversation.id).await
+    }
+
+    async fn list_conversations(
+        &self,
+        filter: &ConversationFilter,
+    ) -> Result<Vec<SessionInfo>, StoreError> {
+        daemon::list_conversations(&self.conns, filter).await
+    }
+
+    async fn messages_page(
+        &self,
+        session_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        daemon::messages_page(&self.conns, session_id, after, limit).await
+    }
+
+    async fn find_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
+        daemon::find_runs(&self.conns, filter).await
+    }
+
+    async fn events_after(
+        &self,
+        run_id: &str,
+        after: u64,
+    ) -> Result<Vec<(u64, Event)>, StoreError> {
+        daemon::events_after(&self.conns, run_id, after).await
+    }
+
+    async fn enqueue_run(
+        &self,
+        run: &QueuedRun,
+        limit: usize,
+    ) -> Result<EnqueueOutcome, StoreError> {
+        daemon::enqueue(&self.conns, run, limit).await
+    }
+
+    async fn queued_runs(&self, session_id: &str) -> Result<Vec<QueuedRun>, StoreError> {
+        daemon::queued_runs(&self.conns, session_id).await
+    }
+
+    async fn queued_sessions(&self) -> Result<Vec<String>, StoreError> {
+        daemon::queued_sessions(&self.conns).await
+    }
+
+    async fn cancel_queued(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
+        daemon::cancel_queued(&self.conns, run_id, at).await
+    }
+
+    async fn save_api_key(&self, key: &ApiKeyRecord) -> Result<(), StoreError> {
+        daemon::save_key(&self.conns, key).await
+    }
+
+    async fn api_key_by_hash(&self, hash: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
+        daemon::key_by_hash(&self.conns, hash).await
+    }
+
+    async fn list_api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError> {
+        daemon::list_keys(&self.conns).await
+    }
+
+    async fn revoke_api_key(&self, id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
+        daemon::revoke_key(&self.conns, id, at).await
     }
 
     async fn active_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
