@@ -36,8 +36,9 @@ pub enum ConfigError {
 }
 
 /// Installs rustls's `ring` crypto provider as the process default, once. reqwest is built
-/// without a provider of its own, so this must run before the first client is built.
-fn install_crypto_provider() {
+/// without a provider of its own, so this must run before the first client is built (any
+/// reqwest client of the process, keel's own or another crate's).
+pub fn install_crypto_provider() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // An error only means another provider was installed first, which serves as well.

@@ -31,6 +31,6 @@ pub use anthropic::{Anthropic, AnthropicConfig};
 pub use api::Api;
 pub use classify::{classify_http_error, retry_hint};
 pub use connect::{Endpoint, connect};
-pub use http::ConfigError;
+pub use http::{ConfigError, install_crypto_provider};
 pub use openai_chat::{OpenAiChat, OpenAiConfig};
 pub use openai_responses::OpenAiResponses;

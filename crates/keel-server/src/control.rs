@@ -1,10 +1,304 @@
-//! The endpoints that act: send a message, cancel, answer, resume.
+//! The endpoints that act: make a conversation, send a message, cancel, answer, resume, and a
+//! run's report.
 
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use keel_core::{AgentState, LanePolicy, NewConversation, ResumeOptions, UnsafeCall};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
+use crate::Caller;
+use crate::engine::EngineError;
+use crate::error::{ApiError, ErrorBody};
+use crate::json::{ApiJson, ApiQuery};
 use crate::state::AppState;
+use crate::views::ConversationView;
 
 /// The routes of this part.
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
+        .routes(routes!(create_conversation))
+        .routes(routes!(send_message))
+        .routes(routes!(cancel_run))
+        .routes(routes!(answer_run))
+        .routes(routes!(resume_run))
+        .routes(routes!(run_report))
+}
+
+impl From<EngineError> for ApiError {
+    fn from(error: EngineError) -> Self {
+        match error {
+            EngineError::LaneFull { retry_after, .. } => ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "lane_full",
+                error.to_string(),
+            )
+            .retry_after(retry_after),
+            EngineError::ShuttingDown => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting_down",
+                error.to_string(),
+            )
+            .retry_after(5),
+            EngineError::NotFound(_) => {
+                ApiError::new(StatusCode::NOT_FOUND, "not_found", error.to_string())
+            }
+            EngineError::Conflict(message) => ApiError::conflict(message),
+            EngineError::Store(store) => store.into(),
+        }
+    }
+}
+
+/// `POST /v1/conversations`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewConversationBody {
+    /// `queue` (default: `[serve] lane_policy`) or `interrupt`.
+    pub lane_policy: Option<String>,
+}
+
+/// Makes a conversation owned by the caller's user.
+#[utoipa::path(post, path = "/v1/conversations", request_body = NewConversationBody,
+    responses((status = 201, body = ConversationView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn create_conversation(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<NewConversationBody>,
+) -> Result<Response, ApiError> {
+    let lane_policy = match body.lane_policy.as_deref() {
+        None => state.engine.default_lane_policy(),
+        Some(name) => LanePolicy::parse(name).ok_or_else(|| {
+            ApiError::invalid(format!(
+                "lane_policy must be `queue` or `interrupt`, not `{name}`"
+            ))
+        })?,
+    };
+    let conversation = NewConversation {
+        id: uuid::Uuid::now_v7().to_string(),
+        owner: caller.user_id.clone(),
+        lane_policy,
+        at: chrono::Utc::now(),
+    };
+    let made = state
+        .store
+        .create_conversation(&conversation)
+        .await?
+        .ok_or_else(|| ApiError::internal("a new conversation id was taken; try again"))?;
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(ConversationView::from(made)),
+    )
+        .into_response())
+}
+
+/// A text attachment, appended to the message.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Attachment {
+    /// Its name, as the model will see it.
+    pub name: String,
+    /// Its text.
+    pub content: String,
+}
+
+/// `POST /v1/conversations/{id}/messages`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MessageBody {
+    /// The message.
+    pub text: String,
+    /// Text attachments.
+    #[serde(default)]
+    pub attachments: Vec<Attachment>,
+}
+
+/// `?wait=true`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitQuery {
+    /// Answer with the run's report when it ends.
+    #[serde(default)]
+    pub wait: bool,
+}
+
+/// What `POST .../messages` answers.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AcceptedView {
+    /// The run the message became.
+    pub run_id: String,
+    /// Its conversation.
+    pub conversation_id: String,
+    /// Runs ahead of it in the conversation's lane (0: it starts now).
+    pub position: usize,
+}
+
+/// Sends a message: it becomes a run, queued behind the conversation's lane.
+#[utoipa::path(post, path = "/v1/conversations/{id}/messages", request_body = MessageBody,
+    params(("id" = String, Path, description = "The conversation"),
+           ("wait" = Option<bool>, Query, description = "Answer with the report when the run ends")),
+    responses((status = 202, body = AcceptedView),
+              (status = 200, description = "The run's report (`?wait=true`)", body = Object),
+              (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 413, body = ErrorBody), (status = 429, body = ErrorBody),
+              (status = 503, body = ErrorBody)))]
+async fn send_message(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiQuery(query): ApiQuery<WaitQuery>,
+    ApiJson(body): ApiJson<MessageBody>,
+) -> Result<Response, ApiError> {
+    let conversation = caller.conversation(&state, &id).await?;
+    if body.text.trim().is_empty() {
+        return Err(ApiError::invalid("text must not be empty"));
+    }
+    let mut text = body.text;
+    for attachment in &body.attachments {
+        text.push_str(&format!(
+            "\n\n[attachment: {}]\n{}",
+            attachment.name, attachment.content
+        ));
+    }
+    let submitted = state
+        .engine
+        .submit(&conversation, text, caller.user_id.clone())
+        .await?;
+    if query.wait {
+        let report = state.engine.wait(&submitted.run_id).await?;
+        return Ok(axum::Json(report).into_response());
+    }
+    let accepted = AcceptedView {
+        run_id: submitted.run_id,
+        conversation_id: conversation.id,
+        position: submitted.position,
+    };
+    Ok((StatusCode::ACCEPTED, axum::Json(accepted)).into_response())
+}
+
+/// What `cancel` answers.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CancelView {
+    /// The run.
+    pub run_id: String,
+    /// `cancelled` when it had not started; else its state while it stops.
+    pub state: String,
+}
+
+/// Cancels a run: a queued one at once, a running one at its next safe point.
+#[utoipa::path(post, path = "/v1/runs/{id}/cancel", params(("id" = String, Path, description = "The run")),
+    responses((status = 202, body = CancelView), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+async fn cancel_run(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.run(&state, &id).await?;
+    let now = state.engine.cancel(&id).await?;
+    let view = CancelView {
+        run_id: id,
+        state: now.as_str().to_string(),
+    };
+    Ok((StatusCode::ACCEPTED, axum::Json(view)).into_response())
+}
+
+/// `POST /v1/runs/{id}/answer`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerBody {
+    /// The answer to the run's question.
+    pub text: String,
+}
+
+/// What `answer` and `resume` answer.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ContinuedView {
+    /// The run, going on.
+    pub run_id: String,
+}
+
+/// Answers the question a run waits on; the run goes on.
+#[utoipa::path(post, path = "/v1/runs/{id}/answer", request_body = AnswerBody,
+    params(("id" = String, Path, description = "The run")),
+    responses((status = 202, body = ContinuedView), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+async fn answer_run(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<AnswerBody>,
+) -> Result<Response, ApiError> {
+    caller.run(&state, &id).await?;
+    state.engine.answer(&id, body.text).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        axum::Json(ContinuedView { run_id: id }),
+    )
+        .into_response())
+}
+
+/// `POST /v1/runs/{id}/resume`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeBody {
+    /// For a run halted before a side-effecting call a crash interrupted: `retry` or `skip` it.
+    pub unsafe_call: Option<String>,
+    /// Go on under the current system prompt although it changed since the run started.
+    #[serde(default)]
+    pub accept_prompt_change: bool,
+}
+
+/// Resumes a run its worker left, or one halted for a decision.
+#[utoipa::path(post, path = "/v1/runs/{id}/resume", request_body = ResumeBody,
+    params(("id" = String, Path, description = "The run")),
+    responses((status = 202, body = ContinuedView), (status = 400, body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+async fn resume_run(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<ResumeBody>,
+) -> Result<Response, ApiError> {
+    caller.run(&state, &id).await?;
+    let unsafe_call = match body.unsafe_call.as_deref() {
+        None => None,
+        Some("retry") => Some(UnsafeCall::Retry),
+        Some("skip") => Some(UnsafeCall::Skip),
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "unsafe_call must be `retry` or `skip`, not `{other}`"
+            )));
+        }
+    };
+    let options = ResumeOptions {
+        accept_prompt_change: body.accept_prompt_change,
+        unsafe_call,
+        ..ResumeOptions::default()
+    };
+    state.engine.resume(&id, options).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        axum::Json(ContinuedView { run_id: id }),
+    )
+        .into_response())
+}
+
+/// The report of a run that ended or waits for a human (the `keel run --json` object).
+#[utoipa::path(get, path = "/v1/runs/{id}/report", params(("id" = String, Path, description = "The run")),
+    responses((status = 200, description = "The report", body = Object),
+              (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+async fn run_report(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let (run, _) = caller.run(&state, &id).await?;
+    if !(run.state.is_terminal() || run.state == AgentState::WaitingOnHuman) {
+        return Err(ApiError::conflict(format!(
+            "run `{id}` is {}: its report comes when it ends",
+            run.state
+        )));
+    }
+    Ok(axum::Json(state.engine.report(&id).await?).into_response())
 }

@@ -15,7 +15,9 @@ pub mod json;
 pub mod keys;
 pub mod live;
 pub mod router;
+pub mod serve;
 pub mod state;
+pub mod views;
 
 pub use auth::Caller;
 pub use error::ApiError;

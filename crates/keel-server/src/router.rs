@@ -26,6 +26,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::api::routes())
         .split_for_parts();
     let document = std::sync::Arc::new(document);
+    let limit = state.max_request_bytes;
     api.route(
         "/openapi.json",
         get(move || {
@@ -34,5 +35,14 @@ pub fn router(state: AppState) -> Router {
         }),
     )
     .route("/healthz", get(|| async { "ok" }))
+    .fallback(|| async { crate::ApiError::not_found("this path") })
+    .method_not_allowed_fallback(|| async {
+        crate::ApiError::new(
+            axum::http::StatusCode::METHOD_NOT_ALLOWED,
+            "invalid_request",
+            "this method is not allowed on this path",
+        )
+    })
+    .layer(axum::extract::DefaultBodyLimit::max(limit))
     .with_state(state)
 }

@@ -16,4 +16,6 @@ pub struct AppState {
     pub engine: Arc<Engine>,
     /// Live events, for the SSE streams.
     pub hub: Arc<Hub>,
+    /// The largest request body accepted, in bytes.
+    pub max_request_bytes: usize,
 }

@@ -45,6 +45,8 @@ pub enum Command {
     /// Run many concurrent conversations against the scripted model and report the loop's own
     /// overhead per iteration, wall time against the ideal, throughput and memory.
     Bench(BenchArgs),
+    /// The daemon: serve conversations and runs over an HTTP API, with live events.
+    Serve(ServeArgs),
     /// The daemon's API keys: create (shown once), list, revoke.
     Keys(KeysArgs),
 }

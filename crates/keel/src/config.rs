@@ -74,6 +74,9 @@ pub struct FileConfig {
     /// `[runs]`: heartbeats and the reconciler.
     #[serde(default)]
     pub runs: RunsConfig,
+    /// `[serve]`: the daemon.
+    #[serde(default)]
+    pub serve: crate::serve_settings::ServeConfig,
 }
 
 /// `[runs]`.
@@ -227,6 +230,7 @@ impl FileConfig {
                 ));
             }
         }
+        self.serve.validate()?;
         if self.max_iterations == Some(0) {
             return Err("max_iterations must be at least 1".into());
         }

@@ -12,6 +12,7 @@ mod launch;
 mod output;
 mod remote;
 mod resolve;
+mod serve_settings;
 mod setup;
 mod sigterm;
 mod terminal_text;
@@ -47,7 +48,10 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    runtime.spawn(sigterm::watch());
+    // The daemon stops on SIGTERM its own way: at every run's next boundary, not the process's.
+    if !matches!(cli.command, Command::Serve(_)) {
+        runtime.spawn(sigterm::watch());
+    }
     let config = cli.config.as_deref();
     let result = match cli.command {
         Command::Run(args) if args.remote.server.is_some() => {
@@ -64,6 +68,7 @@ fn main() -> ExitCode {
         }
         Command::Chat(args) => commands::chat::chat(&runtime, config, args),
         Command::Keys(args) => runtime.block_on(commands::keys::keys(args)),
+        Command::Serve(args) => runtime.block_on(commands::serve::serve(config, args)),
         Command::Sessions(args) => runtime.block_on(commands::sessions::sessions(args)),
         Command::Users(args) => runtime.block_on(commands::users::users(args)),
         Command::Runs(args) => runtime.block_on(commands::runs::runs(config, args)),

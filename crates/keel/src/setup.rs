@@ -16,7 +16,6 @@ use crate::cli::AgentArgs;
 use crate::config::{self, ConfigError, FallbackNotice};
 use crate::launch::LaunchSpec;
 use crate::resolve::{self, ProviderChoice, Settings};
-use crate::sigterm::SafePointExit;
 use crate::worker::ProcProbe;
 
 /// Opens the SQLite store at `$KEEL_HOME/keel.db`, to be closed by [`close_stores`].
@@ -164,7 +163,9 @@ pub fn agent(
         .store(store)
         .system_prompt(settings.system_prompt.clone())
         .stream(settings.stream)
-        .tools(file_tools(Arc::new(workspace)))
+        .tools(crate::output::PauseInTool::wrap(file_tools(Arc::new(
+            workspace,
+        ))))
         .tools(http_tools(HttpGetConfig {
             allowed_hosts: settings.http_allowed_hosts.clone(),
             allow_private: settings.http_allow_private,
@@ -214,7 +215,6 @@ pub fn agent(
     for sink in sinks {
         builder = builder.event_sink(sink);
     }
-    builder = builder.event_sink(Arc::new(SafePointExit));
     if let Some(human) = human {
         builder = builder.human(human);
     }

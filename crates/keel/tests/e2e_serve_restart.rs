@@ -53,6 +53,18 @@ fn setup(script: &str, extra: &str) -> Setup {
     }
 }
 
+/// Waits (a few ms at a time) until the mock received `n` requests: a model call is in
+/// flight at the model, not only announced.
+async fn until_requests(mock: &Mock, n: usize) {
+    for _ in 0..3000 {
+        if mock.requests().len() >= n {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the mock never got {n} request(s)");
+}
+
 impl Setup {
     fn log(&self) -> String {
         std::fs::read_to_string(self.workspace.join(LOG)).unwrap_or_default()
@@ -70,6 +82,7 @@ async fn killed_during_a_model_call_the_run_resumes_and_the_queued_run_starts() 
     let queued = api.send(&conversation, "then say hi").await;
     api.sse_until_event(&format!("/v1/runs/{running}/events"), "agent.model.request")
         .await;
+    until_requests(&setup.mock, 1).await;
     first.kill();
 
     let second = Daemon::start(&setup.home);
@@ -101,30 +114,30 @@ async fn killed_during_a_model_call_the_run_resumes_and_the_queued_run_starts() 
 #[tokio::test(flavor = "multi_thread")]
 async fn killed_during_a_side_effecting_tool_the_run_halts_until_someone_decides() {
     let setup = setup(&append_then_answer(), "");
-    let mut first = Daemon::start_with(&setup.home, &[("KEEL_TEST_PAUSE_AT_CHECKPOINT", "2")]);
+    let mut first = Daemon::start_with(&setup.home, &[("KEEL_TEST_PAUSE_IN_TOOL", "append_file")]);
     let key = make_key(&setup.home, &["--user", "ann"]);
     let api = first.client(&key);
     let conversation = api.conversation(None).await;
     let run_id = api.send(&conversation, "append alpha to the log").await;
-    first.until_logged("keel: test hook: paused after checkpoint 2 (llm_response)");
+    first.until_logged("keel: test hook: paused in tool append_file");
     first.kill();
 
     let second = Daemon::start(&setup.home);
     let api = second.client(&key);
-    let halted = api
-        .until_state(&run_id, &["waiting_on_human", "completed"])
-        .await;
-    if halted["state"] == "waiting_on_human" {
-        assert_eq!(halted["reason"], "resume_unsafe", "{halted}");
-        let (status, body) = api
-            .post(
-                &format!("/v1/runs/{run_id}/resume"),
-                json!({"unsafe_call": "retry"}),
-            )
-            .await;
-        assert_eq!(status, 202, "{body}");
-        api.until_state(&run_id, &["completed"]).await;
-    }
+    // The append may or may not have happened: the run halts for a person to decide.
+    let halted = api.until_state(&run_id, &["waiting_on_human"]).await;
+    assert_eq!(halted["reason"], "resume_unsafe", "{halted}");
+    let (status, report) = api.get(&format!("/v1/runs/{run_id}/report")).await;
+    assert_eq!(
+        (status, report["state"].as_str()),
+        (200, Some("waiting_on_human"))
+    );
+    let resume = format!("/v1/runs/{run_id}/resume");
+    let (status, body) = api.post(&resume, json!({"unsafe_call": "sometimes"})).await;
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = api.post(&resume, json!({"unsafe_call": "retry"})).await;
+    assert_eq!(status, 202, "{body}");
+    api.until_state(&run_id, &["completed"]).await;
     assert_eq!(setup.log(), "alpha\n", "never twice, never lost");
 }
 
@@ -141,6 +154,7 @@ async fn sigterm_stops_at_a_boundary_and_the_next_daemon_completes_the_run() {
     let run_id = api.send(&conversation, "append alpha to the log").await;
     api.sse_until_event(&format!("/v1/runs/{run_id}/events"), "agent.model.request")
         .await;
+    until_requests(&setup.mock, 1).await;
     let code = first.terminate();
     assert_eq!(code, Some(0), "{}", first.log());
     let second = Daemon::start(&setup.home);

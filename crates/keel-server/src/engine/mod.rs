@@ -1,4 +1,722 @@
-//! The run engine: lanes, their queues, the worker pool, the reconciler, shutdown.
+//! The run engine: every accepted message is a queued run in its conversation's lane; the
+//! engine starts each lane's runs one at a time in arrival order (the store's lane claim is the
+//! guard across processes), at most `workers` at once, resumes what a dead worker left at start
+//! and every few minutes, and stops at the runs' next boundaries on shutdown.
 
-/// Runs the lanes (placeholder until the engine is built).
-pub struct Engine;
+mod control;
+mod lanes;
+mod report;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use chrono::Utc;
+use keel_core::reconcile::{ReconcilePolicy, ReconcileReport, reconcile_with};
+use keel_core::worker::{NoProbe, WorkerProbe};
+use keel_core::{
+    Agent, AgentError, AgentState, EnqueueOutcome, EventSink, LaneClaim, LaneOutcome, LanePolicy,
+    QueuedRun, ResumeOptions, RunFilter, RunReport, RunRequest, SessionInfo, Store, StoreError,
+};
+use tokio::sync::{Semaphore, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::live::LiveEvents;
+pub use control::{Boundaries, RunControl};
+use lanes::Lanes;
+pub use report::stored_report;
+
+/// How the engine runs.
+#[derive(Clone)]
+pub struct EngineOptions {
+    /// Runs driven at once; the rest wait in their lanes.
+    pub workers: usize,
+    /// Runs a lane may hold queued; beyond, a message is refused (429).
+    pub queue_limit: usize,
+    /// The policy of conversations made without one.
+    pub default_lane_policy: LanePolicy,
+    /// How long shutdown waits for runs to reach their next boundary.
+    pub shutdown_grace: Duration,
+    /// How often the reconciler runs after the one at start.
+    pub reconcile_every: Duration,
+    /// When a run's worker counts as gone, and paused runs' cancel timeout.
+    pub reconcile: ReconcilePolicy,
+    /// Who this process is, for lane claims (e.g. `host:pid`).
+    pub worker: String,
+    /// Provider of the runs, for queued runs' records.
+    pub provider: String,
+    /// Model of the runs, for queued runs' records.
+    pub model: String,
+    /// Tells whether a run's recorded worker process is still alive.
+    pub probe: Arc<dyn WorkerProbe>,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            workers: 256,
+            queue_limit: 16,
+            default_lane_policy: LanePolicy::Queue,
+            shutdown_grace: Duration::from_secs(30),
+            reconcile_every: Duration::from_secs(300),
+            reconcile: ReconcilePolicy::default(),
+            worker: format!("pid:{}", std::process::id()),
+            provider: String::new(),
+            model: String::new(),
+            probe: Arc::new(NoProbe),
+        }
+    }
+}
+
+/// Why the engine refused a request.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The lane's queue is full.
+    #[error(
+        "conversation `{conversation}` already has {queued} message(s) waiting; try again later"
+    )]
+    LaneFull {
+        /// The conversation.
+        conversation: String,
+        /// Runs waiting in its lane.
+        queued: usize,
+        /// Seconds to wait before trying again.
+        retry_after: u64,
+    },
+    /// The daemon is shutting down.
+    #[error("keel serve is shutting down and takes no new runs; try again when it is back")]
+    ShuttingDown,
+    /// No such run.
+    #[error("run `{0}` not found")]
+    NotFound(String),
+    /// The run is not in a state that allows it.
+    #[error("{0}")]
+    Conflict(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A message accepted: its run, and how many runs are ahead of it in its lane.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Submitted {
+    /// The run the message became.
+    pub run_id: String,
+    /// Runs ahead of it (the running one and those queued before it).
+    pub position: usize,
+}
+
+/// What shutdown did.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ShutdownReport {
+    /// Runs stopped at a boundary, left resumable.
+    pub interrupted: usize,
+    /// Runs still going when the grace period ended (the reconciler finds them next start).
+    pub abandoned: usize,
+}
+
+/// How a stored run is driven again.
+enum Continue {
+    Answer(String),
+    Resume(ResumeOptions),
+}
+
+/// The engine: lanes, workers, the reconciler. Shared behind an `Arc`.
+pub struct Engine {
+    store: Arc<dyn Store>,
+    live: Arc<dyn LiveEvents>,
+    options: EngineOptions,
+    agent: OnceLock<Arc<Agent>>,
+    boundaries: Arc<Boundaries>,
+    permits: Arc<Semaphore>,
+    accepting: AtomicBool,
+    lanes: Mutex<Lanes>,
+    reports: Mutex<HashMap<String, watch::Sender<Option<RunReport>>>>,
+    interrupted: Mutex<usize>,
+    tasks: TaskTracker,
+    stopping: CancellationToken,
+}
+
+impl Engine {
+    /// An engine on `store` telling `live` about its runs. Give the agent that runs them to
+    /// [`Engine::start`]; that agent must have [`Engine::sink`] among its event sinks.
+    pub fn new(
+        store: Arc<dyn Store>,
+        live: Arc<dyn LiveEvents>,
+        options: EngineOptions,
+    ) -> Arc<Self> {
+        Arc::new(Engine {
+            permits: Arc::new(Semaphore::new(options.workers.max(1))),
+            store,
+            live,
+            options,
+            agent: OnceLock::new(),
+            boundaries: Arc::new(Boundaries::default()),
+            accepting: AtomicBool::new(false),
+            lanes: Mutex::new(Lanes::new()),
+            reports: Mutex::new(HashMap::new()),
+            interrupted: Mutex::new(0),
+            tasks: TaskTracker::new(),
+            stopping: CancellationToken::new(),
+        })
+    }
+
+    /// The event sink the agent must have, so the engine knows where each run is.
+    pub fn sink(&self) -> Arc<dyn EventSink> {
+        self.boundaries.clone()
+    }
+
+    /// The policy of conversations made without one.
+    pub fn default_lane_policy(&self) -> LanePolicy {
+        self.options.default_lane_policy
+    }
+
+    /// Starts: one reconciler pass, the runs it can resume without a human, the queued runs;
+    /// then the periodic reconciler.
+    pub async fn start(self: &Arc<Self>, agent: Arc<Agent>) -> Result<ReconcileReport, StoreError> {
+        let _ = self.agent.set(agent);
+        let report = self.reconcile_once().await?;
+        self.accepting.store(true, Ordering::SeqCst);
+        self.resume_abandoned().await?;
+        for session in self.store.queued_sessions().await? {
+            let queued = self.store.queued_runs(&session).await?;
+            {
+                let mut lanes = self.lock_lanes();
+                let lane = lanes.entry(session.clone()).or_default();
+                for run in queued {
+                    if !lane.queued.iter().any(|q| q.run_id == run.run_id) {
+                        self.watch_report(&run.run_id);
+                        lane.queued.push_back(run);
+                    }
+                }
+            }
+            self.pump(&session);
+        }
+        let engine = Arc::downgrade(self);
+        let every = self.options.reconcile_every;
+        let stopping = self.stopping.clone();
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.tick().await;
+            loop {
+                tokio::select! {
+                    _ = ticks.tick() => {}
+                    _ = stopping.cancelled() => return,
+                }
+                let Some(engine) = engine.upgrade() else {
+                    return;
+                };
+                if let Err(error) = engine.reconcile_once().await {
+                    tracing::error!(%error, "the reconciler failed");
+                } else if let Err(error) = engine.resume_abandoned().await {
+                    tracing::error!(%error, "resuming abandoned runs failed");
+                }
+            }
+        });
+        Ok(report)
+    }
+
+    /// Whether the engine takes runs (started, not shutting down).
+    pub fn accepting(&self) -> bool {
+        self.accepting.load(Ordering::SeqCst)
+    }
+
+    /// Accepts `text` for `conversation`: a queued run, stored before this returns, started
+    /// when the runs before it in the lane have ended. Under the `interrupt` policy, the
+    /// running run is asked to stop at its next safe point.
+    pub async fn submit(
+        self: &Arc<Self>,
+        conversation: &SessionInfo,
+        text: String,
+        user_id: Option<String>,
+    ) -> Result<Submitted, EngineError> {
+        if !self.accepting() {
+            return Err(EngineError::ShuttingDown);
+        }
+        let session = conversation.id.clone();
+        let gate = self
+            .lock_lanes()
+            .entry(session.clone())
+            .or_default()
+            .accepting
+            .clone();
+        let _in_order = gate.lock().await;
+        let run = QueuedRun {
+            run_id: uuid::Uuid::now_v7().to_string(),
+            session_id: session.clone(),
+            user_id,
+            message: text,
+            enqueued_at: Utc::now(),
+            provider: self.options.provider.clone(),
+            model: self.options.model.clone(),
+        };
+        if let EnqueueOutcome::Full { queued } = self
+            .store
+            .enqueue_run(&run, self.options.queue_limit)
+            .await?
+        {
+            return Err(EngineError::LaneFull {
+                conversation: session,
+                queued,
+                retry_after: 1,
+            });
+        }
+        self.watch_report(&run.run_id);
+        let run_id = run.run_id.clone();
+        let (position, interrupt) = {
+            let mut lanes = self.lock_lanes();
+            let lane = lanes.entry(session.clone()).or_default();
+            lane.queued.push_back(run);
+            let interrupt = (conversation.lane_policy == LanePolicy::Interrupt)
+                .then(|| lane.running.clone())
+                .flatten();
+            (lane.ahead_of_last(), interrupt)
+        };
+        drop(_in_order);
+        if let Some(running) = interrupt
+            && let Some(control) = self.boundaries.get(&running)
+        {
+            control.cancel.cancel();
+            self.store.request_cancel(&running, Utc::now()).await?;
+        }
+        self.pump(&session);
+        Ok(Submitted { run_id, position })
+    }
+
+    /// Runs ahead of a queued run in its lane, when it is queued here.
+    pub fn position(&self, run_id: &str) -> Option<usize> {
+        self.lock_lanes()
+            .values()
+            .find_map(|lane| lane.position(run_id))
+    }
+
+    /// Cancels a run: a queued one at once (it never starts), a running one at its next safe
+    /// point. Returns the state it is in now.
+    pub async fn cancel(self: &Arc<Self>, run_id: &str) -> Result<AgentState, EngineError> {
+        let queued_here = self
+            .lock_lanes()
+            .values_mut()
+            .any(|lane| lane.remove(run_id));
+        // Queued here, or queued in the store by another process and not started here.
+        let queued_elsewhere = || async {
+            self.boundaries.get(run_id).is_none()
+                && self
+                    .store
+                    .run(run_id)
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_some_and(|r| r.state == AgentState::Queued)
+        };
+        if (queued_here || queued_elsewhere().await)
+            && self.store.cancel_queued(run_id, Utc::now()).await?
+        {
+            self.publish_stored(run_id).await;
+            return Ok(AgentState::Cancelled);
+        }
+        if let Some(control) = self.boundaries.get(run_id) {
+            control.cancel.cancel();
+            self.store.request_cancel(run_id, Utc::now()).await?;
+            return Ok(AgentState::Running);
+        }
+        let run = self
+            .store
+            .run(run_id)
+            .await?
+            .ok_or_else(|| EngineError::NotFound(run_id.to_string()))?;
+        if run.state.is_terminal() {
+            return Err(EngineError::Conflict(format!(
+                "run `{run_id}` already ended as {}",
+                run.state
+            )));
+        }
+        self.store.request_cancel(run_id, Utc::now()).await?;
+        Ok(run.state)
+    }
+
+    /// Answers the question a paused run waits on; the run goes on in the background.
+    pub async fn answer(self: &Arc<Self>, run_id: &str, text: String) -> Result<(), EngineError> {
+        let run = self.continuable(run_id).await?;
+        if run.state != AgentState::WaitingOnHuman || run.reason.is_some() {
+            return Err(EngineError::Conflict(format!(
+                "run `{run_id}` is {} and waits for no answer",
+                run.state
+            )));
+        }
+        self.continue_run(run.id, run.session_id, Continue::Answer(text));
+        Ok(())
+    }
+
+    /// Resumes a run a dead worker left, or one halted for a decision; it goes on in the
+    /// background.
+    pub async fn resume(
+        self: &Arc<Self>,
+        run_id: &str,
+        options: ResumeOptions,
+    ) -> Result<(), EngineError> {
+        let run = self.continuable(run_id).await?;
+        let halted = run.state == AgentState::WaitingOnHuman && run.reason.is_some();
+        let abandoned = run.state == AgentState::TimedOut && run.resume_available;
+        let orphaned = matches!(run.state, AgentState::Running | AgentState::WaitingForTool)
+            && keel_core::reconcile::abandoned(
+                &run,
+                Utc::now(),
+                &self.options.reconcile,
+                self.options.probe.as_ref(),
+            )
+            .is_some();
+        if !(halted || abandoned || orphaned) {
+            return Err(EngineError::Conflict(format!(
+                "run `{run_id}` is {} and cannot be resumed",
+                run.state
+            )));
+        }
+        self.continue_run(run.id, run.session_id, Continue::Resume(options));
+        Ok(())
+    }
+
+    /// The report of a run once it ends or waits for a human (waiting for it when it is queued
+    /// or running here).
+    pub async fn wait(&self, run_id: &str) -> Result<RunReport, EngineError> {
+        let receiver = self
+            .lock_reports()
+            .get(run_id)
+            .map(watch::Sender::subscribe);
+        if let Some(mut receiver) = receiver {
+            loop {
+                if let Some(report) = receiver.borrow_and_update().clone() {
+                    return Ok(report);
+                }
+                if receiver.changed().await.is_err() {
+                    break;
+                }
+            }
+        }
+        self.report(run_id).await
+    }
+
+    /// The report of a run that ended or waits for a human, from the store.
+    pub async fn report(&self, run_id: &str) -> Result<RunReport, EngineError> {
+        if let Some(report) = stored_report(self.store.as_ref(), run_id).await? {
+            return Ok(report);
+        }
+        match self.store.run(run_id).await? {
+            Some(run) => Err(EngineError::Conflict(format!(
+                "run `{run_id}` is {}: its report comes when it ends",
+                run.state
+            ))),
+            None => Err(EngineError::NotFound(run_id.to_string())),
+        }
+    }
+
+    /// Stops taking runs, asks every run to stop at its next boundary (resumable), and waits
+    /// for them up to the grace period.
+    pub async fn shutdown(&self) -> ShutdownReport {
+        self.accepting.store(false, Ordering::SeqCst);
+        self.stopping.cancel();
+        let running = self.boundaries.all();
+        for control in &running {
+            control.stop_at_boundary();
+        }
+        self.tasks.close();
+        let finished = tokio::time::timeout(self.options.shutdown_grace, self.tasks.wait())
+            .await
+            .is_ok();
+        let interrupted = *self.interrupted.lock().unwrap_or_else(|e| e.into_inner());
+        ShutdownReport {
+            interrupted,
+            abandoned: if finished {
+                0
+            } else {
+                self.boundaries.all().len()
+            },
+        }
+    }
+
+    async fn continuable(&self, run_id: &str) -> Result<keel_core::RunRecord, EngineError> {
+        if !self.accepting() {
+            return Err(EngineError::ShuttingDown);
+        }
+        if self.boundaries.get(run_id).is_some() {
+            return Err(EngineError::Conflict(format!("run `{run_id}` is running")));
+        }
+        self.store
+            .run(run_id)
+            .await?
+            .ok_or_else(|| EngineError::NotFound(run_id.to_string()))
+    }
+
+    async fn reconcile_once(&self) -> Result<ReconcileReport, StoreError> {
+        reconcile_with(
+            self.store.as_ref(),
+            Utc::now(),
+            &self.options.reconcile,
+            self.options.probe.as_ref(),
+        )
+        .await
+    }
+
+    /// Resumes every run a dead worker left at a resumable checkpoint.
+    async fn resume_abandoned(self: &Arc<Self>) -> Result<(), StoreError> {
+        let mut before = None;
+        loop {
+            let page = self
+                .store
+                .find_runs(&RunFilter {
+                    state: Some(AgentState::TimedOut),
+                    before: before.clone(),
+                    limit: 200,
+                    ..RunFilter::default()
+                })
+                .await?;
+            let Some(last) = page.last() else {
+                return Ok(());
+            };
+            before = Some(last.id.clone());
+            for run in page.into_iter().filter(|run| run.resume_available) {
+                if self.boundaries.get(&run.id).is_none() {
+                    self.continue_run(
+                        run.id,
+                        run.session_id,
+                        Continue::Resume(ResumeOptions::default()),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Starts the next queued run of `session` if nothing runs there.
+    fn pump(self: &Arc<Self>, session: &str) {
+        if !self.accepting() {
+            return;
+        }
+        let next = {
+            let mut lanes = self.lock_lanes();
+            let Some(lane) = lanes.get_mut(session) else {
+                return;
+            };
+            if lane.running.is_some() {
+                return;
+            }
+            let Some(next) = lane.queued.pop_front() else {
+                return;
+            };
+            lane.running = Some(next.run_id.clone());
+            next
+        };
+        let control = self.boundaries.add(&next.run_id);
+        let engine = self.clone();
+        self.tasks
+            .spawn(async move { engine.drive_queued(next, control).await });
+    }
+
+    async fn drive_queued(self: Arc<Self>, run: QueuedRun, control: Arc<RunControl>) {
+        let Some(permit) = self.permit().await else {
+            return self.forget(&run.session_id, &run.run_id);
+        };
+        if !self.claim(&run.session_id, &run.run_id, &control).await {
+            drop(permit);
+            return self.forget(&run.session_id, &run.run_id);
+        }
+        if control.cancel.is_cancelled() {
+            let _ = self.store.cancel_queued(&run.run_id, Utc::now()).await;
+            let _ = self
+                .store
+                .release_session(&run.session_id, &run.run_id)
+                .await;
+            self.publish_stored(&run.run_id).await;
+            self.forget(&run.session_id, &run.run_id);
+            return self.pump(&run.session_id);
+        }
+        let Some(agent) = self.agent.get().cloned() else {
+            return self.forget(&run.session_id, &run.run_id);
+        };
+        self.live.run_starting(&run.run_id, &run.session_id, 0);
+        let mut request = RunRequest::new(run.message)
+            .session(run.session_id.clone())
+            .cancel_token(control.cancel.clone());
+        request.user_id = run.user_id;
+        request.run_id = Some(run.run_id.clone());
+        let outcome = tokio::select! {
+            outcome = agent.run(request) => Some(outcome),
+            _ = control.stop.notified() => None,
+        };
+        drop(permit);
+        self.finish(&run.session_id, &run.run_id, outcome).await;
+    }
+
+    fn continue_run(self: &Arc<Self>, run_id: String, session_id: String, how: Continue) {
+        let control = self.boundaries.add(&run_id);
+        self.watch_report(&run_id);
+        // The lane is this run's until it stops: a queued run started now would find the run's
+        // stored state (`timed_out`, say) terminal and take the lane from under it.
+        {
+            let mut lanes = self.lock_lanes();
+            let lane = lanes.entry(session_id.clone()).or_default();
+            if lane.running.is_none() {
+                lane.running = Some(run_id.clone());
+            }
+        }
+        let engine = self.clone();
+        self.tasks.spawn(async move {
+            let Some(permit) = engine.permit().await else {
+                return engine.forget(&session_id, &run_id);
+            };
+            let Some(agent) = engine.agent.get().cloned() else {
+                return engine.forget(&session_id, &run_id);
+            };
+            if !engine.claim(&session_id, &run_id, &control).await {
+                return engine.forget(&session_id, &run_id);
+            }
+            let stored = engine
+                .store
+                .events_after(&run_id, 0)
+                .await
+                .map_or(0, |events| events.len() as u64);
+            engine.live.run_starting(&run_id, &session_id, stored);
+            let run = async {
+                match how {
+                    Continue::Answer(text) => agent.answer(&run_id, &text).await,
+                    Continue::Resume(mut options) => {
+                        options.cancel = Some(control.cancel.clone());
+                        agent.resume(&run_id, options).await
+                    }
+                }
+            };
+            let outcome = tokio::select! {
+                outcome = run => Some(outcome),
+                _ = control.stop.notified() => None,
+            };
+            drop(permit);
+            engine.finish(&session_id, &run_id, outcome).await;
+        });
+    }
+
+    /// A worker slot, unless the engine stops first.
+    async fn permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        tokio::select! {
+            permit = self.permits.clone().acquire_owned() => permit.ok().filter(|_| self.accepting()),
+            _ = self.stopping.cancelled() => None,
+        }
+    }
+
+    /// Claims the session's lane for the run in the store, waiting while another run (a paused
+    /// one, or one of another process) holds it; false when the engine stops first.
+    async fn claim(&self, session_id: &str, run_id: &str, control: &RunControl) -> bool {
+        let stale_after =
+            chrono::Duration::from_std(self.options.reconcile.stale_after).unwrap_or_default();
+        let mut wait = Duration::from_millis(50);
+        loop {
+            let claim = LaneClaim {
+                session_id,
+                run_id,
+                worker: &self.options.worker,
+                at: Utc::now(),
+                stale_after,
+            };
+            match self.store.claim_session(&claim).await {
+                Ok(LaneOutcome::Claimed) => return true,
+                Ok(LaneOutcome::Busy(_)) if control.cancel.is_cancelled() => return true,
+                Ok(LaneOutcome::Busy(_)) => {}
+                Err(error) => tracing::error!(%error, run_id, "cannot claim the lane"),
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.stopping.cancelled() => return false,
+            }
+            wait = (wait * 2).min(Duration::from_secs(1));
+        }
+    }
+
+    /// After a run stopped being driven: its report to whoever waits, the hub told, the lane
+    /// freed and its next run started.
+    async fn finish(
+        self: &Arc<Self>,
+        session_id: &str,
+        run_id: &str,
+        outcome: Option<Result<RunReport, AgentError>>,
+    ) {
+        let state = match outcome {
+            Some(Ok(report)) => {
+                let state = report.state;
+                if state != AgentState::WaitingOnHuman {
+                    let _ = self.store.release_session(session_id, run_id).await;
+                }
+                if let Some(sender) = self.lock_reports().remove(run_id) {
+                    let _ = sender.send(Some(report));
+                }
+                state
+            }
+            Some(Err(error)) => {
+                tracing::error!(%error, run_id, "a run failed");
+                if self
+                    .store
+                    .cancel_queued(run_id, Utc::now())
+                    .await
+                    .unwrap_or(false)
+                {
+                    tracing::error!(run_id, "the run never started; it is cancelled");
+                }
+                let _ = self.store.release_session(session_id, run_id).await;
+                self.publish_stored(run_id).await;
+                self.store
+                    .run(run_id)
+                    .await
+                    .ok()
+                    .flatten()
+                    .map_or(AgentState::Error, |run| run.state)
+            }
+            None => {
+                *self.interrupted.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+                self.lock_reports().remove(run_id);
+                AgentState::Running
+            }
+        };
+        self.live.run_stopped(run_id, state);
+        self.forget(session_id, run_id);
+        self.pump(session_id);
+    }
+
+    /// Sends the stored report of `run_id` to whoever waits on it.
+    async fn publish_stored(&self, run_id: &str) {
+        let report = stored_report(self.store.as_ref(), run_id)
+            .await
+            .ok()
+            .flatten();
+        if let Some(sender) = self.lock_reports().remove(run_id) {
+            let _ = sender.send(report);
+        }
+    }
+
+    /// The run no longer occupies its lane here.
+    fn forget(&self, session_id: &str, run_id: &str) {
+        self.boundaries.remove(run_id);
+        let mut lanes = self.lock_lanes();
+        if let Some(lane) = lanes.get_mut(session_id) {
+            if lane.running.as_deref() == Some(run_id) {
+                lane.running = None;
+            }
+            if lane.is_idle() && Arc::strong_count(&lane.accepting) == 1 {
+                lanes.remove(session_id);
+            }
+        }
+    }
+
+    fn watch_report(&self, run_id: &str) {
+        self.lock_reports()
+            .entry(run_id.to_string())
+            .or_insert_with(|| watch::channel(None).0);
+    }
+
+    fn lock_lanes(&self) -> std::sync::MutexGuard<'_, Lanes> {
+        self.lanes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_reports(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<Option<RunReport>>>> {
+        self.reports.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}

@@ -9,5 +9,6 @@ pub mod mock_provider;
 pub mod resume;
 pub mod run;
 pub mod runs;
+pub mod serve;
 pub mod sessions;
 pub mod users;

@@ -195,6 +195,7 @@ pub fn build(
     if let Some(hook) = crate::output::PauseAtCheckpoint::from_env() {
         sinks.push(Arc::new(hook));
     }
+    sinks.push(Arc::new(crate::sigterm::SafePointExit));
     let mut notices = Vec::new();
     if let Some(notice) = &configured.fallback {
         eprintln!("{}", notice.warning());

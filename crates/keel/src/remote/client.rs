@@ -80,6 +80,7 @@ impl Client {
                 detail: "--server must be an http:// or https:// URL".into(),
             });
         }
+        keel_providers::install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .build()

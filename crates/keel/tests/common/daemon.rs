@@ -123,6 +123,7 @@ impl Daemon {
 
     /// An async client with `key`.
     pub fn client(&self, key: &str) -> Api {
+        keel_providers::install_crypto_provider();
         Api {
             http: reqwest::Client::new(),
             base: self.url.clone(),
@@ -206,14 +207,16 @@ impl Api {
 
     /// Waits (polling the run, a few ms apart) until `run_id` is in one of `states`.
     pub async fn until_state(&self, run_id: &str, states: &[&str]) -> Value {
-        for _ in 0..6000 {
+        let mut last = Value::Null;
+        for _ in 0..3000 {
             let (status, run) = self.get(&format!("/v1/runs/{run_id}")).await;
             if status == 200 && states.iter().any(|s| run["state"] == *s) {
                 return run;
             }
+            last = run;
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        panic!("run {run_id} never reached {states:?}");
+        panic!("run {run_id} never reached {states:?}; it is {last}");
     }
 
     /// The SSE frames of `path` until the stream ends (`Last-Event-ID` when given):

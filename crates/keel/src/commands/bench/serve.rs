@@ -75,6 +75,7 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     )?;
     let key = admin_key(&home)?;
     let daemon = DaemonProcess::start(&home)?;
+    keel_providers::install_crypto_provider();
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(args.conversations + 16)
         .build()?;

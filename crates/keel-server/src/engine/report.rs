@@ -1,0 +1,59 @@
+//! A run's report (the `keel run --json` object) from the store, for a run that ended or waits
+//! for a human while no one was waiting on it here.
+
+use keel_core::{AgentState, EventKind, RunReport, Store, StoreError, ToolCallReport};
+
+/// The report of `run_id`, when it ended or waits for a human; `Ok(None)` while it is queued or
+/// running, or when there is no such run.
+pub async fn stored_report(
+    store: &dyn Store,
+    run_id: &str,
+) -> Result<Option<RunReport>, StoreError> {
+    let Some(run) = store.run(run_id).await? else {
+        return Ok(None);
+    };
+    if !(run.state.is_terminal() || run.state == AgentState::WaitingOnHuman) {
+        return Ok(None);
+    }
+    let tool_calls = store
+        .tool_calls(run_id)
+        .await?
+        .into_iter()
+        .filter(|call| call.completed_at.is_some())
+        .map(|call| ToolCallReport {
+            arguments: serde_json::from_str(&call.arguments)
+                .unwrap_or(serde_json::Value::String(call.arguments.clone())),
+            id: call.call_id,
+            name: call.name,
+            ok: call.ok.unwrap_or(false),
+            output: call.output.unwrap_or_default(),
+        })
+        .collect();
+    let question = if run.state == AgentState::WaitingOnHuman {
+        store
+            .events(run_id)
+            .await?
+            .into_iter()
+            .rev()
+            .find_map(|event| match event.kind {
+                EventKind::HumanAsked { question } => Some(question),
+                _ => None,
+            })
+    } else {
+        None
+    };
+    Ok(Some(RunReport {
+        model: run.model_used.clone().unwrap_or(run.model.clone()),
+        run_id: run.id,
+        session_id: run.session_id,
+        state: run.state,
+        reason: run.reason,
+        final_text: run.final_text,
+        error: run.error,
+        iterations: run.iterations,
+        tool_calls,
+        usage: run.usage,
+        cost: run.cost,
+        question,
+    }))
+}

@@ -1,0 +1,30 @@
+//! Serving the API until a stop signal, then stopping in order: no new runs, running runs
+//! stopped at their next boundary (resumable), open event streams ended, connections closed.
+
+use std::future::Future;
+
+use crate::live::LiveEvents;
+use crate::state::AppState;
+
+/// Serves `state`'s API on `listener` until `stop` resolves, then shuts down gracefully:
+/// the engine first (it waits up to its grace period for runs to reach a boundary), then
+/// the live streams, then the connections.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<crate::engine::ShutdownReport> {
+    let engine = state.engine.clone();
+    let hub = state.hub.clone();
+    let (stopped_tx, stopped_rx) = tokio::sync::oneshot::channel();
+    let graceful = async move {
+        stop.await;
+        let report = engine.shutdown().await;
+        hub.shutdown();
+        let _ = stopped_tx.send(report);
+    };
+    axum::serve(listener, crate::router(state))
+        .with_graceful_shutdown(graceful)
+        .await?;
+    Ok(stopped_rx.await.unwrap_or_default())
+}

@@ -1,0 +1,141 @@
+//! `[serve]` of keel.toml: how the daemon listens and runs.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use keel_core::LanePolicy;
+use serde::Deserialize;
+
+use crate::config::{self, ConfigError};
+
+/// `[serve]` as written.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeConfig {
+    /// Address to listen on (127.0.0.1:8787).
+    pub bind: Option<String>,
+    /// Runs driven at once (256).
+    pub workers: Option<usize>,
+    /// Runs a conversation may hold queued (16).
+    pub queue_limit: Option<usize>,
+    /// `queue` or `interrupt`, for conversations made without one (`queue`).
+    pub lane_policy: Option<String>,
+    /// Seconds SIGTERM waits for runs to reach their next boundary (30).
+    pub shutdown_grace_secs: Option<f64>,
+    /// Largest request body, in bytes (1048576).
+    pub max_request_bytes: Option<usize>,
+    /// Seconds between reconciler passes (300).
+    pub reconcile_every_secs: Option<f64>,
+}
+
+impl ServeConfig {
+    /// Says what is wrong, naming the key.
+    pub fn validate(&self) -> Result<(), String> {
+        self.settings().map(drop)
+    }
+
+    fn settings(&self) -> Result<ServeSettings, String> {
+        let secs = |value: Option<f64>, key: &str, default: f64| match value.unwrap_or(default) {
+            v if v.is_finite() && v > 0.0 && v < 1e9 => Ok(Duration::from_secs_f64(v)),
+            v => Err(format!(
+                "[serve] {key} = {v}: use a number of seconds above 0"
+            )),
+        };
+        let at_least_one = |value: Option<usize>, key: &str, default: usize| match value {
+            Some(0) => Err(format!("[serve] {key} must be at least 1")),
+            value => Ok(value.unwrap_or(default)),
+        };
+        let bind = self.bind.as_deref().unwrap_or(DEFAULT_BIND);
+        Ok(ServeSettings {
+            bind: bind.parse().map_err(|_| {
+                format!("[serve] bind = \"{bind}\": use an address and port, e.g. 127.0.0.1:8787")
+            })?,
+            workers: at_least_one(self.workers, "workers", 256)?,
+            queue_limit: at_least_one(self.queue_limit, "queue_limit", 16)?,
+            lane_policy: match self.lane_policy.as_deref() {
+                None => LanePolicy::Queue,
+                Some(name) => LanePolicy::parse(name).ok_or_else(|| {
+                    format!("[serve] lane_policy = \"{name}\": use \"queue\" or \"interrupt\"")
+                })?,
+            },
+            shutdown_grace: secs(self.shutdown_grace_secs, "shutdown_grace_secs", 30.0)?,
+            max_request_bytes: at_least_one(self.max_request_bytes, "max_request_bytes", 1 << 20)?,
+            reconcile_every: secs(self.reconcile_every_secs, "reconcile_every_secs", 300.0)?,
+        })
+    }
+}
+
+/// Where the daemon listens unless told otherwise.
+pub const DEFAULT_BIND: &str = "127.0.0.1:8787";
+
+/// The daemon's settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServeSettings {
+    /// Address to listen on.
+    pub bind: SocketAddr,
+    /// Runs driven at once.
+    pub workers: usize,
+    /// Runs a conversation may hold queued.
+    pub queue_limit: usize,
+    /// The policy of conversations made without one.
+    pub lane_policy: LanePolicy,
+    /// How long SIGTERM waits for runs to reach their next boundary.
+    pub shutdown_grace: Duration,
+    /// Largest request body, in bytes.
+    pub max_request_bytes: usize,
+    /// Time between reconciler passes.
+    pub reconcile_every: Duration,
+}
+
+/// The `[serve]` settings of the configuration in use.
+pub fn load(config_file: Option<&Path>, home: &Path) -> Result<ServeSettings, ConfigError> {
+    let loaded = config::load(config_file, home)?;
+    loaded.file.serve.settings().map_err(ConfigError)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<ServeSettings, String> {
+        let file = config::parse_file(text)?;
+        file.serve.settings()
+    }
+
+    #[test]
+    fn defaults_and_every_key() {
+        let defaults = parse("").unwrap();
+        assert_eq!(defaults.bind.to_string(), DEFAULT_BIND);
+        assert_eq!((defaults.workers, defaults.queue_limit), (256, 16));
+        assert_eq!(defaults.lane_policy, LanePolicy::Queue);
+        assert_eq!(defaults.shutdown_grace, Duration::from_secs(30));
+        let set = parse(
+            "[serve]\nbind = \"0.0.0.0:9000\"\nworkers = 8\nqueue_limit = 2\n\
+             lane_policy = \"interrupt\"\nshutdown_grace_secs = 5\nmax_request_bytes = 1000\n\
+             reconcile_every_secs = 60\n",
+        )
+        .unwrap();
+        assert_eq!(set.bind.port(), 9000);
+        assert_eq!(
+            (set.workers, set.queue_limit, set.max_request_bytes),
+            (8, 2, 1000)
+        );
+        assert_eq!(set.lane_policy, LanePolicy::Interrupt);
+        assert_eq!(set.reconcile_every, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn mistakes_name_their_key() {
+        for (text, key) in [
+            ("[serve]\nworkers = 0\n", "workers"),
+            ("[serve]\nbind = \"here\"\n", "bind"),
+            ("[serve]\nlane_policy = \"drop\"\n", "lane_policy"),
+            ("[serve]\nshutdown_grace_secs = -1\n", "shutdown_grace_secs"),
+            ("[serve]\nworkrs = 3\n", "workrs"),
+        ] {
+            let error = parse(text).unwrap_err();
+            assert!(error.contains(key), "{text}: {error}");
+        }
+    }
+}
