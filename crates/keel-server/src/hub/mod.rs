@@ -48,8 +48,8 @@ pub struct Hub {
     retention: Duration,
     runs: Arc<Mutex<HashMap<String, RunLog>>>,
     conversations: Mutex<HashMap<String, broadcast::Sender<Arc<Frame>>>>,
-    /// Bumped when a run starts being driven here (a stream waiting for a queued run wakes).
-    started: watch::Sender<u64>,
+    /// Streams waiting for a run to start being driven here, by run: woken when it does.
+    awaited: Mutex<HashMap<String, watch::Sender<bool>>>,
     /// Set when the daemon shuts down: every stream ends.
     closed: watch::Sender<bool>,
 }
@@ -79,7 +79,7 @@ impl Hub {
             retention,
             runs: Arc::new(Mutex::new(HashMap::new())),
             conversations: Mutex::new(HashMap::new()),
-            started: watch::channel(0).0,
+            awaited: Mutex::new(HashMap::new()),
             closed: watch::channel(false).0,
         }
     }
@@ -110,9 +110,28 @@ impl Hub {
             .subscribe()
     }
 
-    /// Changes when a run starts being driven here.
-    pub(crate) fn starts(&self) -> watch::Receiver<u64> {
-        self.started.subscribe()
+    /// Becomes true when `run_id` starts being driven here. Subscribe before looking for the
+    /// run, so a start in between is not missed; only that run's streams wake.
+    pub(crate) fn start_of(&self, run_id: &str) -> watch::Receiver<bool> {
+        self.lock_awaited()
+            .entry(run_id.to_string())
+            .or_insert_with(|| watch::channel(false).0)
+            .subscribe()
+    }
+
+    /// Forgets the start of `run_id` when no stream waits for it any more.
+    pub(crate) fn forget_start(&self, run_id: &str) {
+        let mut awaited = self.lock_awaited();
+        if awaited
+            .get(run_id)
+            .is_some_and(|sender| sender.receiver_count() == 0)
+        {
+            awaited.remove(run_id);
+        }
+    }
+
+    fn lock_awaited(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<bool>>> {
+        self.awaited.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Becomes true when the daemon shuts down.
@@ -204,7 +223,9 @@ impl LiveEvents for Hub {
                 changed: watch::channel((0, None)).0,
             },
         );
-        self.started.send_modify(|n| *n += 1);
+        if let Some(awaited) = self.lock_awaited().remove(run_id) {
+            awaited.send_replace(true);
+        }
     }
 
     fn run_stopped(&self, run_id: &str, state: AgentState) {

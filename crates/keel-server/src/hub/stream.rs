@@ -76,7 +76,29 @@ fn ends_stream(state: AgentState) -> bool {
 async fn follow_run(hub: Arc<Hub>, run: RunRecord, mut last: EventId, frames: Frames) {
     let run_id = run.id.clone();
     let mut closing = hub.closing();
-    let mut starts = hub.starts();
+    let mut started = hub.start_of(&run_id);
+    follow_run_from(
+        &hub,
+        &run_id,
+        &mut last,
+        &frames,
+        &mut closing,
+        &mut started,
+    )
+    .await;
+    drop(started);
+    hub.forget_start(&run_id);
+}
+
+async fn follow_run_from(
+    hub: &Arc<Hub>,
+    run_id: &str,
+    last: &mut EventId,
+    frames: &Frames,
+    closing: &mut tokio::sync::watch::Receiver<bool>,
+    started: &mut tokio::sync::watch::Receiver<bool>,
+) {
+    let run_id = run_id.to_string();
     loop {
         if let Some(snapshot) = hub.snapshot(&run_id) {
             if last.seq < snapshot.stored_before {
@@ -97,7 +119,7 @@ async fn follow_run(hub: Arc<Hub>, run: RunRecord, mut last: EventId, frames: Fr
                     {
                         return;
                     }
-                    last = id;
+                    *last = id;
                 }
             }
             let mut changes = snapshot.changes;
@@ -106,7 +128,7 @@ async fn follow_run(hub: Arc<Hub>, run: RunRecord, mut last: EventId, frames: Fr
             let mut next = 0;
             loop {
                 for kept_frame in &kept[next..] {
-                    if kept_frame.id > last {
+                    if kept_frame.id > *last {
                         let sent = frames
                             .send(frame(
                                 kept_frame.id.to_string(),
@@ -117,7 +139,7 @@ async fn follow_run(hub: Arc<Hub>, run: RunRecord, mut last: EventId, frames: Fr
                         if sent.is_err() {
                             return;
                         }
-                        last = kept_frame.id;
+                        *last = kept_frame.id;
                     }
                 }
                 next = kept.len();
@@ -132,7 +154,7 @@ async fn follow_run(hub: Arc<Hub>, run: RunRecord, mut last: EventId, frames: Fr
                 }
                 tokio::select! {
                     changed = changes.changed() => if changed.is_err() { break },
-                    _ = closed(&mut closing) => return,
+                    _ = closed(closing) => return,
                     _ = frames.closed() => return,
                 }
                 match hub.snapshot(&run_id) {
@@ -160,7 +182,7 @@ async fn follow_run(hub: Arc<Hub>, run: RunRecord, mut last: EventId, frames: Fr
             {
                 return;
             }
-            last = id;
+            *last = id;
         }
         let state = match hub.store().run(&run_id).await {
             Ok(Some(run)) => run.state,
@@ -170,10 +192,18 @@ async fn follow_run(hub: Arc<Hub>, run: RunRecord, mut last: EventId, frames: Fr
             let _ = frames.send(end_frame(&run_id, state)).await;
             return;
         }
+        // Once it started here, the signal stays set: look again after the poll only.
+        let start = async {
+            if started.wait_for(|started| !*started).await.is_ok() {
+                let _ = started.wait_for(|started| *started).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
         tokio::select! {
-            _ = starts.changed() => {}
+            _ = start => {}
             _ = tokio::time::sleep(POLL) => {}
-            _ = closed(&mut closing) => return,
+            _ = closed(closing) => return,
             _ = frames.closed() => return,
         }
     }
