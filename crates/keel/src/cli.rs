@@ -229,6 +229,49 @@ pub struct AgentArgs {
     pub context_window: Option<u32>,
 }
 
+impl AgentArgs {
+    /// The settings these flags set over the configuration.
+    pub fn overrides(&self) -> keel_config::Overrides {
+        keel_config::Overrides {
+            provider: self.provider.clone(),
+            api: self.api.clone(),
+            model: self.model.clone(),
+            base_url: self.base_url.clone(),
+            max_iterations: self.max_iterations,
+            workspace: self.workspace.clone(),
+            no_stream: self.no_stream,
+            fallback_models: self.fallback_models.clone(),
+            soft_timeout: self.soft_timeout,
+            hard_timeout: self.hard_timeout,
+            token_budget: self.token_budget,
+            cost_limit: self.cost_limit,
+            user: self.user.clone(),
+            context_window: self.context_window,
+        }
+    }
+
+    /// Flags setting `overrides`, writing events to `events`.
+    pub fn from_overrides(overrides: keel_config::Overrides, events: Option<PathBuf>) -> Self {
+        AgentArgs {
+            provider: overrides.provider,
+            api: overrides.api,
+            model: overrides.model,
+            base_url: overrides.base_url,
+            max_iterations: overrides.max_iterations,
+            workspace: overrides.workspace,
+            no_stream: overrides.no_stream,
+            events,
+            fallback_models: overrides.fallback_models,
+            soft_timeout: overrides.soft_timeout,
+            hard_timeout: overrides.hard_timeout,
+            token_budget: overrides.token_budget,
+            cost_limit: overrides.cost_limit,
+            user: overrides.user,
+            context_window: overrides.context_window,
+        }
+    }
+}
+
 /// `keel run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {

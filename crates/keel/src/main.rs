@@ -5,18 +5,14 @@
 //! safe point, the run resumable (see [`sigterm`]).
 
 mod cli;
+
+use keel_config::{config, launch, resolve, worker};
 mod commands;
-mod config;
-mod guarded_settings;
-mod launch;
 mod output;
 mod remote;
-mod resolve;
-mod serve_settings;
 mod setup;
 mod sigterm;
 mod terminal_text;
-mod worker;
 
 use std::process::ExitCode;
 

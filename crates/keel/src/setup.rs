@@ -1,22 +1,26 @@
-//! Putting the pieces together for one invocation: the store, the providers, the tools and the
-//! agent, from the effective settings.
+//! Putting the pieces together for one invocation: the store, its reconciler pass, and the
+//! agent (assembled by keel-config) from the settings and the flags.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::Context;
+use keel_core::Store;
 use keel_core::reconcile::{ReconcilePolicy, ReconcileReport};
-use keel_core::redact::{RedactingProvider, Redactor};
-use keel_core::{Agent, EventSink, HumanChannel, Provider, Store};
-use keel_providers::{Endpoint, connect};
 use keel_store::SqliteStore;
-use keel_tools::{HttpGetConfig, Workspace, file_tools, http_tools};
 
-use crate::cli::AgentArgs;
-use crate::config::{self, ConfigError, FallbackNotice};
-use crate::launch::LaunchSpec;
-use crate::resolve::{self, ProviderChoice, Settings};
+use crate::config;
 use crate::worker::ProcProbe;
+
+pub use keel_config::assembly::{Configured, agent};
+
+/// Reads `keel.toml` (or its last good copy), the environment and the flags.
+pub fn load_settings(
+    config_file: Option<&Path>,
+    home: &Path,
+    flags: &crate::cli::AgentArgs,
+) -> Result<Configured, config::ConfigError> {
+    keel_config::assembly::load_settings(config_file, home, &flags.overrides())
+}
 
 /// Opens the SQLite store at `$KEEL_HOME/keel.db`, to be closed by [`close_stores`].
 pub async fn open_store(home: &Path) -> anyhow::Result<Arc<dyn Store>> {
@@ -75,148 +79,4 @@ pub async fn close_stores() {
     for store in opened {
         store.close().await;
     }
-}
-
-/// The effective settings and where they came from.
-pub struct Configured {
-    /// The settings.
-    pub settings: Settings,
-    /// Saves the file as its last good copy after the first successful model call.
-    pub lastgood: Arc<config::LastGoodSaver>,
-    /// Set when the file was broken and its last good copy was used.
-    pub fallback: Option<FallbackNotice>,
-    /// keel's own files, out of the file tools' reach ([`own_files`]).
-    pub own_files: Vec<PathBuf>,
-}
-
-/// keel's own files, which the file tools must never read or write, whatever path leads there:
-/// its home (the database and its `-wal` and `-shm` files), the configuration file in use, its
-/// last good copy and that copy's temporary file.
-pub fn own_files(config_file: Option<&Path>, home: &Path) -> Vec<PathBuf> {
-    let config = config_file.map_or_else(|| home.join("keel.toml"), Path::to_path_buf);
-    let lastgood = config::lastgood_path(&config);
-    let temporary = lastgood.with_extension("lastgood.tmp");
-    vec![home.to_path_buf(), config, lastgood, temporary]
-}
-
-/// Reads `keel.toml` (or its last good copy), the environment and the flags.
-pub fn load_settings(
-    config_file: Option<&Path>,
-    home: &Path,
-    flags: &AgentArgs,
-) -> Result<Configured, ConfigError> {
-    let loaded = config::load(config_file, home)?;
-    let settings = resolve::resolve(loaded.file, &|key| std::env::var(key).ok(), flags)?;
-    Ok(Configured {
-        settings,
-        lastgood: Arc::new(config::LastGoodSaver::new(loaded.source)),
-        fallback: loaded.fallback,
-        own_files: own_files(config_file, home),
-    })
-}
-
-/// The adapter for one resolved provider, its errors redacted: no key and no password from
-/// its base URL reaches the terminal, the events or the store.
-pub fn provider(choice: &ProviderChoice) -> Result<Arc<dyn Provider>, ConfigError> {
-    let endpoint = Endpoint {
-        name: choice.name.clone(),
-        api: choice.api,
-        base_url: choice.base_url.clone(),
-        api_key: choice.api_key.clone(),
-        prompt_caching: choice.prompt_caching,
-        call_timeout: choice.call_timeout,
-    };
-    let mut secrets = Redactor::userinfo_secrets(&choice.base_url);
-    secrets.extend(choice.api_key.clone());
-    let redactor = Redactor::new(secrets);
-    let adapter = connect(&endpoint).map_err(|e| {
-        ConfigError(redactor.redact(&format!("cannot set up provider `{}`: {e}", choice.name)))
-    })?;
-    Ok(Arc::new(RedactingProvider::new(adapter, redactor)))
-}
-
-/// An agent with the file tools on the settings' workspace (never reaching `own_files`) and
-/// every setting applied. Its runs record this process as their worker and the settings as
-/// their launch spec.
-pub fn agent(
-    settings: &Settings,
-    own_files: &[PathBuf],
-    store: Arc<dyn Store>,
-    sinks: Vec<Arc<dyn EventSink>>,
-    human: Option<Arc<dyn HumanChannel>>,
-) -> anyhow::Result<Agent> {
-    let workspace = Workspace::new(&settings.workspace).map_err(|e| {
-        ConfigError(format!(
-            "invalid workspace {}: {e}",
-            settings.workspace.display()
-        ))
-    })?;
-    let workspace = own_files
-        .iter()
-        .fold(workspace, |workspace, path| workspace.protect(path));
-    let launch = LaunchSpec::of(settings, workspace.root());
-    let mut builder = Agent::builder()
-        .launch(launch.to_json())
-        .worker_probe(Arc::new(ProcProbe::new()))
-        .provider(provider(&settings.provider)?)
-        .model(settings.model.clone())
-        .store(store)
-        .system_prompt(settings.system_prompt.clone())
-        .stream(settings.stream)
-        .tools(crate::output::PauseInTool::wrap(file_tools(Arc::new(
-            workspace,
-        ))))
-        .tools(http_tools(HttpGetConfig {
-            allowed_hosts: settings.http_allowed_hosts.clone(),
-            allow_private: settings.http_allow_private,
-            ..HttpGetConfig::default()
-        }))
-        .retry_policy(settings.retry.clone())
-        .guardrails(settings.guard.clone())
-        .budgets(settings.budgets.clone())
-        .prices(settings.prices.clone())
-        .tool_retry_delays(settings.tool_retry_delays.clone())
-        .context(settings.context.clone())
-        .heartbeat_interval(settings.heartbeat)
-        .reconcile_policy(settings.reconcile);
-    if let Some(summary) = &settings.summary {
-        builder = match &summary.provider {
-            None => builder.summary_model(summary.model.clone()),
-            Some(choice) => builder.summary(provider(choice)?, summary.model.clone()),
-        };
-    }
-    for fallback in &settings.fallbacks {
-        builder = match &fallback.provider {
-            None => builder.fallback_model(fallback.model.clone()),
-            Some(choice) => builder.fallback(provider(choice)?, fallback.model.clone()),
-        };
-    }
-    if let Some(n) = settings.max_iterations {
-        builder = builder.max_iterations(n);
-    }
-    if let Some(n) = settings.iteration_cap {
-        builder = builder.iteration_cap(n);
-    }
-    if let Some(n) = settings.tool_result_max_chars {
-        builder = builder.tool_result_max_chars(n);
-    }
-    if let Some(n) = settings.max_tokens {
-        builder = builder.max_tokens(n);
-    }
-    if let Some(n) = settings.max_tokens_recoveries {
-        builder = builder.max_tokens_recoveries(n);
-    }
-    if let Some(limit) = settings.soft_timeout {
-        builder = builder.soft_timeout(limit);
-    }
-    if let Some(limit) = settings.hard_timeout {
-        builder = builder.hard_timeout(limit);
-    }
-    for sink in sinks {
-        builder = builder.event_sink(sink);
-    }
-    if let Some(human) = human {
-        builder = builder.human(human);
-    }
-    builder.build().context("cannot build the agent")
 }

@@ -152,9 +152,12 @@ fn as_started(run_id: &str, launch: Option<&str>, given: &AgentArgs) -> (AgentAr
         );
         return (given.clone(), switch_models);
     };
-    let (flags, notes) = spec.flags(given);
+    let (flags, notes) = spec.flags(&given.overrides());
     for note in notes {
         eprintln!("keel: {note}");
     }
-    (flags, switch_models)
+    (
+        AgentArgs::from_overrides(flags, given.events.clone()),
+        switch_models,
+    )
 }

@@ -13,17 +13,22 @@ use keel_server::AppState;
 use keel_server::engine::{Engine, EngineOptions};
 use keel_server::hub::Hub;
 
-use crate::cli::{AgentArgs, ServeArgs};
+use crate::cli::ServeArgs;
 use crate::config::keel_home;
 use crate::output::PauseAtCheckpoint;
 use crate::setup;
-use crate::worker::ProcProbe;
+use keel_config::worker::ProcProbe;
 
 /// Runs `keel serve`.
 pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let home = keel_home()?;
-    let serve = crate::serve_settings::load(config_file, &home)?;
-    let configured = setup::load_settings(config_file, &home, &AgentArgs::default())?;
+    let serve = keel_config::serve_settings::load(config_file, &home)?;
+    // The daemon takes no agent flags: keel.toml and the environment decide.
+    let configured = keel_config::assembly::load_settings(
+        config_file,
+        &home,
+        &keel_config::Overrides::default(),
+    )?;
     if let Some(notice) = &configured.fallback {
         eprintln!("{}", notice.warning());
     }
@@ -59,7 +64,8 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
     if let Some(hook) = PauseAtCheckpoint::from_env() {
         sinks.push(Arc::new(hook));
     }
-    let agent = setup::agent(settings, &configured.own_files, store.clone(), sinks, None)?;
+    let agent =
+        keel_config::assembly::agent(settings, &configured.own_files, store.clone(), sinks, None)?;
     let reconciled = engine
         .start(Arc::new(agent))
         .await

@@ -46,6 +46,12 @@ impl ProcProbe {
     }
 }
 
+impl Default for ProcProbe {
+    fn default() -> Self {
+        ProcProbe::new()
+    }
+}
+
 impl WorkerProbe for ProcProbe {
     fn this_process(&self) -> Option<Worker> {
         self.this.clone()

@@ -13,8 +13,8 @@ use keel_core::recovery::RetryPolicy;
 use keel_core::run_settings::default_tool_retry_delays;
 use keel_providers::Api;
 
-use crate::cli::AgentArgs;
 use crate::config::{BUILTIN_PROVIDERS, ConfigError, FileConfig, ProviderConfig};
+use crate::overrides::Overrides;
 
 /// The system prompt used when the configuration sets none.
 pub const DEFAULT_SYSTEM_PROMPT: &str = "You are keel, an agent that completes tasks with tools. \
@@ -111,7 +111,7 @@ pub struct Settings {
 pub fn resolve(
     file: FileConfig,
     env: &dyn Fn(&str) -> Option<String>,
-    flags: &AgentArgs,
+    flags: &Overrides,
 ) -> Result<Settings, ConfigError> {
     let model_flag = flags.model.clone().or_else(|| env("KEEL_MODEL"));
     let provider_named = flags.provider.clone().or_else(|| env("KEEL_PROVIDER"));
@@ -260,7 +260,7 @@ fn model_ref(
             });
         }
         let defined = definition(file, provider)?;
-        let no_flags = AgentArgs::default();
+        let no_flags = Overrides::default();
         let choice = choose_provider(provider, &defined, None, env, &no_flags)
             .map_err(|e| ConfigError(format!("model `{spec}`: {e}")))?;
         return Ok(ModelRef {
@@ -367,7 +367,7 @@ fn choose_provider(
     defined: &ProviderConfig,
     file_base_url: Option<String>,
     env: &dyn Fn(&str) -> Option<String>,
-    flags: &AgentArgs,
+    flags: &Overrides,
 ) -> Result<ProviderChoice, ConfigError> {
     let explicit_api = match flags.api.as_deref().or(defined.api.as_deref()) {
         Some(text) => Some(Api::parse(text).ok_or_else(|| {

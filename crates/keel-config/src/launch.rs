@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cli::AgentArgs;
+use crate::overrides::Overrides;
 use crate::resolve::{ProviderChoice, Settings};
 
 /// How a run was started.
@@ -102,7 +102,7 @@ impl LaunchSpec {
     /// The flags that go on as the run started: each flag in `given` wins over the spec, and
     /// every one that differs from it is described in the returned notes ("resuming with
     /// --model X instead of the run's Y"). Fallbacks come from the configuration as before.
-    pub fn flags(&self, given: &AgentArgs) -> (AgentArgs, Vec<String>) {
+    pub fn flags(&self, given: &Overrides) -> (Overrides, Vec<String>) {
         let mut notes = Vec::new();
         let mut note = |flag: &str, given: Option<String>, was: Option<String>| {
             let was = was.unwrap_or_else(|| "none".to_string());
@@ -173,7 +173,7 @@ impl LaunchSpec {
             .provider
             .as_ref()
             .is_none_or(|name| *name == self.provider);
-        let flags = AgentArgs {
+        let flags = Overrides {
             provider: Some(
                 given
                     .provider
@@ -206,7 +206,6 @@ impl LaunchSpec {
             context_window: given.context_window.or(self.context_window),
             user: given.user.clone().or_else(|| self.user.clone()),
             no_stream: given.no_stream || !self.stream,
-            events: given.events.clone(),
             fallback_models: given.fallback_models.clone(),
         };
         (flags, notes)
@@ -272,7 +271,7 @@ mod tests {
 
     #[test]
     fn no_flags_go_on_as_started() {
-        let (flags, notes) = spec().flags(&AgentArgs::default());
+        let (flags, notes) = spec().flags(&Overrides::default());
         assert!(notes.is_empty(), "{notes:?}");
         assert_eq!(flags.provider.as_deref(), Some("mock"));
         assert_eq!(flags.base_url.as_deref(), Some("http://127.0.0.1:9/v1"));
@@ -284,18 +283,18 @@ mod tests {
 
     #[test]
     fn flags_win_and_say_so() {
-        let given = AgentArgs {
+        let given = Overrides {
             model: Some("m2".into()),
             max_iterations: Some(7),
-            ..AgentArgs::default()
+            ..Overrides::default()
         };
         let (flags, notes) = spec().flags(&given);
         assert_eq!(flags.model.as_deref(), Some("m2"));
         assert_eq!(notes, ["resuming with --model m2 instead of the run's m1"]);
 
-        let given = AgentArgs {
+        let given = Overrides {
             provider: Some("openai".into()),
-            ..AgentArgs::default()
+            ..Overrides::default()
         };
         let (flags, notes) = spec().flags(&given);
         assert_eq!(flags.base_url, None, "another provider's own URL");

@@ -3,8 +3,8 @@
 use super::*;
 use crate::config::FileConfig;
 
-fn flags() -> AgentArgs {
-    AgentArgs::default()
+fn flags() -> Overrides {
+    Overrides::default()
 }
 
 fn parse_file(text: &str) -> Result<FileConfig, String> {
@@ -24,7 +24,7 @@ fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Op
     }
 }
 
-fn with_provider(name: &str) -> AgentArgs {
+fn with_provider(name: &str) -> Overrides {
     let mut f = flags();
     f.provider = Some(name.into());
     f
