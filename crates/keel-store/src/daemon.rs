@@ -117,15 +117,7 @@ pub(crate) async fn list_conversations(
         " ORDER BY s.created_at DESC, s.id DESC LIMIT {}",
         sql_limit(filter.limit)
     ));
-    // Built from this module's constants and parameter numbers only: no outside text.
-    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-    for value in &binds {
-        query = query.bind(value);
-    }
-    let rows = query
-        .fetch_all(&mut *conns.reader().await?)
-        .await
-        .or_backend(|| "cannot list conversations".into())?;
+    let rows = fetch(conns, sql, &binds, "cannot list conversations").await?;
     rows.iter().map(codec::decode_session).collect()
 }
 
@@ -170,16 +162,26 @@ pub(crate) async fn find_runs(
         " ORDER BY r.started_at DESC, r.id DESC LIMIT {}",
         sql_limit(filter.limit)
     ));
-    // Built from this module's constants and parameter numbers only: no outside text.
+    let rows = fetch(conns, sql, &binds, "cannot list runs").await?;
+    rows.iter().map(codec::decode_run).collect()
+}
+
+/// Runs a listing built from this module's constants and parameter numbers (no outside text
+/// in `sql`), with `binds` as `$1`, `$2`, ….
+async fn fetch(
+    conns: &Connections,
+    sql: String,
+    binds: &[String],
+    doing: &str,
+) -> Result<Vec<SqliteRow>, StoreError> {
     let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-    for value in &binds {
+    for value in binds {
         query = query.bind(value);
     }
-    let rows = query
+    query
         .fetch_all(&mut *conns.reader().await?)
         .await
-        .or_backend(|| "cannot list runs".into())?;
-    rows.iter().map(codec::decode_run).collect()
+        .or_backend(|| doing.to_string())
 }
 
 /// Up to `limit` messages of a session after seq `after`.

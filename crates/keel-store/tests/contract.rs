@@ -1,14 +1,15 @@
 //! The behaviour every `Store` must have, run against `SqliteStore` (in memory and on a file) and
 //! against keel-core's `MemoryStore`, so both implementations are held to one contract.
 
+mod common;
 use chrono::{DateTime, Duration, TimeZone, Utc};
+use common::{memory, sqlite_file, sqlite_in_memory};
 use keel_core::store::session_title;
 use keel_core::tokens::Encoding;
 use keel_core::{
-    AgentState, ErrorReason, InternalReason, MemoryStore, Message, Reasoning, RunRecord, SeqRange,
-    Store, TokenCount, ToolCall, Usage, UserRecord,
+    AgentState, ErrorReason, InternalReason, Message, Reasoning, RunRecord, SeqRange, Store,
+    TokenCount, ToolCall, Usage, UserRecord,
 };
-use keel_store::SqliteStore;
 use serde_json::json;
 
 /// Runs every contract check on a fresh store made by `make`.
@@ -66,22 +67,6 @@ macro_rules! contract_tests {
             }
         }
     };
-}
-
-async fn memory() -> (MemoryStore, ()) {
-    (MemoryStore::new(), ())
-}
-
-async fn sqlite_in_memory() -> (SqliteStore, ()) {
-    (SqliteStore::open_temporary().await.unwrap(), ())
-}
-
-async fn sqlite_file() -> (SqliteStore, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&dir.path().join("keel.db"))
-        .await
-        .unwrap();
-    (store, dir)
 }
 
 contract_tests!(memory_store, memory());

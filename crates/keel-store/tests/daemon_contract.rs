@@ -6,13 +6,12 @@
 use chrono::{DateTime, Utc};
 use keel_core::store::Commit;
 use keel_core::{
-    AgentState, ApiKeyRecord, ConversationFilter, EnqueueOutcome, EventKind, LanePolicy,
-    MemoryStore, Message, NewConversation, QueuedRun, RunFilter, Store,
+    AgentState, ApiKeyRecord, ConversationFilter, EnqueueOutcome, EventKind, LanePolicy, Message,
+    NewConversation, QueuedRun, RunFilter, Store,
 };
-use keel_store::SqliteStore;
 
 mod common;
-use common::{at, event, run_record};
+use common::{at, event, memory, run_record, sqlite_file, sqlite_in_memory};
 
 macro_rules! daemon_tests {
     ($module:ident, $make:expr) => {
@@ -50,22 +49,6 @@ macro_rules! daemon_tests {
             }
         }
     };
-}
-
-async fn memory() -> (MemoryStore, ()) {
-    (MemoryStore::new(), ())
-}
-
-async fn sqlite_in_memory() -> (SqliteStore, ()) {
-    (SqliteStore::open_temporary().await.unwrap(), ())
-}
-
-async fn sqlite_file() -> (SqliteStore, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&dir.path().join("keel.db"))
-        .await
-        .unwrap();
-    (store, dir)
 }
 
 daemon_tests!(memory_store, memory());

@@ -6,14 +6,13 @@
 use chrono::{DateTime, Utc};
 use keel_core::store::Commit;
 use keel_core::{
-    AgentState, Boundary, Checkpoint, Event, EventKind, Journal, MemoryStore, Message, RunRecord,
-    Store, StreamDelta, ToolCall, ToolCallRecord,
+    AgentState, Boundary, Checkpoint, Event, EventKind, Journal, Message, RunRecord, Store,
+    StreamDelta, ToolCall, ToolCallRecord,
 };
-use keel_store::SqliteStore;
 use serde_json::json;
 
 mod common;
-use common::{at, event, many_events, run_record};
+use common::{at, event, many_events, memory, run_record, sqlite_file, sqlite_in_memory};
 
 /// Runs every durability check on a fresh store made by `make`.
 macro_rules! durability_tests {
@@ -76,22 +75,6 @@ macro_rules! durability_tests {
             }
         }
     };
-}
-
-async fn memory() -> (MemoryStore, ()) {
-    (MemoryStore::new(), ())
-}
-
-async fn sqlite_in_memory() -> (SqliteStore, ()) {
-    (SqliteStore::open_temporary().await.unwrap(), ())
-}
-
-async fn sqlite_file() -> (SqliteStore, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&dir.path().join("keel.db"))
-        .await
-        .unwrap();
-    (store, dir)
 }
 
 durability_tests!(memory_store, memory());

@@ -5,13 +5,11 @@
 
 use chrono::{DateTime, Duration, Utc};
 use keel_core::store::Commit;
-use keel_core::{
-    AgentState, LaneClaim, LaneHolder, LaneOutcome, MemoryStore, Message, Store, StoreError,
-};
+use keel_core::{AgentState, LaneClaim, LaneHolder, LaneOutcome, Message, Store, StoreError};
 use keel_store::SqliteStore;
 
 mod common;
-use common::{at, run_record};
+use common::{at, memory, run_record, sqlite_file, sqlite_in_memory};
 
 /// Runs every lane check on a fresh store made by `make`.
 macro_rules! lane_tests {
@@ -44,22 +42,6 @@ macro_rules! lane_tests {
             }
         }
     };
-}
-
-async fn memory() -> (MemoryStore, ()) {
-    (MemoryStore::new(), ())
-}
-
-async fn sqlite_in_memory() -> (SqliteStore, ()) {
-    (SqliteStore::open_temporary().await.unwrap(), ())
-}
-
-async fn sqlite_file() -> (SqliteStore, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&dir.path().join("keel.db"))
-        .await
-        .unwrap();
-    (store, dir)
 }
 
 lane_tests!(memory_store, memory());

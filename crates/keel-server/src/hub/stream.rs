@@ -101,26 +101,12 @@ async fn follow_run_from(
     let run_id = run_id.to_string();
     loop {
         if let Some(snapshot) = hub.snapshot(&run_id) {
-            if last.seq < snapshot.stored_before {
-                let Ok(stored) = hub.store().events_after(&run_id, last.seq).await else {
-                    return;
-                };
-                for (seq, event) in stored
-                    .iter()
-                    .filter(|(seq, _)| *seq <= snapshot.stored_before)
-                {
-                    let Some((id, name, data)) = stored_frame(*seq, event) else {
-                        continue;
-                    };
-                    if frames
-                        .send(frame(id.to_string(), name, &data))
-                        .await
-                        .is_err()
-                    {
-                        return;
-                    }
-                    *last = id;
-                }
+            if last.seq < snapshot.stored_before
+                && send_stored(hub, &run_id, last, snapshot.stored_before, frames)
+                    .await
+                    .is_err()
+            {
+                return;
             }
             let mut changes = snapshot.changes;
             let mut kept = snapshot.frames;
@@ -168,21 +154,11 @@ async fn follow_run_from(
             continue;
         }
         // Not driven here: what the store has, then the end, or wait for it to start here.
-        let Ok(stored) = hub.store().events_after(&run_id, last.seq).await else {
+        if send_stored(hub, &run_id, last, u64::MAX, frames)
+            .await
+            .is_err()
+        {
             return;
-        };
-        for (seq, event) in &stored {
-            let Some((id, name, data)) = stored_frame(*seq, event) else {
-                continue;
-            };
-            if frames
-                .send(frame(id.to_string(), name, &data))
-                .await
-                .is_err()
-            {
-                return;
-            }
-            *last = id;
         }
         let state = match hub.store().run(&run_id).await {
             Ok(Some(run)) => run.state,
@@ -207,6 +183,33 @@ async fn follow_run_from(
             _ = frames.closed() => return,
         }
     }
+}
+
+/// Sends the stored events of `run_id` after `last` up to seq `up_to`, moving `last`; an error
+/// when the store cannot be read or the client left.
+async fn send_stored(
+    hub: &Hub,
+    run_id: &str,
+    last: &mut EventId,
+    up_to: u64,
+    frames: &Frames,
+) -> Result<(), ()> {
+    let stored = hub
+        .store()
+        .events_after(run_id, last.seq)
+        .await
+        .map_err(drop)?;
+    for (seq, event) in stored.iter().filter(|(seq, _)| *seq <= up_to) {
+        let Some((id, name, data)) = stored_frame(*seq, event) else {
+            continue;
+        };
+        frames
+            .send(frame(id.to_string(), name, &data))
+            .await
+            .map_err(drop)?;
+        *last = id;
+    }
+    Ok(())
 }
 
 async fn follow_conversation(

@@ -173,3 +173,22 @@ pub fn many_events(run: &RunRecord) -> Vec<Event> {
         ),
     ]
 }
+
+/// A fresh `MemoryStore`, for the contract tests' store makers.
+pub async fn memory() -> (keel_core::MemoryStore, ()) {
+    (keel_core::MemoryStore::new(), ())
+}
+
+/// A fresh SQLite store in memory.
+pub async fn sqlite_in_memory() -> (keel_store::SqliteStore, ()) {
+    (keel_store::SqliteStore::open_temporary().await.unwrap(), ())
+}
+
+/// A fresh SQLite store on a file in a temporary directory (kept while the guard lives).
+pub async fn sqlite_file() -> (keel_store::SqliteStore, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = keel_store::SqliteStore::open(&dir.path().join("keel.db"))
+        .await
+        .unwrap();
+    (store, dir)
+}

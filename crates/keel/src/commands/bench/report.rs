@@ -236,7 +236,12 @@ fn scale(spread: Spread, factor: f64) -> Spread {
 /// This process's resident memory now and at its peak, in KiB (`VmRSS`, `VmHWM` of
 /// `/proc/self/status`); zeros where there is no such file.
 pub fn rss_kib() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    rss_kib_of("self")
+}
+
+/// The resident memory of process `pid` (a number, or `self`) now and at its peak, in KiB.
+pub fn rss_kib_of(pid: &str) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |name: &str| {
         status
             .lines()
@@ -251,7 +256,12 @@ pub fn rss_kib() -> (u64, u64) {
 /// CPU time (user + system) this process has used (`/proc/self/stat`, in clock ticks of
 /// 1/100 s, the Linux default); zero where there is no such file.
 pub fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    cpu_time_of("self")
+}
+
+/// The CPU time process `pid` (a number, or `self`) has used, as [`cpu_time`].
+pub fn cpu_time_of(pid: &str) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // The command name (field 2) may hold spaces; the fields after its `)` are plain.
     let Some((_, rest)) = stat.rsplit_once(')') else {
         return Duration::ZERO;

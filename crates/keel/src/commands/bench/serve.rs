@@ -19,7 +19,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::mock_process::MockProcess;
-use super::report::Spread;
+use super::report::{Spread, cpu_time_of, rss_kib_of};
 use crate::cli::{BenchArgs, BenchStart};
 
 /// What `keel bench --serve` measured.
@@ -254,33 +254,12 @@ impl DaemonProcess {
         anyhow::bail!("keel serve did not start")
     }
 
-    fn status_field(&self, name: &str) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|kib| kib.parse().ok())
-            .unwrap_or(0)
-    }
-
     fn peak_rss_kib(&self) -> u64 {
-        self.status_field("VmHWM:")
+        rss_kib_of(&self.child.id().to_string()).1
     }
 
     fn cpu_time(&self) -> Duration {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            return Duration::ZERO;
-        };
-        let fields: Vec<u64> = rest
-            .split_whitespace()
-            .map(|f| f.parse().unwrap_or(0))
-            .collect();
-        let ticks = fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0);
-        Duration::from_millis(ticks * 10)
+        cpu_time_of(&self.child.id().to_string())
     }
 }
 
