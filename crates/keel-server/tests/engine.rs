@@ -267,3 +267,140 @@ async fn shutdown_leaves_a_run_in_a_model_call_resumable_and_the_next_engine_com
     assert_eq!(starts[0].0, run.run_id);
     assert!(starts[0].1 > 0, "a resumed run's stored events are counted");
 }
+
+#[tokio::test(start_paused = true)]
+async fn beyond_the_worker_pool_runs_wait_even_across_conversations() {
+    let store = Arc::new(MemoryStore::new());
+    let options = EngineOptions {
+        workers: 1,
+        ..EngineOptions::default()
+    };
+    let (engine, agent, _) = engine(&store, answers(1_000), options, alive());
+    engine.start(agent).await.unwrap();
+    let mut runs = Vec::new();
+    for i in 0..3 {
+        let conversation = conversation(&store, &format!("c{i}"), LanePolicy::Queue).await;
+        runs.push(
+            engine
+                .submit(&conversation, "hi".into(), None)
+                .await
+                .unwrap()
+                .run_id,
+        );
+    }
+    let mut spans = Vec::new();
+    for run_id in &runs {
+        engine.wait(run_id).await.unwrap();
+        let run = store.run(run_id).await.unwrap().unwrap();
+        spans.push((run.started_at, run.finished_at.unwrap()));
+    }
+    spans.sort();
+    for pair in spans.windows(2) {
+        assert!(
+            pair[0].1 <= pair[1].0,
+            "one worker, one run at a time: {spans:?}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_question_waits_for_its_answer_through_the_engine() {
+    let store = Arc::new(MemoryStore::new());
+    let script = Script::new(vec![
+        Step::tool_call("ask_human", serde_json::json!({"question": "Which file?"})),
+        Step::text("Thanks, a.txt it is."),
+    ]);
+    let (engine, agent, _) = engine(&store, script, EngineOptions::default(), alive());
+    engine.start(agent).await.unwrap();
+    let lane = conversation(&store, "lane", LanePolicy::Queue).await;
+    let run = engine
+        .submit(&lane, "edit the file".into(), None)
+        .await
+        .unwrap();
+    let paused = engine.wait(&run.run_id).await.unwrap();
+    assert_eq!(paused.state, AgentState::WaitingOnHuman);
+    assert_eq!(paused.question.as_deref(), Some("Which file?"));
+    assert!(matches!(
+        engine.resume(&run.run_id, Default::default()).await,
+        Err(EngineError::Conflict(_))
+    ));
+    engine.answer(&run.run_id, "a.txt".into()).await.unwrap();
+    let answered = engine.wait(&run.run_id).await.unwrap();
+    assert_eq!(answered.state, AgentState::Completed);
+    assert_eq!(answered.final_text.as_deref(), Some("Thanks, a.txt it is."));
+    assert!(matches!(
+        engine.answer(&run.run_id, "again".into()).await,
+        Err(EngineError::Conflict(_))
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_periodic_reconciler_resumes_a_run_whose_worker_died_later() {
+    let store = Arc::new(MemoryStore::new());
+    let options = EngineOptions {
+        reconcile_every: std::time::Duration::from_secs(60),
+        ..EngineOptions::default()
+    };
+    // Another process (pid 7) started a run and died after its first boundary.
+    let script = Script::new(vec![Step::text("done")]).with_per_turn();
+    let (other, other_agent, _) = engine(
+        &store,
+        Script::new(vec![Step::text("never").with_delay_ms(3_600_000)]),
+        EngineOptions::default(),
+        Probe {
+            pid: 7,
+            gone: vec![],
+        },
+    );
+    other.start(other_agent).await.unwrap();
+    let lane = conversation(&store, "lane", LanePolicy::Queue).await;
+    let run = other.submit(&lane, "go".into(), None).await.unwrap();
+    while store.run(&run.run_id).await.unwrap().unwrap().state != AgentState::Running {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    // This engine starts while pid 7 still lives, then learns it died.
+    let gone = Arc::new(Mutex::new(vec![]));
+    struct Changing(Arc<Mutex<Vec<u32>>>);
+    impl WorkerProbe for Changing {
+        fn this_process(&self) -> Option<Worker> {
+            None
+        }
+        fn liveness(&self, worker: &Worker) -> Liveness {
+            if self.0.lock().unwrap().contains(&worker.pid) {
+                Liveness::Gone
+            } else {
+                Liveness::Alive
+            }
+        }
+    }
+    let live = Arc::new(Recorder::default());
+    let this = Engine::new(
+        store.clone(),
+        live.clone(),
+        EngineOptions {
+            probe: Arc::new(Changing(gone.clone())),
+            ..options
+        },
+    );
+    let agent = Arc::new(
+        Agent::builder()
+            .provider(Arc::new(ScriptedProvider::new(script)))
+            .model("m")
+            .store(store.clone())
+            .event_sink(live.clone())
+            .event_sink(this.sink())
+            .build()
+            .unwrap(),
+    );
+    this.start(agent).await.unwrap();
+    assert_eq!(
+        store.run(&run.run_id).await.unwrap().unwrap().state,
+        AgentState::Running
+    );
+    drop(other);
+    gone.lock().unwrap().push(7);
+    tokio::time::sleep(std::time::Duration::from_secs(61)).await;
+    let resumed = this.wait(&run.run_id).await.unwrap();
+    assert_eq!(resumed.state, AgentState::Completed);
+    assert_eq!(resumed.final_text.as_deref(), Some("done"));
+}
