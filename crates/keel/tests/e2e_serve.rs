@@ -420,3 +420,38 @@ async fn bad_input_is_a_clear_json_error_and_stores_nothing() {
     assert!(document["openapi"].as_str().unwrap().starts_with("3.1"));
     assert!(document["paths"]["/v1/conversations/{id}/messages"].is_object());
 }
+
+#[test]
+fn keel_chat_with_server_talks_in_one_conversation_and_answers_questions() {
+    use std::io::Write;
+    let script = json!({"per_turn": true, "steps": [
+        {"tool_calls": [{"name": "ask_human", "arguments": {"question": "Which file?"}}]},
+        {"text": "Reading the one you named."}
+    ]})
+    .to_string();
+    let (daemon, _mock, _guards) = daemon(&script, "");
+    let key = make_key(&daemon.home, &["--user", "ann"]);
+    let (_client_home_guard, client_home) = temp();
+    let mut child = keel(&client_home)
+        .args(["chat", "--server", &daemon.url, "--api-key", &key])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"edit a file\na.txt\n/exit\n")
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", shown(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("? Which file?"), "{}", shown(&output));
+    assert!(
+        stdout.contains("Reading the one you named."),
+        "{}",
+        shown(&output)
+    );
+}
