@@ -1,0 +1,281 @@
+//! The HTTP surface, hostile input first, on `MemoryStore` through the router itself
+//! (`tower::ServiceExt::oneshot`): every refusal is JSON with the right status, ids cannot walk
+//! paths, another user's things are invisible however they are named, and nothing is stored
+//! half.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use chrono::Utc;
+use http_body_util::BodyExt;
+use keel_core::{Agent, MemoryStore, Store};
+use keel_mock::{Script, ScriptedProvider, Step};
+use keel_server::engine::{Engine, EngineOptions};
+use keel_server::hub::Hub;
+use keel_server::keys::new_key;
+use keel_server::{AppState, router};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+struct Api {
+    state: AppState,
+    store: Arc<MemoryStore>,
+}
+
+impl Api {
+    async fn new() -> Api {
+        let store = Arc::new(MemoryStore::new());
+        let hub = Arc::new(Hub::new(store.clone()));
+        let engine = Engine::new(store.clone(), hub.clone(), EngineOptions::default());
+        let agent = Agent::builder()
+            .provider(Arc::new(ScriptedProvider::new(
+                Script::new(vec![Step::text("ok")]).with_per_turn(),
+            )))
+            .model("m")
+            .store(store.clone())
+            .event_sink(hub.clone())
+            .event_sink(engine.sink())
+            .build()
+            .unwrap();
+        engine.start(Arc::new(agent)).await.unwrap();
+        let state = AppState {
+            store: store.clone(),
+            engine,
+            hub,
+            max_request_bytes: 64 * 1024,
+        };
+        Api { state, store }
+    }
+
+    async fn key(&self, user: Option<&str>, admin: bool) -> String {
+        let made = new_key(user.map(str::to_string), admin, Utc::now()).unwrap();
+        self.store.save_api_key(&made.record).await.unwrap();
+        made.key
+    }
+
+    async fn call(&self, request: Request<Body>) -> (StatusCode, Value) {
+        let response = router(self.state.clone()).oneshot(request).await.unwrap();
+        let status = response.status();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
+    async fn get(&self, key: &str, path: &str) -> (StatusCode, Value) {
+        self.call(
+            Request::get(path)
+                .header("authorization", format!("Bearer {key}"))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+    }
+
+    async fn post(&self, key: &str, path: &str, body: &str) -> (StatusCode, Value) {
+        self.call(
+            Request::post(path)
+                .header("authorization", format!("Bearer {key}"))
+                .header("content-type", "application/json")
+                .body(Body::from(body.to_string()))
+                .unwrap(),
+        )
+        .await
+    }
+}
+
+fn code(body: &Value) -> &str {
+    body["error"]["code"]
+        .as_str()
+        .unwrap_or("<not a JSON error>")
+}
+
+#[tokio::test]
+async fn refusals_are_json_with_the_right_status() {
+    let api = Api::new().await;
+    let key = api.key(Some("ann"), false).await;
+    for header in [
+        "",
+        "Bearer",
+        "Bearer ",
+        "bearer x",
+        "Basic abc",
+        "Bearer keel_nope",
+    ] {
+        let mut request = Request::get("/v1/conversations");
+        if !header.is_empty() {
+            request = request.header("authorization", header);
+        }
+        let (status, body) = api.call(request.body(Body::empty()).unwrap()).await;
+        assert_eq!(
+            (status, code(&body)),
+            (StatusCode::UNAUTHORIZED, "unauthorized"),
+            "{header:?}"
+        );
+    }
+    let (status, body) = api.get(&key, "/v1/nothing/here").await;
+    assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "not_found"));
+    let (status, body) = api.post(&key, "/v1/runs", "{}").await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::METHOD_NOT_ALLOWED, "invalid_request")
+    );
+    for query in [
+        "limit=0",
+        "limit=1000",
+        "limit=x",
+        "colour=red",
+        "state=sleeping",
+    ] {
+        let (status, body) = api.get(&key, &format!("/v1/runs?{query}")).await;
+        assert_eq!(
+            (status, code(&body)),
+            (StatusCode::BAD_REQUEST, "invalid_request"),
+            "{query}"
+        );
+    }
+    let (status, body) = api
+        .call(
+            Request::post("/v1/conversations")
+                .header("authorization", format!("Bearer {key}"))
+                .header("content-type", "text/plain")
+                .body(Body::from("{}"))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(code(&body), "invalid_request", "{status}");
+    let (status, body) = api
+        .post(&key, "/v1/conversations", r#"{"lane_policy": "drop"}"#)
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::BAD_REQUEST, "invalid_request")
+    );
+    let (status, _) = api.get(&key, "/healthz").await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = api.get("", "/readyz").await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn ids_do_not_walk_paths_and_others_things_are_invisible() {
+    let api = Api::new().await;
+    let ann = api.key(Some("ann"), false).await;
+    let bob = api.key(Some("bob"), false).await;
+    let (status, conversation) = api.post(&ann, "/v1/conversations", "{}").await;
+    assert_eq!(status, StatusCode::CREATED);
+    let id = conversation["id"].as_str().unwrap();
+    assert_eq!(conversation["owner"], "ann");
+    for path in [
+        "/v1/conversations/..%2F..%2Fetc%2Fpasswd".to_string(),
+        "/v1/conversations/%00".to_string(),
+        format!("/v1/conversations/{id}%20"),
+        format!("/v1/runs/{id}"),
+    ] {
+        let (status, body) = api.get(&ann, &path).await;
+        assert_eq!(
+            (status, code(&body)),
+            (StatusCode::NOT_FOUND, "not_found"),
+            "{path}"
+        );
+    }
+    let (status, accepted) = api
+        .post(
+            &ann,
+            &format!("/v1/conversations/{id}/messages?wait=true"),
+            r#"{"text": "hi"}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{accepted}");
+    let run_id = accepted["run_id"].as_str().unwrap();
+    // Bob names Ann's things every way the API takes an id: all invisible.
+    for path in [
+        format!("/v1/conversations/{id}"),
+        format!("/v1/conversations/{id}/messages"),
+        format!("/v1/runs/{run_id}"),
+        format!("/v1/runs/{run_id}/report"),
+        format!("/v1/runs?conversation={id}"),
+    ] {
+        let (status, body) = api.get(&bob, &path).await;
+        assert_eq!(
+            (status, code(&body)),
+            (StatusCode::NOT_FOUND, "not_found"),
+            "{path}"
+        );
+    }
+    let (_, listed) = api
+        .get(&bob, &format!("/v1/conversations?cursor={id}"))
+        .await;
+    assert_eq!(
+        listed["items"],
+        json!([]),
+        "a cursor of another's reveals nothing"
+    );
+    // Bob's own conversation with a Last-Event-ID naming Ann's run: refused, not replayed.
+    let (_, mine) = api.post(&bob, "/v1/conversations", "{}").await;
+    let mine = mine["id"].as_str().unwrap();
+    let (status, body) = api
+        .call(
+            Request::get(format!("/v1/conversations/{mine}/events"))
+                .header("authorization", format!("Bearer {bob}"))
+                .header("last-event-id", format!("{run_id}:1"))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::BAD_REQUEST, "invalid_request")
+    );
+    let (status, body) = api
+        .call(
+            Request::get(format!("/v1/runs/{run_id}/events"))
+                .header("authorization", format!("Bearer {ann}"))
+                .header("last-event-id", "999")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::BAD_REQUEST, "invalid_request"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn a_body_too_large_or_malformed_stores_nothing() {
+    let api = Api::new().await;
+    let key = api.key(Some("ann"), false).await;
+    let (_, conversation) = api.post(&key, "/v1/conversations", "{}").await;
+    let id = conversation["id"].as_str().unwrap();
+    let messages = format!("/v1/conversations/{id}/messages");
+    let big = json!({"text": "x".repeat(100 * 1024)}).to_string();
+    let (status, body) = api.post(&key, &messages, &big).await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+    );
+    for bad in [
+        "",
+        "{",
+        "[]",
+        r#"{"text": 5}"#,
+        r#"{"text": "hi", "extra": 1}"#,
+        r#"{"text": "   "}"#,
+        r#"{"text": "hi", "attachments": [{"name": "a"}]}"#,
+    ] {
+        let (status, body) = api.post(&key, &messages, bad).await;
+        assert_eq!(
+            (status, code(&body)),
+            (StatusCode::BAD_REQUEST, "invalid_request"),
+            "{bad}"
+        );
+    }
+    assert!(api.store.messages(id).await.unwrap().is_empty());
+    assert!(api.store.queued_runs(id).await.unwrap().is_empty());
+    let (_, runs) = api.get(&key, "/v1/runs").await;
+    assert_eq!(runs["items"], json!([]));
+}
