@@ -371,12 +371,20 @@ async fn bad_input_is_a_clear_json_error_and_stores_nothing() {
     );
     let (status, _) = api.post(&messages, json!({"text": ""})).await;
     assert_eq!(status, 400);
-    let huge = "x".repeat(10 * 1024 * 1024);
-    let (status, body) = api.post(&messages, json!({"text": huge})).await;
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (413, Some("payload_too_large"))
-    );
+    // 10 MB: refused with a JSON 413 before the body is read. The daemon answers and closes
+    // while the client may still be sending, so the client can also see the connection reset
+    // mid-upload (HTTP/1.1 without 100-continue); either way nothing is stored (checked below).
+    let huge = json!({"text": "x".repeat(10 * 1024 * 1024)});
+    let sent = api
+        .request(reqwest::Method::POST, &messages)
+        .json(&huge)
+        .send()
+        .await;
+    if let Ok(response) = sent {
+        assert_eq!(response.status(), 413);
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "payload_too_large");
+    }
 
     let (status, body) = api
         .post("/v1/conversations/nope/messages", json!({"text": "hi"}))
@@ -451,6 +459,18 @@ fn keel_chat_with_server_talks_in_one_conversation_and_answers_questions() {
     assert!(stdout.contains("? Which file?"), "{}", shown(&output));
     assert!(
         stdout.contains("Reading the one you named."),
+        "{}",
+        shown(&output)
+    );
+}
+
+#[test]
+fn a_second_daemon_on_the_same_home_is_refused() {
+    let (daemon, _mock, _guards) = daemon(&answer_turns(0), "");
+    let output = run(keel(&daemon.home).args(["serve", "--bind", "127.0.0.1:0"]));
+    assert_eq!(output.status.code(), Some(2), "{}", shown(&output));
+    assert!(
+        shown(&output).contains("another keel serve is running"),
         "{}",
         shown(&output)
     );

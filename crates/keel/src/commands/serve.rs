@@ -22,6 +22,7 @@ use keel_config::worker::ProcProbe;
 /// Runs `keel serve`.
 pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let home = keel_home()?;
+    let _only_daemon = lock_home(&home)?;
     let serve = keel_config::serve_settings::load(config_file, &home)?;
     // The daemon takes no agent flags: keel.toml and the environment decide.
     let configured = keel_config::assembly::load_settings(
@@ -98,6 +99,32 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
     Ok(ExitCode::SUCCESS)
 }
 
+/// Holds `$KEEL_HOME/serve.lock` for the daemon's life: two daemons on one store would both
+/// start its queued runs (running several processes on one store is PostgreSQL's job,
+/// DESIGN.md §13). The lock goes with the process, however it ends.
+fn lock_home(home: &Path) -> anyhow::Result<std::fs::File> {
+    std::fs::create_dir_all(home)
+        .with_context(|| format!("cannot create KEEL_HOME {}", home.display()))?;
+    let path = home.join("serve.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
+        |_| {
+            crate::config::ConfigError(format!(
+                "another keel serve is running on {} (it holds {}); stop it first, or give \
+                 this one its own KEEL_HOME",
+                home.display(),
+                path.display()
+            ))
+        },
+    )?;
+    Ok(file)
+}
+
 /// Resolves at the first SIGTERM or SIGINT.
 async fn stop_signal() {
     use tokio::signal::unix::{SignalKind, signal};
@@ -112,5 +139,26 @@ async fn stop_signal() {
             let _ = tokio::signal::ctrl_c().await;
         }
     }
-    eprintln!("keel serve: stopping: no new runs; running ones stop at their next boundary");
+    eprintln!(
+        "keel serve: stopping: no new runs; running ones stop at their next boundary \
+         (SIGTERM or Ctrl-C again to quit at once)"
+    );
+    tokio::spawn(async {
+        let again = async {
+            match signal(SignalKind::terminate()) {
+                Ok(mut term) => {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = tokio::signal::ctrl_c() => {}
+                    }
+                }
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+        };
+        again.await;
+        eprintln!("keel serve: stopped at once; the runs resume at the next start");
+        std::process::exit(crate::sigterm::EXIT_CODE);
+    });
 }
