@@ -1,0 +1,235 @@
+//! Driving runs: starting the next queued run of a free lane, driving a stored run again
+//! (answered or resumed), a worker slot and the store's lane claim for each, and what happens
+//! when a run stops being driven.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use keel_core::{AgentError, AgentState, LaneClaim, LaneOutcome, QueuedRun, RunReport, RunRequest};
+
+use super::{Continue, Engine, RunControl, stored_report};
+
+impl Engine {
+    /// Starts the next queued run of `session` if nothing runs there.
+    pub(super) fn pump(self: &Arc<Self>, session: &str) {
+        if !self.accepting() {
+            return;
+        }
+        let next = {
+            let mut lanes = self.lock_lanes();
+            let Some(lane) = lanes.get_mut(session) else {
+                return;
+            };
+            if lane.running.is_some() {
+                return;
+            }
+            let Some(next) = lane.queued.pop_front() else {
+                return;
+            };
+            lane.running = Some(next.run_id.clone());
+            next
+        };
+        let control = self.boundaries.add(&next.run_id);
+        let engine = self.clone();
+        self.tasks
+            .spawn(async move { engine.drive_queued(next, control).await });
+    }
+
+    pub(super) async fn drive_queued(self: Arc<Self>, run: QueuedRun, control: Arc<RunControl>) {
+        let Some(permit) = self.permit().await else {
+            return self.forget(&run.session_id, &run.run_id);
+        };
+        if !self.claim(&run.session_id, &run.run_id, &control).await {
+            drop(permit);
+            return self.forget(&run.session_id, &run.run_id);
+        }
+        if control.cancel.is_cancelled() {
+            let _ = self.store.cancel_queued(&run.run_id, Utc::now()).await;
+            let _ = self
+                .store
+                .release_session(&run.session_id, &run.run_id)
+                .await;
+            self.publish_stored(&run.run_id).await;
+            self.forget(&run.session_id, &run.run_id);
+            return self.pump(&run.session_id);
+        }
+        let Some(agent) = self.agent.get().cloned() else {
+            return self.forget(&run.session_id, &run.run_id);
+        };
+        self.live.run_starting(&run.run_id, &run.session_id, 0);
+        let mut request = RunRequest::new(run.message)
+            .session(run.session_id.clone())
+            .cancel_token(control.cancel.clone());
+        request.user_id = run.user_id;
+        request.run_id = Some(run.run_id.clone());
+        let outcome = tokio::select! {
+            outcome = agent.run(request) => Some(outcome),
+            _ = control.stop.notified() => None,
+        };
+        drop(permit);
+        self.finish(&run.session_id, &run.run_id, outcome).await;
+    }
+
+    pub(super) fn continue_run(
+        self: &Arc<Self>,
+        run_id: String,
+        session_id: String,
+        how: Continue,
+    ) {
+        let control = self.boundaries.add(&run_id);
+        self.watch_report(&run_id);
+        // The lane is this run's until it stops: a queued run started now would find the run's
+        // stored state (`timed_out`, say) terminal and take the lane from under it.
+        {
+            let mut lanes = self.lock_lanes();
+            let lane = lanes.entry(session_id.clone()).or_default();
+            if lane.running.is_none() {
+                lane.running = Some(run_id.clone());
+            }
+        }
+        let engine = self.clone();
+        self.tasks.spawn(async move {
+            let Some(permit) = engine.permit().await else {
+                return engine.forget(&session_id, &run_id);
+            };
+            let Some(agent) = engine.agent.get().cloned() else {
+                return engine.forget(&session_id, &run_id);
+            };
+            if !engine.claim(&session_id, &run_id, &control).await {
+                return engine.forget(&session_id, &run_id);
+            }
+            let stored = engine
+                .store
+                .events_after(&run_id, 0)
+                .await
+                .map_or(0, |events| events.len() as u64);
+            engine.live.run_starting(&run_id, &session_id, stored);
+            let run = async {
+                match how {
+                    Continue::Answer(text) => agent.answer(&run_id, &text).await,
+                    Continue::Resume(mut options) => {
+                        options.cancel = Some(control.cancel.clone());
+                        agent.resume(&run_id, options).await
+                    }
+                }
+            };
+            let outcome = tokio::select! {
+                outcome = run => Some(outcome),
+                _ = control.stop.notified() => None,
+            };
+            drop(permit);
+            engine.finish(&session_id, &run_id, outcome).await;
+        });
+    }
+
+    /// A worker slot, unless the engine stops first.
+    pub(super) async fn permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        tokio::select! {
+            permit = self.permits.clone().acquire_owned() => permit.ok().filter(|_| self.accepting()),
+            _ = self.stopping.cancelled() => None,
+        }
+    }
+
+    /// Claims the session's lane for the run in the store, waiting while another run (a paused
+    /// one, or one of another process) holds it; false when the engine stops first.
+    pub(super) async fn claim(&self, session_id: &str, run_id: &str, control: &RunControl) -> bool {
+        let stale_after =
+            chrono::Duration::from_std(self.options.reconcile.stale_after).unwrap_or_default();
+        let mut wait = Duration::from_millis(50);
+        loop {
+            let claim = LaneClaim {
+                session_id,
+                run_id,
+                worker: &self.options.worker,
+                at: Utc::now(),
+                stale_after,
+            };
+            match self.store.claim_session(&claim).await {
+                Ok(LaneOutcome::Claimed) => return true,
+                Ok(LaneOutcome::Busy(_)) if control.cancel.is_cancelled() => return true,
+                Ok(LaneOutcome::Busy(_)) => {}
+                Err(error) => tracing::error!(%error, run_id, "cannot claim the lane"),
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.stopping.cancelled() => return false,
+            }
+            wait = (wait * 2).min(Duration::from_secs(1));
+        }
+    }
+
+    /// After a run stopped being driven: its report to whoever waits, the hub told, the lane
+    /// freed and its next run started.
+    pub(super) async fn finish(
+        self: &Arc<Self>,
+        session_id: &str,
+        run_id: &str,
+        outcome: Option<Result<RunReport, AgentError>>,
+    ) {
+        let state = match outcome {
+            Some(Ok(report)) => {
+                let state = report.state;
+                if state != AgentState::WaitingOnHuman {
+                    let _ = self.store.release_session(session_id, run_id).await;
+                }
+                if let Some(sender) = self.lock_reports().remove(run_id) {
+                    let _ = sender.send(Some(report));
+                }
+                state
+            }
+            Some(Err(error)) => {
+                tracing::error!(%error, run_id, "a run failed");
+                if self
+                    .store
+                    .cancel_queued(run_id, Utc::now())
+                    .await
+                    .unwrap_or(false)
+                {
+                    tracing::error!(run_id, "the run never started; it is cancelled");
+                }
+                let _ = self.store.release_session(session_id, run_id).await;
+                self.publish_stored(run_id).await;
+                self.store
+                    .run(run_id)
+                    .await
+                    .ok()
+                    .flatten()
+                    .map_or(AgentState::Error, |run| run.state)
+            }
+            None => {
+                *self.interrupted.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+                self.lock_reports().remove(run_id);
+                AgentState::Running
+            }
+        };
+        self.live.run_stopped(run_id, state);
+        self.forget(session_id, run_id);
+        self.pump(session_id);
+    }
+
+    /// Sends the stored report of `run_id` to whoever waits on it.
+    pub(super) async fn publish_stored(&self, run_id: &str) {
+        let report = stored_report(self.store.as_ref(), run_id)
+            .await
+            .ok()
+            .flatten();
+        if let Some(sender) = self.lock_reports().remove(run_id) {
+            let _ = sender.send(report);
+        }
+    }
+
+    /// The run no longer occupies its lane here.
+    pub(super) fn forget(&self, session_id: &str, run_id: &str) {
+        self.boundaries.remove(run_id);
+        let mut lanes = self.lock_lanes();
+        if let Some(lane) = lanes.get_mut(session_id) {
+            if lane.running.as_deref() == Some(run_id) {
+                lane.running = None;
+            }
+            if lane.is_idle() && Arc::strong_count(&lane.accepting) == 1 {
+                lanes.remove(session_id);
+            }
+        }
+    }
+}
