@@ -279,3 +279,36 @@ async fn a_body_too_large_or_malformed_stores_nothing() {
     let (_, runs) = api.get(&key, "/v1/runs").await;
     assert_eq!(runs["items"], json!([]));
 }
+
+#[tokio::test]
+async fn the_openapi_document_is_3_1_and_names_every_endpoint() {
+    let api = Api::new().await;
+    let (status, document) = api
+        .call(Request::get("/openapi.json").body(Body::empty()).unwrap())
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(document["openapi"].as_str().unwrap().starts_with("3.1"));
+    let paths = document["paths"].as_object().unwrap();
+    for (path, method) in [
+        ("/v1/conversations", "post"),
+        ("/v1/conversations", "get"),
+        ("/v1/conversations/{id}", "get"),
+        ("/v1/conversations/{id}/messages", "post"),
+        ("/v1/conversations/{id}/messages", "get"),
+        ("/v1/conversations/{id}/events", "get"),
+        ("/v1/runs", "get"),
+        ("/v1/runs/{id}", "get"),
+        ("/v1/runs/{id}/report", "get"),
+        ("/v1/runs/{id}/events", "get"),
+        ("/v1/runs/{id}/cancel", "post"),
+        ("/v1/runs/{id}/answer", "post"),
+        ("/v1/runs/{id}/resume", "post"),
+        ("/readyz", "get"),
+    ] {
+        assert!(
+            paths.get(path).and_then(|p| p.get(method)).is_some(),
+            "{method} {path} missing from {:?}",
+            paths.keys().collect::<Vec<_>>()
+        );
+    }
+}
