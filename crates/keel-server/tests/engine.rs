@@ -256,6 +256,13 @@ async fn shutdown_leaves_a_run_in_a_model_call_resumable_and_the_next_engine_com
     };
     let (second, agent, live) = engine(&store, script, EngineOptions::default(), gone);
     second.start(agent).await.unwrap();
+    assert!(
+        matches!(
+            second.resume(&run.run_id, Default::default()).await,
+            Err(EngineError::Conflict(_))
+        ),
+        "the reconciler resumes it already: never two drivers"
+    );
     let resumed = second.wait(&run.run_id).await.unwrap();
     assert_eq!(resumed.state, AgentState::Completed);
     assert_eq!(resumed.final_text.as_deref(), Some("done"));

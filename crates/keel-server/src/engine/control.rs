@@ -41,11 +41,15 @@ pub struct Boundaries {
 }
 
 impl Boundaries {
-    /// Starts following `run_id`.
-    pub fn add(&self, run_id: &str) -> Arc<RunControl> {
+    /// Starts following `run_id`, unless it is followed already (someone else drives it).
+    pub fn add(&self, run_id: &str) -> Option<Arc<RunControl>> {
+        let mut runs = self.lock();
+        if runs.contains_key(run_id) {
+            return None;
+        }
         let control = Arc::new(RunControl::default());
-        self.lock().insert(run_id.to_string(), control.clone());
-        control
+        runs.insert(run_id.to_string(), control.clone());
+        Some(control)
     }
 
     /// Stops following `run_id`.
@@ -130,7 +134,8 @@ mod tests {
     #[tokio::test]
     async fn a_run_stops_in_its_model_call_or_before_the_next_one_never_amid_tools() {
         let boundaries = Boundaries::default();
-        let control = boundaries.add("r");
+        let control = boundaries.add("r").unwrap();
+        assert!(boundaries.add("r").is_none(), "one driver per run");
         control.stop_at_boundary();
         assert!(!fired(&control).await, "not before it is anywhere");
         boundaries.emit(&checkpoint(Boundary::LlmResponse));
@@ -138,7 +143,8 @@ mod tests {
         boundaries.emit(&checkpoint(Boundary::ToolResult));
         assert!(fired(&control).await, "the next step is a model call");
 
-        let control = boundaries.add("r");
+        boundaries.remove("r");
+        let control = boundaries.add("r").unwrap();
         boundaries.emit(&event(EventKind::ModelRequest {
             iteration: 1,
             model: "m".into(),

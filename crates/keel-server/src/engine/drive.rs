@@ -30,7 +30,10 @@ impl Engine {
             lane.running = Some(next.run_id.clone());
             next
         };
-        let control = self.boundaries.add(&next.run_id);
+        let Some(control) = self.boundaries.add(&next.run_id) else {
+            // Driven here already: never twice. Its driver frees the lane when it stops.
+            return;
+        };
         let engine = self.clone();
         self.tasks
             .spawn(async move { engine.drive_queued(next, control).await });
@@ -71,13 +74,16 @@ impl Engine {
         self.finish(&run.session_id, &run.run_id, outcome).await;
     }
 
+    /// Drives a stored run again in the background; false when it is driven here already.
     pub(super) fn continue_run(
         self: &Arc<Self>,
         run_id: String,
         session_id: String,
         how: Continue,
-    ) {
-        let control = self.boundaries.add(&run_id);
+    ) -> bool {
+        let Some(control) = self.boundaries.add(&run_id) else {
+            return false;
+        };
         self.watch_report(&run_id);
         // The lane is this run's until it stops: a queued run started now would find the run's
         // stored state (`timed_out`, say) terminal and take the lane from under it.
@@ -121,6 +127,7 @@ impl Engine {
             drop(permit);
             engine.finish(&session_id, &run_id, outcome).await;
         });
+        true
     }
 
     /// A worker slot, unless the engine stops first.

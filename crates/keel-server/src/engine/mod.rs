@@ -346,7 +346,9 @@ impl Engine {
                 run.state
             )));
         }
-        self.continue_run(run.id, run.session_id, Continue::Answer(text));
+        if !self.continue_run(run.id, run.session_id, Continue::Answer(text)) {
+            return Err(EngineError::Conflict(format!("run `{run_id}` is running")));
+        }
         Ok(())
     }
 
@@ -374,7 +376,9 @@ impl Engine {
                 run.state
             )));
         }
-        self.continue_run(run.id, run.session_id, Continue::Resume(options));
+        if !self.continue_run(run.id, run.session_id, Continue::Resume(options)) {
+            return Err(EngineError::Conflict(format!("run `{run_id}` is running")));
+        }
         Ok(())
     }
 
