@@ -65,5 +65,7 @@ pub use registry::{PreparedCall, RegistryError, ToolRegistry};
 pub use run::{ModelCall, Run, Step, ToolCallReport, ToolResult};
 pub use run_settings::{ModelTarget, RunSettings};
 pub use state::{AgentState, ErrorReason};
-pub use store::{RunRecord, SessionInfo, Store, StoreError, StoredMessage, UserRecord};
+pub use store::{
+    PlatformLink, RunRecord, SessionInfo, Store, StoreError, StoredMessage, UserRecord,
+};
 pub use tool::{Permission, Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput, ToolSpec};

@@ -19,8 +19,8 @@ use crate::journal::Journal;
 use crate::lane::{LaneClaim, LaneHolder, LaneOutcome, lane_is_held};
 use crate::provider::Usage;
 use crate::store::{
-    Commit, CommitOutcome, RunRecord, SessionInfo, Store, StoreError, StoredMessage, UserRecord,
-    session_title,
+    Commit, CommitOutcome, PlatformLink, RunRecord, SessionInfo, Store, StoreError, StoredMessage,
+    UserRecord, session_title,
 };
 
 #[derive(Default)]
@@ -39,6 +39,8 @@ struct Data {
     queue: Vec<QueuedRun>,
     /// API keys, oldest first.
     api_keys: Vec<ApiKeyRecord>,
+    /// Platform links by (platform, platform user id).
+    links: HashMap<(String, String), PlatformLink>,
 }
 
 /// Keeps sessions, messages and runs in memory; everything is lost when it is dropped.
@@ -663,5 +665,51 @@ impl Store for MemoryStore {
                 None => false,
             },
         )
+    }
+
+    async fn link_user(&self, link: &PlatformLink) -> Result<(), StoreError> {
+        let mut data = self.lock()?;
+        if !data.users.contains_key(&link.user_id) {
+            return Err(StoreError::NotFound(format!("user `{}`", link.user_id)));
+        }
+        let key = (link.platform.clone(), link.platform_user_id.clone());
+        match data.links.get(&key) {
+            Some(existing) if existing.user_id == link.user_id => Ok(()),
+            Some(existing) => Err(StoreError::Backend(format!(
+                "{}:{} is linked to user `{}` already",
+                link.platform, link.platform_user_id, existing.user_id
+            ))),
+            None => {
+                data.links.insert(key, link.clone());
+                Ok(())
+            }
+        }
+    }
+
+    async fn user_by_link(
+        &self,
+        platform: &str,
+        platform_user_id: &str,
+    ) -> Result<Option<UserRecord>, StoreError> {
+        let data = self.lock()?;
+        Ok(data
+            .links
+            .get(&(platform.to_string(), platform_user_id.to_string()))
+            .and_then(|link| data.users.get(&link.user_id))
+            .cloned())
+    }
+
+    async fn user_links(&self, user_id: &str) -> Result<Vec<PlatformLink>, StoreError> {
+        let mut links: Vec<PlatformLink> = self
+            .lock()?
+            .links
+            .values()
+            .filter(|link| link.user_id == user_id)
+            .cloned()
+            .collect();
+        links.sort_by(|a, b| {
+            (&a.platform, &a.platform_user_id).cmp(&(&b.platform, &b.platform_user_id))
+        });
+        Ok(links)
     }
 }

@@ -198,6 +198,26 @@ pub struct UserRecord {
     pub created_at: DateTime<Utc>,
     /// When the record last changed.
     pub updated_at: DateTime<Utc>,
+    /// What the user may do: tools declare the permission they need (`guest` < `user` < `admin`
+    /// < `owner`).
+    #[serde(default)]
+    pub permission: crate::tool::Permission,
+}
+
+/// A user's identity on a platform: `(platform, platform_user_id)` names at most one user; a
+/// user may have links on several platforms.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlatformLink {
+    /// The platform, e.g. `telegram`, `slack`.
+    pub platform: String,
+    /// The user's id there.
+    pub platform_user_id: String,
+    /// The keel user it is.
+    pub user_id: String,
+    /// Their name there, when known.
+    pub username: Option<String>,
+    /// When the link was made.
+    pub created_at: DateTime<Utc>,
 }
 
 /// The month key usage is counted under: `YYYY-MM` in UTC. A new month starts from zero.
@@ -387,6 +407,20 @@ pub trait Store: Send + Sync {
     /// Revokes the key with this id at `at`. False when there is no such key or it was
     /// revoked already.
     async fn revoke_api_key(&self, id: &str, at: DateTime<Utc>) -> Result<bool, StoreError>;
+
+    /// Links a platform identity to a stored user. Linking it again to the same user is
+    /// nothing; to another user, or to a user not stored, an error (nothing changes).
+    async fn link_user(&self, link: &PlatformLink) -> Result<(), StoreError>;
+
+    /// The user a platform identity is linked to.
+    async fn user_by_link(
+        &self,
+        platform: &str,
+        platform_user_id: &str,
+    ) -> Result<Option<UserRecord>, StoreError>;
+
+    /// A user's platform links, by platform.
+    async fn user_links(&self, user_id: &str) -> Result<Vec<PlatformLink>, StoreError>;
 }
 
 /// The seq of the last message the latest compaction summary of `messages` replaces.

@@ -361,7 +361,28 @@ fn worker_from_column(row: &SqliteRow, place: Place<'_>) -> Result<Option<Worker
     .transpose()
 }
 
-/// Decodes a row of `SELECT id, monthly_token_budget, created_at, updated_at FROM users`.
+/// A permission as stored.
+pub(crate) fn permission_name(permission: keel_core::Permission) -> &'static str {
+    match permission {
+        keel_core::Permission::Guest => "guest",
+        keel_core::Permission::User => "user",
+        keel_core::Permission::Admin => "admin",
+        keel_core::Permission::Owner => "owner",
+    }
+}
+
+fn permission_of(name: &str, place: Place<'_>) -> Result<keel_core::Permission, StoreError> {
+    Ok(match name {
+        "guest" => keel_core::Permission::Guest,
+        "user" => keel_core::Permission::User,
+        "admin" => keel_core::Permission::Admin,
+        "owner" => keel_core::Permission::Owner,
+        other => return Err(corrupt(place, format_args!("unknown permission `{other}`"))),
+    })
+}
+
+/// Decodes a row of `SELECT id, monthly_token_budget, created_at, updated_at, permission FROM
+/// users`.
 pub(crate) fn decode_user(row: &SqliteRow) -> Result<UserRecord, StoreError> {
     let id: String = column(row, "id", Place::Table("users"))?;
     let place = Place::User(&id);
@@ -369,10 +390,12 @@ pub(crate) fn decode_user(row: &SqliteRow) -> Result<UserRecord, StoreError> {
     let monthly_token_budget = budget
         .map(|b| u64::try_from(b).map_err(|_| corrupt(place, format_args!("negative budget {b}"))))
         .transpose()?;
+    let permission: &str = column(row, "permission", place)?;
     Ok(UserRecord {
         monthly_token_budget,
         created_at: time_column(row, "created_at", place)?,
         updated_at: time_column(row, "updated_at", place)?,
+        permission: permission_of(permission, place)?,
         id,
     })
 }

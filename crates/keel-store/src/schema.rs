@@ -65,6 +65,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0008_daemon.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            9,
+            "user links".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0009_user_links.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

@@ -16,8 +16,8 @@ use chrono::{DateTime, Utc};
 use keel_core::store::{Commit, CommitOutcome};
 use keel_core::{
     ApiKeyRecord, Checkpoint, ConversationFilter, EnqueueOutcome, Event, Journal, LaneClaim,
-    LaneOutcome, Message, NewConversation, QueuedRun, RunFilter, RunRecord, SessionInfo, Store,
-    StoreError, StoredMessage, ToolCallRecord, Usage, UserRecord,
+    LaneOutcome, Message, NewConversation, PlatformLink, QueuedRun, RunFilter, RunRecord,
+    SessionInfo, Store, StoreError, StoredMessage, ToolCallRecord, Usage, UserRecord,
 };
 
 use crate::batch::{self, Batch};
@@ -104,15 +104,17 @@ const ACTIVE_RUNS: &str = concat!(
      'budget_exceeded', 'error') ORDER BY started_at, id"
 );
 
-const SELECT_USER: &str =
-    "SELECT id, monthly_token_budget, created_at, updated_at FROM users WHERE id = $1";
+const SELECT_USER: &str = "SELECT id, monthly_token_budget, created_at, updated_at, permission \
+     FROM users WHERE id = $1";
 
-const LIST_USERS: &str =
-    "SELECT id, monthly_token_budget, created_at, updated_at FROM users ORDER BY id";
+const LIST_USERS: &str = "SELECT id, monthly_token_budget, created_at, updated_at, permission \
+     FROM users ORDER BY id";
 
-const SAVE_USER: &str = "INSERT INTO users (id, monthly_token_budget, created_at, updated_at) \
-     VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO UPDATE SET \
-     monthly_token_budget = excluded.monthly_token_budget, updated_at = excluded.updated_at";
+const SAVE_USER: &str = "INSERT INTO users \
+     (id, monthly_token_budget, created_at, updated_at, permission) \
+     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO UPDATE SET \
+     monthly_token_budget = excluded.monthly_token_budget, updated_at = excluded.updated_at, \
+     permission = excluded.permission";
 
 const ADD_USAGE: &str = "INSERT INTO usage_log (user_id, month, input_tokens, output_tokens, \
      cache_read_tokens, cache_write_tokens) VALUES ($1, $2, $3, $4, $5, $6) \
@@ -315,7 +317,8 @@ impl Store for SqliteStore {
             .bind(&user.id)?
             .bind(budget)?
             .bind(timestamp(user.created_at))?
-            .bind(timestamp(user.updated_at))?;
+            .bind(timestamp(user.updated_at))?
+            .bind(codec::permission_name(user.permission))?;
         self.write(batch, || format!("cannot save user `{}`", user.id))
             .await
     }
@@ -492,6 +495,22 @@ impl Store for SqliteStore {
 
     async fn revoke_api_key(&self, id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
         daemon::revoke_key(&self.conns, id, at).await
+    }
+
+    async fn link_user(&self, link: &PlatformLink) -> Result<(), StoreError> {
+        crate::user_links::link(&self.conns, link).await
+    }
+
+    async fn user_by_link(
+        &self,
+        platform: &str,
+        platform_user_id: &str,
+    ) -> Result<Option<UserRecord>, StoreError> {
+        crate::user_links::user_by_link(&self.conns, platform, platform_user_id).await
+    }
+
+    async fn user_links(&self, user_id: &str) -> Result<Vec<PlatformLink>, StoreError> {
+        crate::user_links::links(&self.conns, user_id).await
     }
 
     async fn active_runs(&self) -> Result<Vec<RunRecord>, StoreError> {

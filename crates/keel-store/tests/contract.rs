@@ -549,6 +549,7 @@ async fn users_and_usage_on(store: &dyn Store) {
         monthly_token_budget: Some(10_000),
         created_at: at(0),
         updated_at: at(0),
+        permission: keel_core::Permission::Admin,
     };
     store.save_user(&ada).await.unwrap();
     assert_eq!(store.user("ada").await.unwrap(), Some(ada.clone()));
@@ -561,6 +562,7 @@ async fn users_and_usage_on(store: &dyn Store) {
         monthly_token_budget: Some(1),
         created_at: at(1),
         updated_at: at(1),
+        permission: keel_core::Permission::Guest,
     };
     store.save_user(&bob).await.unwrap();
     assert_eq!(store.list_users().await.unwrap(), vec![ada, bob]);

@@ -439,22 +439,58 @@ pub struct UsersArgs {
 /// `keel users` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum UsersAction {
-    /// Set a user's monthly token budget.
+    /// Create a user or change one: monthly token budget, permission (what is not given stays).
     Set {
         /// User id.
         id: String,
         /// Most tokens per calendar month (UTC).
-        #[arg(
-            long,
-            value_name = "N",
-            conflicts_with = "unlimited",
-            required_unless_present = "unlimited"
-        )]
+        #[arg(long, value_name = "N", conflicts_with = "unlimited")]
         monthly_tokens: Option<u64>,
         /// No monthly limit.
         #[arg(long)]
         unlimited: bool,
+        /// What the user may do: guest, user, admin or owner (new users: user).
+        #[arg(long, value_enum, value_name = "LEVEL")]
+        permission: Option<PermissionLevel>,
     },
+    /// Link a platform identity to a user: messages from it run as that user, on one budget.
+    Link {
+        /// User id (must exist).
+        id: String,
+        /// The platform, e.g. telegram, slack, discord.
+        #[arg(long)]
+        platform: String,
+        /// The user's id on that platform.
+        #[arg(long, value_name = "ID")]
+        platform_user_id: String,
+        /// Their name there.
+        #[arg(long)]
+        username: Option<String>,
+    },
+}
+
+/// `--permission`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum PermissionLevel {
+    /// Anyone, including unknown users.
+    Guest,
+    /// A known user.
+    User,
+    /// An administrator.
+    Admin,
+    /// The owner of the deployment.
+    Owner,
+}
+
+impl From<PermissionLevel> for keel_core::Permission {
+    fn from(level: PermissionLevel) -> Self {
+        match level {
+            PermissionLevel::Guest => keel_core::Permission::Guest,
+            PermissionLevel::User => keel_core::Permission::User,
+            PermissionLevel::Admin => keel_core::Permission::Admin,
+            PermissionLevel::Owner => keel_core::Permission::Owner,
+        }
+    }
 }
 
 /// `keel mock-provider`.

@@ -369,3 +369,72 @@ fn a_users_monthly_budget_once_spent_refuses_runs_but_keeps_the_message() {
     let listed = stdout(&run(keel(&home).arg("users")));
     assert!(listed.contains("ada  120 of 100 tokens"), "{listed}");
 }
+
+#[test]
+fn users_have_permissions_and_platform_links_and_an_unknown_user_is_refused() {
+    let mock = Mock::start(r#"{"steps": [{"text": "Hi.", "forever": true}]}"#);
+    let (_h, home) = temp();
+    let output = run(keel_run(&home, &mock, &home.join("e.jsonl"))
+        .args(["--user", "nobody"])
+        .arg("hi"));
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("no user `nobody`"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(
+        mock.requests().len(),
+        0,
+        "no unlimited run for an unknown user"
+    );
+
+    let set = run(keel(&home).args(["users", "set", "ada", "--permission", "admin"]));
+    assert_eq!(set.status.code(), Some(0), "{}", stderr(&set));
+    for (platform, id) in [("telegram", "42"), ("slack", "U1")] {
+        let linked = run(keel(&home).args([
+            "users",
+            "link",
+            "ada",
+            "--platform",
+            platform,
+            "--platform-user-id",
+            id,
+        ]));
+        assert_eq!(linked.status.code(), Some(0), "{}", stderr(&linked));
+    }
+    let set = run(keel(&home).args(["users", "set", "bob", "--unlimited"]));
+    assert_eq!(set.status.code(), Some(0), "{}", stderr(&set));
+    let taken = run(keel(&home).args([
+        "users",
+        "link",
+        "bob",
+        "--platform",
+        "telegram",
+        "--platform-user-id",
+        "42",
+    ]));
+    assert_eq!(taken.status.code(), Some(2), "{}", stderr(&taken));
+    assert!(
+        stderr(&taken).contains("linked to user `ada`"),
+        "{}",
+        stderr(&taken)
+    );
+    let missing = run(keel(&home).args([
+        "users",
+        "link",
+        "carl",
+        "--platform",
+        "x",
+        "--platform-user-id",
+        "1",
+    ]));
+    assert_eq!(missing.status.code(), Some(2), "{}", stderr(&missing));
+    let listed = stdout(&run(keel(&home).arg("users")));
+    assert!(listed.contains("admin  slack:U1 telegram:42"), "{listed}");
+    assert!(listed.contains("bob  0 of unlimited tokens"), "{listed}");
+    let output = run(keel_run(&home, &mock, &home.join("f.jsonl"))
+        .args(["--user", "ada"])
+        .arg("hi"));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+}

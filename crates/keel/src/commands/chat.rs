@@ -28,6 +28,10 @@ pub fn chat(
 ) -> anyhow::Result<ExitCode> {
     let home = keel_home()?;
     let store = runtime.block_on(setup::open_store(&home))?;
+    runtime.block_on(crate::commands::run::known_user(
+        store.as_ref(),
+        args.agent.user.as_deref(),
+    ))?;
     let reconciled = runtime.block_on(setup::reconcile(store.as_ref(), config_file, &home))?;
     // A long-running process: keep reconciling what other processes' dead workers leave.
     let sweeper = {

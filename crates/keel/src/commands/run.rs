@@ -20,6 +20,7 @@ pub async fn run(config_file: Option<&Path>, args: RunArgs) -> anyhow::Result<Ex
     let prompt = args.prompt.join(" ");
     let home = keel_home()?;
     let store = setup::open_store(&home).await?;
+    known_user(store.as_ref(), args.agent.user.as_deref()).await?;
     let reconciled = setup::reconcile(store.as_ref(), config_file, &home).await?;
     let session_id = existing_or_new_session(store.as_ref(), args.session.as_deref()).await?;
 
@@ -142,6 +143,18 @@ pub fn show_result(report: &RunReport, streamed: bool) {
             terminal_safe(report.error.as_deref().unwrap_or("no detail")),
             report.session_id
         ),
+    }
+}
+
+/// `--user ID` must name a stored user: an unknown one would run without any budget.
+pub async fn known_user(store: &dyn Store, user: Option<&str>) -> anyhow::Result<()> {
+    match user {
+        Some(id) if store.user(id).await?.is_none() => Err(ConfigError(format!(
+            "no user `{id}`: `keel users` lists them; make one with `keel users set {id} \
+             --monthly-tokens N` (or --unlimited)"
+        ))
+        .into()),
+        _ => Ok(()),
     }
 }
 

@@ -1,13 +1,14 @@
-//! `keel users`: users, their monthly token budgets, and what they spent this month.
+//! `keel users`: users, their monthly token budgets, permissions and platform links, and what
+//! they spent this month.
 
 use std::process::ExitCode;
 
 use chrono::Utc;
-use keel_core::UserRecord;
 use keel_core::store::usage_month;
+use keel_core::{Permission, PlatformLink, UserRecord};
 
 use crate::cli::{UsersAction, UsersArgs};
-use crate::config::keel_home;
+use crate::config::{ConfigError, keel_home};
 use crate::setup;
 
 /// Runs `keel users`.
@@ -27,29 +28,93 @@ pub async fn users(args: UsersArgs) -> anyhow::Result<ExitCode> {
                 let budget = user
                     .monthly_token_budget
                     .map_or("unlimited".to_string(), |b| b.to_string());
-                println!("{}  {used} of {budget} tokens in {month}", user.id);
+                let links: Vec<String> = store
+                    .user_links(&user.id)
+                    .await?
+                    .into_iter()
+                    .map(|link| format!("{}:{}", link.platform, link.platform_user_id))
+                    .collect();
+                let links = if links.is_empty() {
+                    String::new()
+                } else {
+                    format!("  {}", links.join(" "))
+                };
+                println!(
+                    "{}  {used} of {budget} tokens in {month}  {}{links}",
+                    user.id,
+                    permission_name(user.permission)
+                );
             }
         }
         Some(UsersAction::Set {
             id,
             monthly_tokens,
             unlimited,
+            permission,
         }) => {
-            let created_at = store.user(&id).await?.map_or(now, |u| u.created_at);
-            let budget = if unlimited { None } else { monthly_tokens };
-            store
-                .save_user(&UserRecord {
-                    id: id.clone(),
-                    monthly_token_budget: budget,
-                    created_at,
-                    updated_at: now,
-                })
-                .await?;
-            match budget {
-                Some(n) => println!("{id}: {n} tokens per month"),
-                None => println!("{id}: unlimited"),
+            if monthly_tokens.is_none() && !unlimited && permission.is_none() {
+                return Err(ConfigError(
+                    "say what to set: --monthly-tokens N, --unlimited or --permission LEVEL".into(),
+                )
+                .into());
             }
+            let stored = store.user(&id).await?;
+            let mut user = stored.unwrap_or(UserRecord {
+                id: id.clone(),
+                monthly_token_budget: None,
+                created_at: now,
+                updated_at: now,
+                permission: Permission::User,
+            });
+            if unlimited {
+                user.monthly_token_budget = None;
+            } else if monthly_tokens.is_some() {
+                user.monthly_token_budget = monthly_tokens;
+            }
+            if let Some(level) = permission {
+                user.permission = level.into();
+            }
+            user.updated_at = now;
+            store.save_user(&user).await?;
+            let budget = user
+                .monthly_token_budget
+                .map_or("unlimited".to_string(), |n| format!("{n} tokens per month"));
+            println!("{id}: {budget}, {}", permission_name(user.permission));
+        }
+        Some(UsersAction::Link {
+            id,
+            platform,
+            platform_user_id,
+            username,
+        }) => {
+            if store.user(&id).await?.is_none() {
+                return Err(ConfigError(format!(
+                    "no user `{id}`: make it first with `keel users set {id} --permission user`"
+                ))
+                .into());
+            }
+            let link = PlatformLink {
+                platform: platform.clone(),
+                platform_user_id: platform_user_id.clone(),
+                user_id: id.clone(),
+                username,
+                created_at: now,
+            };
+            store.link_user(&link).await.map_err(|e| {
+                ConfigError(format!("cannot link {platform}:{platform_user_id}: {e}"))
+            })?;
+            println!("{platform}:{platform_user_id} is {id}");
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A permission as `keel users` shows it.
+pub fn permission_name(permission: Permission) -> &'static str {
+    match permission {
+        Permission::Guest => "guest",
+        Permission::User => "user",
+        Permission::Admin => "admin",
+        Permission::Owner => "owner",
+    }
 }
