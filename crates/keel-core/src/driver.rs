@@ -109,6 +109,7 @@ impl Driver<'_> {
             retry_delays: &retry_delays,
             store: self.store,
             clock: self.clock,
+            offered: run.tools().clone(),
         };
         let Resume {
             mut step,

@@ -35,6 +35,15 @@ pub enum EventKind {
         /// Model asked for.
         model: String,
     },
+    /// The tools the run offers the model: the registry's, less those the caller's permission
+    /// does not reach, plus the loop's own.
+    #[serde(rename = "agent.tools.offered")]
+    ToolsOffered {
+        /// Their names, as offered.
+        tools: Vec<String>,
+        /// The caller's permission they were chosen for.
+        permission: crate::tool::Permission,
+    },
     /// A model call is about to be made.
     #[serde(rename = "agent.model.request")]
     ModelRequest {
@@ -327,6 +336,7 @@ impl EventKind {
     pub fn name(&self) -> &'static str {
         match self {
             EventKind::RunStarted { .. } => "agent_run.started",
+            EventKind::ToolsOffered { .. } => "agent.tools.offered",
             EventKind::ModelRequest { .. } => "agent.model.request",
             EventKind::ModelResponse { .. } => "agent.model.response",
             EventKind::ModelError { .. } => "agent.model.error",

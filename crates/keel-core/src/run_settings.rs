@@ -93,6 +93,10 @@ pub struct RunSettings {
     /// Someone can answer `ask_human` (an interactive chat), so the loop guard may ask them.
     #[serde(default)]
     pub human_reachable: bool,
+    /// The caller's permission: tools needing more are not offered (the owner, by default:
+    /// whoever runs keel on their own machine).
+    #[serde(default = "owner")]
+    pub permission: crate::tool::Permission,
     /// The waits before each retry of a transient failure of an idempotent tool.
     #[serde(default = "default_tool_retry_delays", with = "millis_list")]
     pub tool_retry_delays: Vec<Duration>,
@@ -147,6 +151,7 @@ impl RunSettings {
             soft_timeout: None,
             hard_timeout: None,
             human_reachable: false,
+            permission: crate::tool::Permission::Owner,
             tool_retry_delays: default_tool_retry_delays(),
             context: ContextSettings::default(),
             launch: None,
@@ -194,4 +199,8 @@ mod millis_list {
             .map(Duration::from_millis)
             .collect())
     }
+}
+
+fn owner() -> crate::tool::Permission {
+    crate::tool::Permission::Owner
 }

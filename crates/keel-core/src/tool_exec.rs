@@ -49,6 +49,8 @@ pub struct ToolExecutor<'a> {
     pub store: &'a dyn Store,
     /// Timestamps for the envelope.
     pub clock: &'a dyn Clock,
+    /// The tools offered to this run: a call to another is refused, never run.
+    pub offered: Arc<[crate::tool::ToolSpec]>,
 }
 
 /// What a resumed run knows about calls made before its worker died.
@@ -147,6 +149,13 @@ impl ToolExecutor<'_> {
         let prepared = if self.context.cancel.is_cancelled() {
             Err(format!(
                 "Error: `{}` was not run: the run was cancelled.",
+                call.name
+            ))
+        } else if self.registry.get(&call.name).is_some()
+            && !self.offered.iter().any(|tool| tool.name == call.name)
+        {
+            Err(format!(
+                "Error: `{}` is not one of your tools here: it was not run.",
                 call.name
             ))
         } else {

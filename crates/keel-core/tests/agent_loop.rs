@@ -303,6 +303,7 @@ async fn events_name_every_step_and_carry_the_stream() {
         [
             "agent.checkpoint",
             "agent_run.started",
+            "agent.tools.offered",
             "agent.model.request",
             "agent.model.response",
             "agent.checkpoint",

@@ -2,6 +2,7 @@
 //! model, tools, a store and event sinks, then [`Agent::chat`] or [`Agent::run`].
 
 use crate::heartbeat::HeartbeatTicker;
+use crate::tool::Permission;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -227,12 +228,28 @@ impl Agent {
             }
             None => None,
         };
+        // A run for no user is the machine's owner's; a stored user's is at their level; an
+        // unknown user is a guest.
+        settings.permission = match &request.user_id {
+            None => Permission::Owner,
+            Some(user) => self
+                .store
+                .user(user)
+                .await?
+                .map_or(Permission::Guest, |record| record.permission),
+        };
+        let tools = self
+            .registry
+            .specs()
+            .into_iter()
+            .filter(|tool| tool.required_permission <= settings.permission)
+            .collect();
         let journal = self.store.journal(&session_id).await?.unwrap_or_default();
         let mut run = Run::new(
             run_id.clone(),
             session_id.clone(),
             settings,
-            self.registry.specs(),
+            tools,
             history,
             Message::user(request.message),
             self.clock.now(),

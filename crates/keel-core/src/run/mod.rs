@@ -302,6 +302,11 @@ impl Run {
         self.counts.push(count);
     }
 
+    /// The tools offered to the model: a call to any other is refused, not run.
+    pub fn tools(&self) -> &Arc<[ToolSpec]> {
+        &self.tools
+    }
+
     /// The first step.
     pub fn start(&mut self) -> Step {
         self.boundary = Boundary::Input;
@@ -313,6 +318,10 @@ impl Run {
         self.events.push(EventKind::RunStarted {
             provider: self.settings.provider.clone(),
             model: self.settings.model.clone(),
+        });
+        self.events.push(EventKind::ToolsOffered {
+            tools: self.tools.iter().map(|tool| tool.name.clone()).collect(),
+            permission: self.settings.permission,
         });
         self.next_model_call()
     }

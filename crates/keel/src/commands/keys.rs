@@ -16,7 +16,23 @@ pub async fn keys(args: KeysArgs) -> anyhow::Result<ExitCode> {
     let store = setup::open_store(&home).await?;
     match args.action {
         KeysAction::Create { user, admin } => {
-            let made = new_key(user, admin, Utc::now()).map_err(|e| ConfigError(e.to_string()))?;
+            let now = Utc::now();
+            let made = new_key(user, admin, now).map_err(|e| ConfigError(e.to_string()))?;
+            // A key acts as its user: a user it names is made (a plain user, no budget) so its
+            // runs are theirs, not a guest's.
+            if let Some(id) = &made.record.user_id
+                && store.user(id).await?.is_none()
+            {
+                store
+                    .save_user(&keel_core::UserRecord {
+                        id: id.clone(),
+                        monthly_token_budget: None,
+                        created_at: now,
+                        updated_at: now,
+                        permission: keel_core::Permission::User,
+                    })
+                    .await?;
+            }
             store.save_api_key(&made.record).await?;
             let scope = match (&made.record.user_id, made.record.admin) {
                 (Some(user), true) => format!("admin, as user {user}"),
