@@ -221,23 +221,19 @@ impl Agent {
         let history = self.store.context_messages(&session_id).await?;
         let month = usage_month(self.clock.now());
         let mut settings = self.settings.clone();
-        let over_budget = match &request.user_id {
+        // A run for no user is the machine's owner's; a stored user's is at their level, on
+        // their budget; an unknown user is a guest.
+        let (over_budget, permission) = match &request.user_id {
             Some(user) => {
-                self.apply_monthly_budget(user, &month, &mut settings)
-                    .await?
+                let record = self.store.user(user).await?;
+                let over = self
+                    .apply_monthly_budget(user, record.as_ref(), &month, &mut settings)
+                    .await?;
+                (over, record.map_or(Permission::Guest, |r| r.permission))
             }
-            None => None,
+            None => (None, Permission::Owner),
         };
-        // A run for no user is the machine's owner's; a stored user's is at their level; an
-        // unknown user is a guest.
-        settings.permission = match &request.user_id {
-            None => Permission::Owner,
-            Some(user) => self
-                .store
-                .user(user)
-                .await?
-                .map_or(Permission::Guest, |record| record.permission),
-        };
+        settings.permission = permission;
         let tools = self
             .registry
             .specs()
@@ -324,15 +320,11 @@ impl Agent {
     async fn apply_monthly_budget(
         &self,
         user: &str,
+        record: Option<&crate::store::UserRecord>,
         month: &str,
         settings: &mut RunSettings,
     ) -> Result<Option<String>, AgentError> {
-        let Some(budget) = self
-            .store
-            .user(user)
-            .await?
-            .and_then(|record| record.monthly_token_budget)
-        else {
+        let Some(budget) = record.and_then(|record| record.monthly_token_budget) else {
             return Ok(None);
         };
         let used = self.store.monthly_usage(user, month).await?.total();
