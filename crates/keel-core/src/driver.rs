@@ -308,6 +308,7 @@ impl Driver<'_> {
         let mut events = self.emitter.take_kept();
         events.extend(decisions.iter().cloned());
         let journal = run.take_journal_change();
+        let charges = run.drain_charges(now);
         let outcome = self
             .store
             .commit(&Commit {
@@ -317,6 +318,7 @@ impl Driver<'_> {
                 tool_calls: envelope,
                 events: &events,
                 journal: journal.as_ref(),
+                charges: &charges,
             })
             .await?;
         run.mark_persisted();

@@ -34,6 +34,7 @@ pub mod run;
 pub mod run_settings;
 pub mod state;
 pub mod store;
+pub mod token_log;
 pub mod tokens;
 pub mod tool;
 pub mod tool_exec;
@@ -68,4 +69,5 @@ pub use state::{AgentState, ErrorReason};
 pub use store::{
     PlatformLink, RunRecord, SessionInfo, Store, StoreError, StoredMessage, UserRecord,
 };
+pub use token_log::{TokenCharge, UsageLine, UsageQuery};
 pub use tool::{Permission, Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput, ToolSpec};

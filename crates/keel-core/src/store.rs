@@ -16,6 +16,7 @@ use crate::lane::{LaneClaim, LaneOutcome};
 use crate::message::Message;
 use crate::provider::Usage;
 use crate::state::{AgentState, ErrorReason};
+use crate::token_log::{TokenCharge, UsageLine, UsageQuery};
 use crate::worker::Worker;
 
 /// A store operation failed.
@@ -148,7 +149,8 @@ pub struct RunRecord {
 }
 
 /// Everything one safe boundary writes, in one transaction: the run record, the run's new
-/// messages, its checkpoint, envelope rows, events, and the session's journal.
+/// messages, its checkpoint, envelope rows, events, the session's journal, and the token log
+/// rows of its model calls (added to their users' months).
 #[derive(Clone, Copy, Debug)]
 pub struct Commit<'a> {
     /// The run record (inserted or replaced, except `cancel_requested_at`).
@@ -163,6 +165,8 @@ pub struct Commit<'a> {
     pub events: &'a [Event],
     /// The session's journal, replaced when given.
     pub journal: Option<&'a Journal>,
+    /// Model calls since the last commit: token log rows, each added to its user's month.
+    pub charges: &'a [TokenCharge],
 }
 
 impl<'a> Commit<'a> {
@@ -175,6 +179,7 @@ impl<'a> Commit<'a> {
             tool_calls: &[],
             events: &[],
             journal: None,
+            charges: &[],
         }
     }
 }
@@ -220,10 +225,7 @@ pub struct PlatformLink {
     pub created_at: DateTime<Utc>,
 }
 
-/// The month key usage is counted under: `YYYY-MM` in UTC. A new month starts from zero.
-pub fn usage_month(at: DateTime<Utc>) -> String {
-    at.format("%Y-%m").to_string()
-}
+pub use crate::token_log::usage_month;
 
 /// Durable state of conversations and runs.
 #[async_trait]
@@ -341,11 +343,12 @@ pub trait Store: Send + Sync {
     /// Every stored user, by id.
     async fn list_users(&self) -> Result<Vec<UserRecord>, StoreError>;
 
-    /// Adds `usage` to what `user_id` spent in `month` (`YYYY-MM`).
-    async fn add_usage(&self, user_id: &str, month: &str, usage: Usage) -> Result<(), StoreError>;
-
-    /// What `user_id` spent in `month` (zero when nothing was recorded).
+    /// What `user_id` spent in `month` (zero when nothing was recorded): the sum of their
+    /// token log rows of that month, kept as a running total by [`Store::commit`].
     async fn monthly_usage(&self, user_id: &str, month: &str) -> Result<Usage, StoreError>;
+
+    /// The token log of a month, summed per user and model (by user, then model).
+    async fn usage_lines(&self, query: &UsageQuery) -> Result<Vec<UsageLine>, StoreError>;
 
     /// Creates a conversation with its owner and lane policy. `Ok(None)` when the id is taken
     /// (nothing is changed then).

@@ -14,6 +14,7 @@ pub mod hub;
 pub mod json;
 pub mod keys;
 pub mod live;
+pub mod platform;
 pub mod router;
 pub mod serve;
 pub mod state;

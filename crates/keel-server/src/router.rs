@@ -24,6 +24,7 @@ pub fn router(state: AppState) -> Router {
     let (api, document) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(crate::control::routes())
         .merge(crate::api::routes())
+        .merge(crate::platform::routes())
         .split_for_parts();
     let document = std::sync::Arc::new(document);
     let limit = state.max_request_bytes;

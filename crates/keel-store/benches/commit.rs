@@ -74,6 +74,7 @@ struct BoundaryRecords {
     checkpoint: Option<Checkpoint>,
     calls: Vec<ToolCallRecord>,
     events: Vec<Event>,
+    charges: Vec<keel_core::TokenCharge>,
 }
 
 impl BoundaryRecords {
@@ -93,6 +94,7 @@ impl BoundaryRecords {
                 checkpoint: None,
                 calls: Vec::new(),
                 events: Vec::new(),
+                charges: Vec::new(),
             };
         }
         let calls = vec![
@@ -114,11 +116,20 @@ impl BoundaryRecords {
             completed_event(&run, &format!("call_{seq}_a")),
             completed_event(&run, &format!("call_{seq}_b")),
         ];
+        // The model call this boundary follows, in the token log.
+        let charges = vec![keel_core::TokenCharge {
+            user_id: Some("ada".into()),
+            model: "claude-sonnet-4".into(),
+            usage: Usage::default(),
+            cost: 0.01,
+            at: Utc::now(),
+        }];
         BoundaryRecords {
             checkpoint: Some(checkpoint(&run, seq, state.to_string(), None)),
             run,
             calls,
             events,
+            charges,
         }
     }
 
@@ -130,6 +141,7 @@ impl BoundaryRecords {
             tool_calls: &self.calls,
             events: &self.events,
             journal: None,
+            charges: &self.charges,
         }
     }
 }

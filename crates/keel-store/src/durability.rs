@@ -89,7 +89,7 @@ const HEARTBEAT: &str = "UPDATE runs SET heartbeat_at = $2 WHERE id = $1 \
 const REQUEST_CANCEL: &str = "UPDATE runs SET cancel_requested_at = \
      COALESCE(cancel_requested_at, $2) WHERE id = $1 RETURNING 1";
 
-/// Adds the commit's checkpoint, envelope rows, events and journal, in that order, after its
+/// Adds the commit's checkpoint, envelope rows, events, journal and token log rows, in that order, after its
 /// run upsert (the last statement of `plan`).
 pub(crate) fn add_boundary(plan: &mut Plan<'_>, commit: &Commit<'_>) -> Result<(), StoreError> {
     if let Some(checkpoint) = commit.checkpoint {
@@ -115,7 +115,7 @@ pub(crate) fn add_boundary(plan: &mut Plan<'_>, commit: &Commit<'_>) -> Result<(
             .value(to_json(journal, "the journal")?)?
             .sql(UPSERT_JOURNAL_TAIL);
     }
-    Ok(())
+    crate::token_log::add_charges(plan, commit.charges)
 }
 
 fn add_checkpoint(batch: &mut Batch, checkpoint: &Checkpoint) -> Result<(), StoreError> {

@@ -27,6 +27,7 @@ mod durability;
 mod lanes;
 mod schema;
 mod sqlite_store;
+mod token_log;
 mod user_links;
 mod wal;
 mod writer;

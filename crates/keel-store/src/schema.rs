@@ -72,6 +72,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0009_user_links.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            10,
+            "token log".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0010_token_log.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

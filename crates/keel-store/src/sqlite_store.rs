@@ -17,7 +17,8 @@ use keel_core::store::{Commit, CommitOutcome};
 use keel_core::{
     ApiKeyRecord, Checkpoint, ConversationFilter, EnqueueOutcome, Event, Journal, LaneClaim,
     LaneOutcome, Message, NewConversation, PlatformLink, QueuedRun, RunFilter, RunRecord,
-    SessionInfo, Store, StoreError, StoredMessage, ToolCallRecord, Usage, UserRecord,
+    SessionInfo, Store, StoreError, StoredMessage, ToolCallRecord, Usage, UsageLine, UsageQuery,
+    UserRecord,
 };
 
 use crate::batch::{self, Batch};
@@ -115,17 +116,6 @@ const SAVE_USER: &str = "INSERT INTO users \
      VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO UPDATE SET \
      monthly_token_budget = excluded.monthly_token_budget, updated_at = excluded.updated_at, \
      permission = excluded.permission";
-
-const ADD_USAGE: &str = "INSERT INTO usage_log (user_id, month, input_tokens, output_tokens, \
-     cache_read_tokens, cache_write_tokens) VALUES ($1, $2, $3, $4, $5, $6) \
-     ON CONFLICT (user_id, month) DO UPDATE SET \
-     input_tokens = usage_log.input_tokens + excluded.input_tokens, \
-     output_tokens = usage_log.output_tokens + excluded.output_tokens, \
-     cache_read_tokens = usage_log.cache_read_tokens + excluded.cache_read_tokens, \
-     cache_write_tokens = usage_log.cache_write_tokens + excluded.cache_write_tokens";
-
-const SELECT_USAGE: &str = "SELECT input_tokens, output_tokens, cache_read_tokens, \
-     cache_write_tokens FROM usage_log WHERE user_id = $1 AND month = $2";
 
 /// A [`Store`] on SQLite: one file, WAL journal, `synchronous=NORMAL` (a commit survives a crash
 /// of the process; a power loss may undo the last commits but never corrupts the file). Clones
@@ -331,36 +321,12 @@ impl Store for SqliteStore {
         rows.iter().map(codec::decode_user).collect()
     }
 
-    async fn add_usage(&self, user_id: &str, month: &str, usage: Usage) -> Result<(), StoreError> {
-        let batch = Batch::of(ADD_USAGE)
-            .bind(user_id)?
-            .bind(month)?
-            .bind(codec::stored_count(usage.input_tokens, "input_tokens")?)?
-            .bind(codec::stored_count(usage.output_tokens, "output_tokens")?)?
-            .bind(codec::stored_count(
-                usage.cache_read_tokens,
-                "cache_read_tokens",
-            )?)?
-            .bind(codec::stored_count(
-                usage.cache_write_tokens,
-                "cache_write_tokens",
-            )?)?;
-        self.write(batch, || format!("cannot record usage of user `{user_id}`"))
-            .await
+    async fn monthly_usage(&self, user_id: &str, month: &str) -> Result<Usage, StoreError> {
+        crate::token_log::monthly_usage(&mut *self.conns.reader().await?, user_id, month).await
     }
 
-    async fn monthly_usage(&self, user_id: &str, month: &str) -> Result<Usage, StoreError> {
-        let row = sqlx::query(SELECT_USAGE)
-            .bind(user_id)
-            .bind(month)
-            .fetch_optional(&mut *self.conns.reader().await?)
-            .await
-            .or_backend(|| format!("cannot read usage of user `{user_id}`"))?;
-        Ok(row
-            .as_ref()
-            .map(|row| codec::decode_usage(row, user_id))
-            .transpose()?
-            .unwrap_or_default())
+    async fn usage_lines(&self, query: &UsageQuery) -> Result<Vec<UsageLine>, StoreError> {
+        crate::token_log::usage_lines(&mut *self.conns.reader().await?, query).await
     }
 
     async fn messages_since(

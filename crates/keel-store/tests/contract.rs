@@ -577,13 +577,29 @@ async fn users_and_usage_on(store: &dyn Store) {
         cache_read_tokens: 30,
         cache_write_tokens: 5,
     };
-    store.add_usage("ada", "2026-11", spend).await.unwrap();
-    store.add_usage("ada", "2026-11", spend).await.unwrap();
-    store.add_usage("ada", "2026-12", spend).await.unwrap();
-    store
-        .add_usage("nobody-known", "2026-11", spend)
-        .await
-        .unwrap();
+    // Usage is what commits charge: a token log row per model call, added to the user's month.
+    let november_day = Utc.with_ymd_and_hms(2026, 11, 30, 23, 0, 0).unwrap();
+    let december_day = Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap();
+    let charge = |user: Option<&str>, model: &str, at: DateTime<Utc>| keel_core::TokenCharge {
+        user_id: user.map(str::to_string),
+        model: model.into(),
+        usage: spend,
+        cost: 0.25,
+        at,
+    };
+    let charges = [
+        charge(Some("ada"), "gpt-4.1", november_day),
+        charge(Some("ada"), "gpt-4.1-mini", november_day),
+        charge(Some("ada"), "gpt-4.1", december_day),
+        charge(Some("nobody-known"), "gpt-4.1", november_day),
+        charge(None, "gpt-4.1", november_day),
+    ];
+    let run = run_record("charged", "usage", at(0));
+    let mut commit = keel_core::store::Commit::new(&run, &[]);
+    commit.charges = &charges[..2];
+    store.commit(&commit).await.unwrap();
+    commit.charges = &charges[2..];
+    store.commit(&commit).await.unwrap();
     let november = store.monthly_usage("ada", "2026-11").await.unwrap();
     assert_eq!(november.input_tokens, 200);
     assert_eq!(november.total(), 240);
@@ -600,4 +616,41 @@ async fn users_and_usage_on(store: &dyn Store) {
             .total(),
         120
     );
+    let lines = store
+        .usage_lines(&keel_core::UsageQuery {
+            user_id: None,
+            month: "2026-11".into(),
+        })
+        .await
+        .unwrap();
+    let summed: Vec<(Option<&str>, &str, u64, u64)> = lines
+        .iter()
+        .map(|line| {
+            (
+                line.user_id.as_deref(),
+                line.model.as_str(),
+                line.calls,
+                line.usage.total(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summed,
+        [
+            (None, "gpt-4.1", 1, 120),
+            (Some("ada"), "gpt-4.1", 1, 120),
+            (Some("ada"), "gpt-4.1-mini", 1, 120),
+            (Some("nobody-known"), "gpt-4.1", 1, 120),
+        ]
+    );
+    assert!((lines.iter().map(|line| line.cost).sum::<f64>() - 1.0).abs() < 1e-9);
+    let ada_december = store
+        .usage_lines(&keel_core::UsageQuery {
+            user_id: Some("ada".into()),
+            month: "2026-12".into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(ada_december.len(), 1);
+    assert_eq!(ada_december[0].calls, 1);
 }

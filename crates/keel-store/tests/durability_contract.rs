@@ -167,6 +167,7 @@ async fn whole_boundary_on(store: &dyn Store) {
             tool_calls: &calls,
             events: &events[..3],
             journal: Some(&notes),
+            charges: &[],
         })
         .await
         .unwrap();
@@ -199,6 +200,7 @@ async fn whole_boundary_on(store: &dyn Store) {
             tool_calls: &[],
             events: &events[3..],
             journal: None,
+            charges: &[],
         })
         .await
         .unwrap();

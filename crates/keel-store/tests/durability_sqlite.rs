@@ -117,6 +117,7 @@ async fn a_boundary_that_fails_partway_leaves_nothing_behind() {
             tool_calls: &[],
             events: std::slice::from_ref(&started),
             journal: Some(&notes),
+            charges: &[],
         })
         .await
         .unwrap();
@@ -150,6 +151,7 @@ async fn a_boundary_that_fails_partway_leaves_nothing_behind() {
         tool_calls: &calls,
         events: &events,
         journal: Some(&renamed),
+        charges: &[],
     };
     let err = store.commit(&boundary).await.unwrap_err();
     let text = err.to_string();
@@ -172,6 +174,18 @@ async fn a_boundary_that_fails_partway_leaves_nothing_behind() {
         ..Journal::default()
     };
     let second = checkpoint(&changed, 2, "h", json!({"step": 2}));
+    let charge = keel_core::TokenCharge {
+        user_id: Some("ada".into()),
+        model: "claude-sonnet-4".into(),
+        usage: keel_core::Usage {
+            input_tokens: 10,
+            output_tokens: 5,
+            ..Default::default()
+        },
+        cost: 0.1,
+        at: chrono::Utc::now(),
+    };
+    let month = keel_core::store::usage_month(charge.at);
     let long = Commit {
         run: &changed,
         messages: &many,
@@ -179,10 +193,13 @@ async fn a_boundary_that_fails_partway_leaves_nothing_behind() {
         tool_calls: &many_calls,
         events: &many_events,
         journal: Some(&doomed),
+        charges: std::slice::from_ref(&charge),
     };
     let err = store.commit(&long).await.unwrap_err();
     assert!(err.to_string().contains("forced journal failure"), "{err}");
     assert_eq!(snapshot(&store, "r1", "s1").await, before);
+    // Nor is the model call charged: the token log and the month move with the boundary.
+    assert_eq!(store.monthly_usage("ada", &month).await.unwrap().total(), 0);
 
     // The same boundary without the failure goes through whole, numbering carrying on.
     let long = Commit {
@@ -190,6 +207,10 @@ async fn a_boundary_that_fails_partway_leaves_nothing_behind() {
         ..long
     };
     assert!(!store.commit(&long).await.unwrap().cancel_requested);
+    assert_eq!(
+        store.monthly_usage("ada", &month).await.unwrap().total(),
+        15
+    );
     let (stored_run, messages, checkpoints, tool_calls, stored_events, journal, _) =
         snapshot(&store, "r1", "s1").await;
     assert_eq!(stored_run, Some(changed.clone()));

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+pub use crate::cli_admin::*;
+
 /// keel — a resilient agent-loop runtime.
 #[derive(Debug, Parser)]
 #[command(name = "keel", version, about, propagate_version = true)]
@@ -49,6 +51,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// The daemon's API keys: create (shown once), list, revoke.
     Keys(KeysArgs),
+    /// What the token log holds for a month: calls, tokens and dollars per user and model.
+    Usage(UsageArgs),
 }
 
 /// `keel serve`.
@@ -58,35 +62,6 @@ pub struct ServeArgs {
     /// port; the address listened on is printed.
     #[arg(long, value_name = "ADDR")]
     pub bind: Option<std::net::SocketAddr>,
-}
-
-/// `keel keys`.
-#[derive(Debug, Args)]
-pub struct KeysArgs {
-    /// What to do.
-    #[command(subcommand)]
-    pub action: KeysAction,
-}
-
-/// `keel keys` subcommands.
-#[derive(Debug, Subcommand)]
-pub enum KeysAction {
-    /// Make a key and print it once (only its hash is stored).
-    Create {
-        /// The user the key acts as: it sees and acts on that user's conversations only.
-        #[arg(long, value_name = "ID")]
-        user: Option<String>,
-        /// The key sees and acts on everything.
-        #[arg(long)]
-        admin: bool,
-    },
-    /// List keys (ids, users, when made and revoked; never the keys).
-    List,
-    /// Revoke a key by its id: it authenticates nothing from now on.
-    Revoke {
-        /// The key's id, as `keel keys list` shows it.
-        key_id: String,
-    },
 }
 
 /// Where `keel run` and `keel chat` send their messages instead of running them here.
@@ -426,71 +401,6 @@ pub struct AnswerArgs {
     /// Model and loop options.
     #[command(flatten)]
     pub agent: AgentArgs,
-}
-
-/// `keel users`.
-#[derive(Debug, Args)]
-pub struct UsersArgs {
-    /// `set ID` changes a user's budget.
-    #[command(subcommand)]
-    pub action: Option<UsersAction>,
-}
-
-/// `keel users` subcommands.
-#[derive(Debug, Subcommand)]
-pub enum UsersAction {
-    /// Create a user or change one: monthly token budget, permission (what is not given stays).
-    Set {
-        /// User id.
-        id: String,
-        /// Most tokens per calendar month (UTC).
-        #[arg(long, value_name = "N", conflicts_with = "unlimited")]
-        monthly_tokens: Option<u64>,
-        /// No monthly limit.
-        #[arg(long)]
-        unlimited: bool,
-        /// What the user may do: guest, user, admin or owner (new users: user).
-        #[arg(long, value_enum, value_name = "LEVEL")]
-        permission: Option<PermissionLevel>,
-    },
-    /// Link a platform identity to a user: messages from it run as that user, on one budget.
-    Link {
-        /// User id (must exist).
-        id: String,
-        /// The platform, e.g. telegram, slack, discord.
-        #[arg(long)]
-        platform: String,
-        /// The user's id on that platform.
-        #[arg(long, value_name = "ID")]
-        platform_user_id: String,
-        /// Their name there.
-        #[arg(long)]
-        username: Option<String>,
-    },
-}
-
-/// `--permission`.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum PermissionLevel {
-    /// Anyone, including unknown users.
-    Guest,
-    /// A known user.
-    User,
-    /// An administrator.
-    Admin,
-    /// The owner of the deployment.
-    Owner,
-}
-
-impl From<PermissionLevel> for keel_core::Permission {
-    fn from(level: PermissionLevel) -> Self {
-        match level {
-            PermissionLevel::Guest => keel_core::Permission::Guest,
-            PermissionLevel::User => keel_core::Permission::User,
-            PermissionLevel::Admin => keel_core::Permission::Admin,
-            PermissionLevel::Owner => keel_core::Permission::Owner,
-        }
-    }
 }
 
 /// `keel mock-provider`.

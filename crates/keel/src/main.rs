@@ -5,6 +5,7 @@
 //! safe point, the run resumable (see [`sigterm`]).
 
 mod cli;
+mod cli_admin;
 
 use keel_config::{config, launch, resolve, worker};
 mod commands;
@@ -67,6 +68,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => runtime.block_on(commands::serve::serve(config, args)),
         Command::Sessions(args) => runtime.block_on(commands::sessions::sessions(args)),
         Command::Users(args) => runtime.block_on(commands::users::users(args)),
+        Command::Usage(args) => runtime.block_on(commands::usage::usage(args)),
         Command::Runs(args) => runtime.block_on(commands::runs::runs(config, args)),
         Command::Resume(args) => runtime.block_on(commands::resume::resume(config, args)),
         Command::Answer(args) => runtime.block_on(commands::resume::answer(config, args)),

@@ -358,6 +358,21 @@ fn a_users_monthly_budget_once_spent_refuses_runs_but_keeps_the_message() {
             .contains("used 120 of their 100"),
         "{report}"
     );
+    // The refusal says when the budget resets: the first of next month, UTC.
+    let resets = {
+        use chrono::Datelike;
+        let now = chrono::Utc::now();
+        let (year, month) = if now.month() == 12 {
+            (now.year() + 1, 1)
+        } else {
+            (now.year(), now.month() + 1)
+        };
+        format!("resets at {year}-{month:02}-01 00:00 UTC")
+    };
+    assert!(
+        report["error"].as_str().unwrap().contains(&resets),
+        "{report}"
+    );
     let events = events(&log);
     assert_eq!(
         find(&events, "agent_run.failed")[0]["state"],
@@ -368,6 +383,22 @@ fn a_users_monthly_budget_once_spent_refuses_runs_but_keeps_the_message() {
     assert!(shown.contains("one more please"), "{shown}");
     let listed = stdout(&run(keel(&home).arg("users")));
     assert!(listed.contains("ada  120 of 100 tokens"), "{listed}");
+    // The token log holds the one model call, and sums to the run's usage.
+    let usage = run(keel(&home).args(["usage", "--json"]));
+    let lines: Vec<Value> = stdout(&usage)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["user_id"], "ada");
+    assert_eq!(lines[0]["calls"], 1);
+    assert_eq!(lines[0]["usage"]["input_tokens"], 70);
+    assert_eq!(lines[0]["usage"]["output_tokens"], 50);
+    let table = stdout(&run(keel(&home).args(["usage", "--user", "ada"])));
+    assert!(table.contains("ada") && table.contains("total"), "{table}");
+    let bad = run(keel(&home).args(["usage", "--month", "2026-13"]));
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("YYYY-MM"), "{}", stderr(&bad));
 }
 
 #[test]

@@ -263,8 +263,6 @@ impl Agent {
             }
             None => driver.drive(&mut run).await?,
         }
-        self.charge(request.user_id.as_deref(), Usage::default(), &run)
-            .await?;
         Ok(RunReport::from_run(&run))
     }
 
@@ -292,29 +290,6 @@ impl Agent {
         }
     }
 
-    /// Counts what the run spent since `before` towards the user's month.
-    async fn charge(&self, user: Option<&str>, before: Usage, run: &Run) -> Result<(), AgentError> {
-        let Some(user) = user else {
-            return Ok(());
-        };
-        let now = run.usage();
-        let spent = Usage {
-            input_tokens: now.input_tokens.saturating_sub(before.input_tokens),
-            output_tokens: now.output_tokens.saturating_sub(before.output_tokens),
-            cache_read_tokens: now
-                .cache_read_tokens
-                .saturating_sub(before.cache_read_tokens),
-            cache_write_tokens: now
-                .cache_write_tokens
-                .saturating_sub(before.cache_write_tokens),
-        };
-        if spent.total() > 0 {
-            let month = usage_month(self.clock.now());
-            self.store.add_usage(user, &month, spent).await?;
-        }
-        Ok(())
-    }
-
     /// Checks `user`'s monthly token budget: returns why the run may not start, or caps the
     /// run's token budget at what the month has left.
     async fn apply_monthly_budget(
@@ -329,9 +304,11 @@ impl Agent {
         };
         let used = self.store.monthly_usage(user, month).await?.total();
         if used >= budget {
+            let resets = crate::token_log::budget_resets_at(self.clock.now());
             return Ok(Some(format!(
                 "user `{user}` has used {used} of their {budget} tokens for {month}; the budget \
-                 resets at the start of next month"
+                 resets at {}",
+                resets.format("%Y-%m-%d %H:%M UTC")
             )));
         }
         let left = budget - used;

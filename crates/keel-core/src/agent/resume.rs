@@ -96,7 +96,6 @@ impl Agent {
         let emitter = self.emitter(run_id, &record.session_id);
         let cancel = options.cancel.clone().unwrap_or_default();
         let driver = self.driver(&emitter, &cancel, run.user_id().map(str::to_string));
-        let before = run.usage();
         let current_prompt = self.settings.system_prompt.clone();
         let drifted = prompt_hash(current_prompt.as_deref()) != run.prompt_hash();
         let (step, replay) = if drifted && !options.accept_prompt_change {
@@ -127,7 +126,6 @@ impl Agent {
             checkpoint_seq: seq,
         };
         driver.drive_from(&mut run, resume).await?;
-        self.charge(run.user_id(), before, &run).await?;
         Ok(RunReport::from_run(&run))
     }
 
@@ -161,7 +159,6 @@ impl Agent {
         let emitter = self.emitter(run_id, &record.session_id);
         let cancel = CancellationToken::new();
         let driver = self.driver(&emitter, &cancel, run.user_id().map(str::to_string));
-        let before = run.usage();
         let step = run.on_human_answer(answer);
         let resume = Resume {
             step,
@@ -169,7 +166,6 @@ impl Agent {
             checkpoint_seq: seq,
         };
         driver.drive_from(&mut run, resume).await?;
-        self.charge(run.user_id(), before, &run).await?;
         Ok(RunReport::from_run(&run))
     }
 

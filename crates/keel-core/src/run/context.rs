@@ -327,12 +327,7 @@ impl Run {
         };
         let (text, failed) = match result {
             Ok(response) => {
-                self.usage += response.usage;
-                self.cost += self
-                    .settings
-                    .prices
-                    .price(&response.model)
-                    .map_or(0.0, |price| price.cost(&response.usage));
+                self.charge(&response);
                 let text = response.message.content.trim().to_string();
                 if text.is_empty() {
                     (self.truncation_note(&pending, "it answered nothing"), true)

@@ -180,6 +180,9 @@ pub struct Run {
     rng: u64,
     #[serde(skip)]
     events: Vec<EventKind>,
+    /// Model calls since the last commit: (model, usage, cost).
+    #[serde(skip)]
+    charges: Vec<(String, Usage, f64)>,
 }
 
 impl Run {
@@ -266,6 +269,7 @@ impl Run {
             started_at,
             rng,
             events: Vec::new(),
+            charges: Vec::new(),
             id,
         };
         for stored in history {
@@ -338,13 +342,7 @@ impl Run {
 
     fn on_answer(&mut self, response: ChatResponse) -> Step {
         self.retries = 0;
-        self.usage += response.usage;
-        self.cost += self
-            .settings
-            .prices
-            .price(&response.model)
-            .or_else(|| self.settings.prices.price(&self.current().model))
-            .map_or(0.0, |price| price.cost(&response.usage));
+        self.charge(&response);
         self.model_used = Some(response.model.clone());
         let mut message = response.message;
         message.role = Role::Assistant;

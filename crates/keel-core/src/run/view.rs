@@ -8,10 +8,11 @@ use chrono::{DateTime, Utc};
 use super::{ModelCall, Run, ToolCallReport};
 use crate::event::EventKind;
 use crate::message::{InternalReason, Message};
-use crate::provider::{ChatRequest, Usage};
+use crate::provider::{ChatRequest, ChatResponse, Usage};
 use crate::run_settings::RunSettings;
 use crate::state::{AgentState, ErrorReason};
 use crate::store::RunRecord;
+use crate::token_log::TokenCharge;
 
 impl Run {
     pub(super) fn model_call(&self, wait: Duration) -> ModelCall {
@@ -82,6 +83,36 @@ impl Run {
     /// Decision events since the last call, for the driver to stamp and emit.
     pub fn drain_events(&mut self) -> Vec<EventKind> {
         std::mem::take(&mut self.events)
+    }
+
+    /// Token log rows of the model calls since the last call, stamped `now`, for the driver's
+    /// next commit.
+    pub fn drain_charges(&mut self, now: DateTime<Utc>) -> Vec<TokenCharge> {
+        self.charges
+            .drain(..)
+            .map(|(model, usage, cost)| TokenCharge {
+                user_id: self.user_id.clone(),
+                model,
+                usage,
+                cost,
+                at: now,
+            })
+            .collect()
+    }
+
+    /// Counts a model's answer: the run's usage and cost, and a token log row for the next
+    /// commit. A model without a price is priced as the one asked for, else costs nothing.
+    pub(super) fn charge(&mut self, response: &ChatResponse) {
+        let cost = self
+            .settings
+            .prices
+            .price(&response.model)
+            .or_else(|| self.settings.prices.price(&self.current().model))
+            .map_or(0.0, |price| price.cost(&response.usage));
+        self.usage += response.usage;
+        self.cost += cost;
+        self.charges
+            .push((response.model.clone(), response.usage, cost));
     }
 
     /// The run as the store keeps it.

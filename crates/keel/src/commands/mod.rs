@@ -11,4 +11,5 @@ pub mod run;
 pub mod runs;
 pub mod serve;
 pub mod sessions;
+pub mod usage;
 pub mod users;

@@ -22,6 +22,9 @@ use crate::store::{
     Commit, CommitOutcome, PlatformLink, RunRecord, SessionInfo, Store, StoreError, StoredMessage,
     UserRecord, session_title,
 };
+use crate::token_log::{TokenCharge, UsageLine, UsageQuery};
+
+mod platform;
 
 #[derive(Default)]
 struct Data {
@@ -41,6 +44,8 @@ struct Data {
     api_keys: Vec<ApiKeyRecord>,
     /// Platform links by (platform, platform user id).
     links: HashMap<(String, String), PlatformLink>,
+    /// The token log: (session id, run id, charge), oldest first.
+    token_log: Vec<(String, String, TokenCharge)>,
 }
 
 /// Keeps sessions, messages and runs in memory; everything is lost when it is dropped.
@@ -236,6 +241,7 @@ impl Store for MemoryStore {
             data.journals
                 .insert(run.session_id.clone(), journal.clone());
         }
+        data.log_tokens(run, commit.charges);
         Ok(CommitOutcome {
             cancel_requested: cancel_requested_at.is_some(),
         })
@@ -277,15 +283,6 @@ impl Store for MemoryStore {
         Ok(users)
     }
 
-    async fn add_usage(&self, user_id: &str, month: &str, usage: Usage) -> Result<(), StoreError> {
-        *self
-            .lock()?
-            .usage
-            .entry((user_id.to_string(), month.to_string()))
-            .or_default() += usage;
-        Ok(())
-    }
-
     async fn monthly_usage(&self, user_id: &str, month: &str) -> Result<Usage, StoreError> {
         Ok(self
             .lock()?
@@ -293,6 +290,10 @@ impl Store for MemoryStore {
             .get(&(user_id.to_string(), month.to_string()))
             .copied()
             .unwrap_or_default())
+    }
+
+    async fn usage_lines(&self, query: &UsageQuery) -> Result<Vec<UsageLine>, StoreError> {
+        Ok(self.lock()?.usage_lines(query))
     }
 
     async fn messages_since(

@@ -1,0 +1,51 @@
+//! The memory store's share of the platform (DESIGN.md section 9): the token log.
+
+use std::collections::BTreeMap;
+
+use super::Data;
+use crate::store::RunRecord;
+use crate::token_log::{TokenCharge, UsageLine, UsageQuery, usage_month};
+
+impl Data {
+    /// Writes a commit's token log rows and adds them to their users' months.
+    pub(super) fn log_tokens(&mut self, run: &RunRecord, charges: &[TokenCharge]) {
+        for charge in charges {
+            if let Some(user) = &charge.user_id {
+                *self
+                    .usage
+                    .entry((user.clone(), usage_month(charge.at)))
+                    .or_default() += charge.usage;
+            }
+            self.token_log
+                .push((run.session_id.clone(), run.id.clone(), charge.clone()));
+        }
+    }
+
+    /// The month's token log summed per user and model.
+    pub(super) fn usage_lines(&self, query: &UsageQuery) -> Vec<UsageLine> {
+        let mut lines: BTreeMap<(Option<String>, String), UsageLine> = BTreeMap::new();
+        let rows = self
+            .token_log
+            .iter()
+            .map(|(_, _, charge)| charge)
+            .filter(|charge| {
+                usage_month(charge.at) == query.month
+                    && (query.user_id.is_none() || charge.user_id == query.user_id)
+            });
+        for charge in rows {
+            let line = lines
+                .entry((charge.user_id.clone(), charge.model.clone()))
+                .or_insert_with(|| UsageLine {
+                    user_id: charge.user_id.clone(),
+                    model: charge.model.clone(),
+                    calls: 0,
+                    usage: Default::default(),
+                    cost: 0.0,
+                });
+            line.calls += 1;
+            line.usage += charge.usage;
+            line.cost += charge.cost;
+        }
+        lines.into_values().collect()
+    }
+}
