@@ -15,6 +15,11 @@ pub struct ApiKeyRecord {
     pub user_id: Option<String>,
     /// Sees and acts on every conversation and run.
     pub admin: bool,
+    /// The platforms it may post incoming messages for (`POST /v1/messages`), and whose
+    /// conversations it sees: a channel key for `slack` cannot post as `telegram`. An admin key
+    /// may post for any platform.
+    #[serde(default)]
+    pub platforms: Vec<String>,
     /// When it was made.
     pub created_at: DateTime<Utc>,
     /// When it was revoked: a revoked key authenticates nothing.

@@ -46,6 +46,10 @@ pub struct NewConversation {
     pub lane_policy: LanePolicy,
     /// When it is created.
     pub at: DateTime<Utc>,
+    /// Its place on a platform, for one an incoming platform message makes.
+    pub place: Option<crate::platform::PlatformPlace>,
+    /// False for a conversation from an untrusted source (see [`crate::SessionInfo::trusted`]).
+    pub trusted: bool,
 }
 
 /// A message accepted for a conversation, waiting in its lane's queue until its run starts.
@@ -66,6 +70,9 @@ pub struct QueuedRun {
     pub provider: String,
     /// Model the run will ask for, for its `queued` run record.
     pub model: String,
+    /// What the incoming-message pipeline chose for the run (persona, trust, place).
+    #[serde(default)]
+    pub options: crate::platform::RunOptions,
 }
 
 /// What [`crate::Store::enqueue_run`] did.

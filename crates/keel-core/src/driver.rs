@@ -98,7 +98,8 @@ impl Driver<'_> {
             run_id: run.id().to_string(),
             call_id: String::new(),
             user_id: self.user_id.clone(),
-            untrusted_source: false,
+            untrusted_source: run.settings().untrusted,
+            place: run.settings().place.clone(),
             cancel: self.cancel.clone(),
         };
         let executor = ToolExecutor {

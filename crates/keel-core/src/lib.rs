@@ -24,6 +24,7 @@ pub mod lane;
 pub mod loop_guard;
 pub mod memory_store;
 pub mod message;
+pub mod platform;
 pub mod provider;
 pub mod provider_error;
 pub mod reconcile;

@@ -38,6 +38,8 @@ pub struct ChatRequest {
     pub tool_choice: ToolChoice,
     /// Upper bound on output tokens, if any.
     pub max_tokens: Option<u32>,
+    /// Sampling temperature, when the caller (a persona) sets one; the provider's default else.
+    pub temperature: Option<f32>,
     /// Ask for a streamed answer (deltas go to the sink as they arrive).
     pub stream: bool,
 }

@@ -67,6 +67,16 @@ pub struct RunSettings {
     pub tool_result_max_chars: usize,
     /// Cap on output tokens per call.
     pub max_tokens: Option<u32>,
+    /// The session came from an untrusted source: side-effecting tools need approval (and are
+    /// refused until an approval flow exists).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub untrusted: bool,
+    /// The conversation's place on a platform, for tools that notify.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub place: Option<crate::platform::PlatformPlace>,
+    /// Sampling temperature (a persona's); the provider's default when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
     /// Continuation prompts after an answer cut at `max_tokens`.
     #[serde(default = "default_max_tokens_recoveries")]
     pub max_tokens_recoveries: u32,
@@ -142,6 +152,9 @@ impl RunSettings {
             iteration_cap: DEFAULT_ITERATION_CAP,
             tool_result_max_chars: DEFAULT_TOOL_RESULT_MAX_CHARS,
             max_tokens: None,
+            temperature: None,
+            untrusted: false,
+            place: None,
             max_tokens_recoveries: DEFAULT_MAX_TOKENS_RECOVERIES,
             stream: true,
             retry: RetryPolicy::default(),

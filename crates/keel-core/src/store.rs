@@ -14,6 +14,7 @@ use crate::event::Event;
 use crate::journal::Journal;
 use crate::lane::{LaneClaim, LaneOutcome};
 use crate::message::Message;
+use crate::platform::Persona;
 use crate::provider::Usage;
 use crate::state::{AgentState, ErrorReason};
 use crate::token_log::{TokenCharge, UsageLine, UsageQuery};
@@ -31,6 +32,9 @@ pub enum StoreError {
     /// A record that must exist does not.
     #[error("store: {0} not found")]
     NotFound(String),
+    /// The write would break a uniqueness rule; the message says which. Nothing was written.
+    #[error("store: {0}")]
+    Conflict(String),
     /// The run's boundary was already written by another worker: this worker lost the run
     /// (it was resumed elsewhere while this one was stalled) and must stop writing.
     #[error(
@@ -79,6 +83,17 @@ pub struct SessionInfo {
     /// What a message that arrives while it runs does.
     #[serde(default)]
     pub lane_policy: crate::conversation::LanePolicy,
+    /// Its place on a platform, for a conversation an incoming platform message made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub place: Option<crate::platform::PlatformPlace>,
+    /// False when it came from an untrusted source (an email, an event) or is a sub-agent of
+    /// one: its side-effecting tool calls need approval.
+    #[serde(default = "trusted")]
+    pub trusted: bool,
+}
+
+fn trusted() -> bool {
+    true
 }
 
 /// A message as stored, with its place in the conversation.
@@ -424,6 +439,14 @@ pub trait Store: Send + Sync {
 
     /// A user's platform links, by platform.
     async fn user_links(&self, user_id: &str) -> Result<Vec<PlatformLink>, StoreError>;
+
+    /// Creates or replaces the persona with this name. A default persona makes any other one
+    /// not the default, in the same transaction; a second persona serving the same platform
+    /// and server is a [`StoreError::Conflict`] (nothing changes).
+    async fn save_persona(&self, persona: &Persona) -> Result<(), StoreError>;
+
+    /// Every persona, by name.
+    async fn personas(&self) -> Result<Vec<Persona>, StoreError>;
 }
 
 /// The seq of the last message the latest compaction summary of `messages` replaces.

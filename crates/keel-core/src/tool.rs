@@ -43,6 +43,10 @@ pub struct ToolSpec {
     /// The module it belongs to, for persona filtering.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub module: Option<String>,
+    /// Sends notifications to the conversation's platform (a scheduler, a reminder): its calls
+    /// get the conversation's `platform`, `platform_channel_id` and `platform_thread_id`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub notifies: bool,
 }
 
 impl ToolSpec {
@@ -61,6 +65,7 @@ impl ToolSpec {
             interactive: false,
             required_permission: Permission::User,
             module: None,
+            notifies: false,
         }
     }
 
@@ -68,6 +73,12 @@ impl ToolSpec {
     pub fn idempotent(mut self) -> Self {
         self.idempotent = true;
         self
+    }
+
+    /// Whether a call may change the world: every tool that is not idempotent. In an untrusted
+    /// session such a call needs approval.
+    pub fn side_effecting(&self) -> bool {
+        !self.idempotent
     }
 
     /// Marks the tool interactive.
@@ -90,8 +101,59 @@ pub struct ToolContext {
     pub user_id: Option<String>,
     /// True when the conversation was started by an untrusted source (a trigger, an email).
     pub untrusted_source: bool,
+    /// The conversation's place on a platform, when it has one.
+    pub place: Option<crate::platform::PlatformPlace>,
     /// Fires when the run is cancelled; long tools should stop early.
     pub cancel: CancellationToken,
+}
+
+/// The argument keys keel adds to every call (seeds 000 and 003): tools see them in their
+/// arguments, after the arguments were checked against the tool's schema.
+pub const INJECTED_ARGUMENTS: [&str; 5] = [
+    "_session_id",
+    "_untrusted_source",
+    "platform",
+    "platform_channel_id",
+    "platform_thread_id",
+];
+
+impl ToolContext {
+    /// Adds what a tool learns from keel to its arguments: `_session_id` always,
+    /// `_untrusted_source: true` in an untrusted session, and for a tool that `notifies`, the
+    /// conversation's `platform`, `platform_channel_id` and `platform_thread_id`. Arguments
+    /// that are not an object are left alone.
+    pub fn inject(&self, args: &mut serde_json::Value, notifies: bool) {
+        let Some(map) = args.as_object_mut() else {
+            return;
+        };
+        map.insert("_session_id".into(), self.session_id.clone().into());
+        if self.untrusted_source {
+            map.insert("_untrusted_source".into(), true.into());
+        }
+        if notifies && let Some(place) = &self.place {
+            map.insert("platform".into(), place.platform.clone().into());
+            map.insert(
+                "platform_channel_id".into(),
+                place.channel_id.clone().into(),
+            );
+            map.insert(
+                "platform_thread_id".into(),
+                place
+                    .thread_id
+                    .clone()
+                    .map_or(serde_json::Value::Null, Into::into),
+            );
+        }
+    }
+}
+
+/// Takes keel's injected `_` keys back out of `args`, for tools whose argument types refuse
+/// unknown fields. The platform keys stay: a notifying tool declares them.
+pub fn strip_injected(args: &mut serde_json::Value) {
+    if let Some(map) = args.as_object_mut() {
+        map.remove("_session_id");
+        map.remove("_untrusted_source");
+    }
 }
 
 /// What a tool returns on success.

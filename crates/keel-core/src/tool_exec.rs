@@ -158,6 +158,19 @@ impl ToolExecutor<'_> {
                 "Error: `{}` is not one of your tools here: it was not run.",
                 call.name
             ))
+        } else if self.context.untrusted_source
+            && self
+                .registry
+                .get(&call.name)
+                .is_some_and(|tool| tool.spec().side_effecting())
+        {
+            // Seed 000: a trigger-originated session never acts on the world unasked.
+            Err(format!(
+                "Error: `{}` was not run: this conversation comes from an untrusted source (an \
+                 email or an event), and a tool that changes things needs a person's approval \
+                 there. Say what you would do instead.",
+                call.name
+            ))
         } else {
             self.registry.prepare(call)
         };
@@ -184,8 +197,9 @@ impl ToolExecutor<'_> {
                     Ok(()) => {
                         let mut context = self.context.clone();
                         context.call_id = call.id.clone();
-                        let work =
-                            self.call_with_retries(call, prepared.tool, prepared.args, &context);
+                        let mut args = prepared.args;
+                        context.inject(&mut args, prepared.tool.spec().notifies);
+                        let work = self.call_with_retries(call, prepared.tool, args, &context);
                         let outcome = if idempotent {
                             // Abandoned on cancel: dropping a read loses nothing.
                             tokio::select! {

@@ -155,6 +155,7 @@
 //!     tools: Vec::new().into(),
 //!     tool_choice: ToolChoice::Auto,
 //!     max_tokens: None,
+//!     temperature: None,
 //!     stream: false,
 //! };
 //! let error = provider.chat(&request, &NoDeltas).await.unwrap_err();

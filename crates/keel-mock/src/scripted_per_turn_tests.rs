@@ -32,6 +32,7 @@ impl Conversation {
             tools: Vec::new().into(),
             tool_choice: ToolChoice::Auto,
             max_tokens: None,
+            temperature: None,
             stream: false,
         };
         let response = provider.chat(&request, &NoDeltas).await?;
@@ -168,6 +169,7 @@ async fn a_position_past_the_end_is_exhausted() {
         tools: Vec::new().into(),
         tool_choice: ToolChoice::Auto,
         max_tokens: None,
+        temperature: None,
         stream: false,
     };
     for _ in 0..2 {

@@ -52,6 +52,7 @@ fn request(stream: bool) -> ChatRequest {
         tools: Vec::new().into(),
         tool_choice: ToolChoice::Auto,
         max_tokens: None,
+        temperature: None,
         stream,
     }
 }

@@ -163,6 +163,7 @@ fn simple_request(stream: bool) -> ChatRequest {
         tools: Vec::new().into(),
         tool_choice: ToolChoice::Auto,
         max_tokens: None,
+        temperature: None,
         stream,
     }
 }
@@ -276,6 +277,7 @@ async fn the_request_body_is_the_messages_wire_format() {
         .into(),
         tool_choice: ToolChoice::Required,
         max_tokens: Some(100),
+        temperature: None,
         stream: false,
     };
     let response = adapter(&server.base_url, None)

@@ -41,6 +41,7 @@ fn request(stream: bool) -> ChatRequest {
         tools: Vec::new().into(),
         tool_choice: ToolChoice::Auto,
         max_tokens: Some(64),
+        temperature: None,
         stream,
     }
 }

@@ -70,6 +70,7 @@ fn request(messages: Vec<Message>) -> ChatRequest {
         .into(),
         tool_choice: ToolChoice::Auto,
         max_tokens: Some(256),
+        temperature: None,
         stream: false,
     }
 }

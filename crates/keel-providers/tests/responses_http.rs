@@ -159,6 +159,7 @@ fn simple_request(stream: bool) -> ChatRequest {
         tools: Vec::new().into(),
         tool_choice: ToolChoice::Auto,
         max_tokens: None,
+        temperature: None,
         stream,
     }
 }
@@ -252,6 +253,7 @@ async fn the_request_body_carries_instructions_items_tools_and_reasoning() {
         .into(),
         tool_choice: ToolChoice::Tool("get_weather".into()),
         max_tokens: Some(100),
+        temperature: None,
         stream: false,
     };
     let response = adapter(&server.base_url, None)

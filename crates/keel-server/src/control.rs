@@ -81,6 +81,8 @@ async fn create_conversation(
         owner: caller.user_id.clone(),
         lane_policy,
         at: chrono::Utc::now(),
+        place: None,
+        trusted: true,
     };
     let made = state
         .store

@@ -23,18 +23,23 @@ pub enum KeyError {
     /// The system's random source failed.
     #[error("cannot make an API key: no randomness from the system: {0}")]
     Random(String),
-    /// A non-admin key must name its user.
-    #[error("a key that is not --admin must name its user (--user ID)")]
+    /// A key must act as a user, be an admin, or speak for platforms.
+    #[error(
+        "say what the key may do: act as a user (--user ID), speak for platforms (--platform \
+         NAME) or everything (--admin)"
+    )]
     NoUser,
 }
 
-/// Makes a key for `user` (or an admin key) at `now`.
+/// Makes a key for `user` (or an admin key, or a channel key speaking for `platforms`) at
+/// `now`.
 pub fn new_key(
     user_id: Option<String>,
     admin: bool,
+    platforms: Vec<String>,
     now: DateTime<Utc>,
 ) -> Result<NewKey, KeyError> {
-    if user_id.is_none() && !admin {
+    if user_id.is_none() && !admin && platforms.is_empty() {
         return Err(KeyError::NoUser);
     }
     let mut secret = [0u8; 32];
@@ -45,6 +50,7 @@ pub fn new_key(
         hash: hash_key(&key),
         user_id,
         admin,
+        platforms,
         created_at: now,
         revoked_at: None,
     };
@@ -66,8 +72,8 @@ mod tests {
 
     #[test]
     fn a_key_is_random_prefixed_and_stored_only_as_its_hash() {
-        let a = new_key(Some("ann".into()), false, Utc::now()).unwrap();
-        let b = new_key(Some("ann".into()), false, Utc::now()).unwrap();
+        let a = new_key(Some("ann".into()), false, Vec::new(), Utc::now()).unwrap();
+        let b = new_key(Some("ann".into()), false, Vec::new(), Utc::now()).unwrap();
         assert_ne!(a.key, b.key);
         assert!(a.key.starts_with(KEY_PREFIX) && a.key.len() == KEY_PREFIX.len() + 64);
         assert_eq!(a.record.hash, hash_key(&a.key));
@@ -77,9 +83,9 @@ mod tests {
     #[test]
     fn a_user_key_names_its_user() {
         assert!(matches!(
-            new_key(None, false, Utc::now()),
+            new_key(None, false, Vec::new(), Utc::now()),
             Err(KeyError::NoUser)
         ));
-        assert!(new_key(None, true, Utc::now()).is_ok());
+        assert!(new_key(None, true, Vec::new(), Utc::now()).is_ok());
     }
 }

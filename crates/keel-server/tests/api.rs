@@ -49,7 +49,7 @@ impl Api {
     }
 
     async fn key(&self, user: Option<&str>, admin: bool) -> String {
-        let made = new_key(user.map(str::to_string), admin, Utc::now()).unwrap();
+        let made = new_key(user.map(str::to_string), admin, Vec::new(), Utc::now()).unwrap();
         self.store.save_api_key(&made.record).await.unwrap();
         made.key
     }

@@ -107,6 +107,8 @@ async fn conversation(store: &MemoryStore, id: &str, policy: LanePolicy) -> Sess
             owner: Some("ann".into()),
             lane_policy: policy,
             at: Utc::now(),
+            place: None,
+            trusted: true,
         })
         .await
         .unwrap()

@@ -105,7 +105,8 @@ fn count_column<T: TryFrom<i64>>(
     T::try_from(value).map_err(|_| corrupt(place, format_args!("{name}: out of range: {value}")))
 }
 
-fn json_column<T: DeserializeOwned>(
+/// A nullable JSON column.
+pub(crate) fn json_column<T: DeserializeOwned>(
     row: &SqliteRow,
     name: &str,
     place: Place<'_>,
@@ -125,6 +126,14 @@ fn required_json_column<T: DeserializeOwned>(
     place: Place<'_>,
 ) -> Result<T, StoreError> {
     json_column(row, name, place)?.ok_or_else(|| corrupt(place, format_args!("{name}: NULL")))
+}
+
+/// JSON text of an optional value (NULL for `None`), for a column of `what`.
+pub(crate) fn optional_json<T: serde::Serialize>(
+    value: Option<&T>,
+    what: &str,
+) -> Result<Option<String>, StoreError> {
+    value.map(|value| to_json(value, what)).transpose()
 }
 
 /// JSON text of a value, for a column of `what`.
@@ -243,7 +252,7 @@ fn parse_role(text: &str, place: Place<'_>) -> Result<Role, StoreError> {
 }
 
 /// Decodes a row of `SELECT id, created_at, updated_at, title, message_count, owner,
-/// lane_policy FROM sessions`.
+/// lane_policy, place, trusted FROM sessions`.
 pub(crate) fn decode_session(row: &SqliteRow) -> Result<SessionInfo, StoreError> {
     let id: String = column(row, "id", Place::Table("sessions"))?;
     let place = Place::Session(&id);
@@ -258,6 +267,8 @@ pub(crate) fn decode_session(row: &SqliteRow) -> Result<SessionInfo, StoreError>
             keel_core::LanePolicy::parse(policy)
                 .ok_or_else(|| corrupt(place, format_args!("unknown lane policy `{policy}`")))?
         },
+        place: json_column(row, "place", place)?,
+        trusted: column(row, "trusted", place)?,
         id,
     })
 }

@@ -13,19 +13,21 @@ use sqlx::sqlite::SqliteRow;
 
 use crate::OrBackend;
 use crate::batch::Batch;
-use crate::codec::{self, Place, column, optional_time_column, time_column, timestamp};
+use crate::codec::{
+    self, Place, column, json_column, optional_json, optional_time_column, time_column, timestamp,
+};
 use crate::connections::Connections;
 use crate::sqlite_store::{run_columns, session_columns};
 
 const CREATE_CONVERSATION: &str = "INSERT INTO sessions \
-     (id, created_at, updated_at, title, message_count, owner, lane_policy) \
-     VALUES ($1, $2, $2, NULL, 0, $3, $4) ON CONFLICT (id) DO NOTHING RETURNING 1";
+     (id, created_at, updated_at, title, message_count, owner, lane_policy, place, trusted) \
+     VALUES ($1, $2, $2, NULL, 0, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING RETURNING 1";
 
 /// Queues run `$1` of session `$2` unless the session's queue holds `$6` rows already (or the
 /// session does not exist).
 const ENQUEUE: &str = "INSERT INTO run_queue \
-     (run_id, session_id, user_id, message, enqueued_at, provider, model) \
-     SELECT $1, $2, $3, $4, $5, $7, $8 \
+     (run_id, session_id, user_id, message, enqueued_at, provider, model, options) \
+     SELECT $1, $2, $3, $4, $5, $7, $8, $9 \
      WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $2) \
      AND (SELECT count(*) FROM run_queue WHERE session_id = $2) < $6";
 
@@ -46,7 +48,7 @@ const QUEUED_AHEAD: &str = "SELECT count(*) AS n FROM run_queue \
      WHERE session_id = $1 AND seq < (SELECT seq FROM run_queue WHERE run_id = $2)";
 
 const QUEUED_RUNS: &str = "SELECT run_id, session_id, user_id, message, enqueued_at, provider, \
-     model FROM run_queue WHERE session_id = $1 ORDER BY seq";
+     model, options FROM run_queue WHERE session_id = $1 ORDER BY seq";
 
 const QUEUED_SESSIONS: &str =
     "SELECT session_id FROM run_queue GROUP BY session_id ORDER BY min(seq)";
@@ -58,14 +60,14 @@ const DEQUEUE: &str = "DELETE FROM run_queue WHERE run_id = $1 RETURNING 1";
 const CANCEL_RUN: &str = "UPDATE runs SET state = 'cancelled', updated_at = $2, finished_at = $2, \
      cancel_requested_at = COALESCE(cancel_requested_at, $2) WHERE id = $1";
 
-const SAVE_KEY: &str = "INSERT INTO api_keys (id, hash, user_id, admin, created_at, revoked_at) \
-     VALUES ($1, $2, $3, $4, $5, $6)";
+const SAVE_KEY: &str = "INSERT INTO api_keys \
+     (id, hash, user_id, admin, created_at, revoked_at, platforms) VALUES ($1, $2, $3, $4, $5, $6, $7)";
 
-const KEY_BY_HASH: &str = "SELECT id, hash, user_id, admin, created_at, revoked_at FROM api_keys \
-     WHERE hash = $1";
+const KEY_BY_HASH: &str = "SELECT id, hash, user_id, admin, created_at, revoked_at, platforms \
+     FROM api_keys WHERE hash = $1";
 
-const LIST_KEYS: &str = "SELECT id, hash, user_id, admin, created_at, revoked_at FROM api_keys \
-     ORDER BY created_at, id";
+const LIST_KEYS: &str = "SELECT id, hash, user_id, admin, created_at, revoked_at, platforms \
+     FROM api_keys ORDER BY created_at, id";
 
 const REVOKE_KEY: &str =
     "UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL RETURNING 1";
@@ -86,7 +88,9 @@ pub(crate) async fn create_conversation(
         .bind(&conversation.id)?
         .bind(timestamp(conversation.at))?
         .bind(conversation.owner.as_deref())?
-        .bind(conversation.lane_policy.as_str())?;
+        .bind(conversation.lane_policy.as_str())?
+        .bind(optional_json(conversation.place.as_ref(), "a place")?)?
+        .bind(conversation.trusted)?;
     let created = conns
         .transaction(vec![batch])
         .await
@@ -241,7 +245,11 @@ pub(crate) async fn enqueue(
         .bind(timestamp(run.enqueued_at))?
         .bind(sql_limit(limit))?
         .bind(&run.provider)?
-        .bind(&run.model)?;
+        .bind(&run.model)?
+        .bind(optional_json(
+            (run.options != Default::default()).then_some(&run.options),
+            "run options",
+        )?)?;
     batch.end_statement().sql(INSERT_QUEUED_RUN).end_statement();
     batch.sql(WAS_QUEUED);
     let queued = conns
@@ -338,7 +346,11 @@ pub(crate) async fn save_key(conns: &Connections, key: &ApiKeyRecord) -> Result<
         .bind(key.user_id.as_deref())?
         .bind(key.admin)?
         .bind(timestamp(key.created_at))?
-        .bind(key.revoked_at.map(timestamp))?;
+        .bind(key.revoked_at.map(timestamp))?
+        .bind(optional_json(
+            (!key.platforms.is_empty()).then_some(&key.platforms),
+            "platforms",
+        )?)?;
     conns
         .transaction(vec![batch])
         .await
@@ -392,6 +404,8 @@ fn decode_queued(row: &SqliteRow) -> Result<QueuedRun, StoreError> {
         enqueued_at: time_column(row, "enqueued_at", place)?,
         provider: column(row, "provider", place)?,
         model: column(row, "model", place)?,
+        options: json_column::<keel_core::platform::RunOptions>(row, "options", place)?
+            .unwrap_or_default(),
     })
 }
 
@@ -402,6 +416,7 @@ fn decode_key(row: &SqliteRow) -> Result<ApiKeyRecord, StoreError> {
         hash: column(row, "hash", place)?,
         user_id: column(row, "user_id", place)?,
         admin: column(row, "admin", place)?,
+        platforms: json_column(row, "platforms", place)?.unwrap_or_default(),
         created_at: time_column(row, "created_at", place)?,
         revoked_at: optional_time_column(row, "revoked_at", place)?,
     })

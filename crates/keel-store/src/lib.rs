@@ -25,6 +25,7 @@ mod connections;
 mod daemon;
 mod durability;
 mod lanes;
+mod personas;
 mod schema;
 mod sqlite_store;
 mod token_log;

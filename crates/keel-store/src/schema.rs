@@ -79,6 +79,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0010_token_log.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            11,
+            "platform".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0011_platform.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

@@ -13,6 +13,7 @@ use std::path::Path;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use keel_core::platform::Persona;
 use keel_core::store::{Commit, CommitOutcome};
 use keel_core::{
     ApiKeyRecord, Checkpoint, ConversationFilter, EnqueueOutcome, Event, Journal, LaneClaim,
@@ -39,7 +40,7 @@ macro_rules! run_columns {
 /// Every column of `sessions` that a [`SessionInfo`] holds.
 macro_rules! session_columns {
     () => {
-        "id, created_at, updated_at, title, message_count, owner, lane_policy"
+        "id, created_at, updated_at, title, message_count, owner, lane_policy, place, trusted"
     };
 }
 pub(crate) use {run_columns, session_columns};
@@ -477,6 +478,14 @@ impl Store for SqliteStore {
 
     async fn user_links(&self, user_id: &str) -> Result<Vec<PlatformLink>, StoreError> {
         crate::user_links::links(&self.conns, user_id).await
+    }
+
+    async fn save_persona(&self, persona: &Persona) -> Result<(), StoreError> {
+        crate::personas::save(&self.conns, persona).await
+    }
+
+    async fn personas(&self) -> Result<Vec<Persona>, StoreError> {
+        crate::personas::list(&self.conns).await
     }
 
     async fn active_runs(&self) -> Result<Vec<RunRecord>, StoreError> {

@@ -61,6 +61,8 @@ fn conversation(id: &str, owner: Option<&str>, minutes: i64) -> NewConversation 
         owner: owner.map(str::to_string),
         lane_policy: LanePolicy::Queue,
         at: at(minutes),
+        place: None,
+        trusted: true,
     }
 }
 
@@ -73,6 +75,20 @@ fn queued(run_id: &str, session_id: &str, enqueued_at: DateTime<Utc>) -> QueuedR
         enqueued_at,
         provider: "mock".into(),
         model: "m".into(),
+        // What the pipeline chose travels with the queued run.
+        options: keel_core::platform::RunOptions {
+            persona: Some("helper".into()),
+            temperature: Some(0.5),
+            allowed_modules: Some(vec!["files".into()]),
+            untrusted: true,
+            place: Some(keel_core::platform::PlatformPlace {
+                platform: "slack".into(),
+                channel_id: "C1".into(),
+                thread_id: Some("17.5".into()),
+                server_id: None,
+            }),
+            ..Default::default()
+        },
     }
 }
 
@@ -248,6 +264,11 @@ fn key(id: &str, hash: &str, user: Option<&str>, admin: bool) -> ApiKeyRecord {
         hash: hash.into(),
         user_id: user.map(str::to_string),
         admin,
+        platforms: if admin {
+            Vec::new()
+        } else {
+            vec!["slack".into(), "telegram".into()]
+        },
         created_at: at(0),
         revoked_at: None,
     }

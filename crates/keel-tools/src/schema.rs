@@ -29,7 +29,8 @@ pub(crate) fn parameters_for<T: JsonSchema>() -> Value {
 
 /// Parses a tool's arguments; the registry has checked the schema already, so a failure here
 /// means a caller bypassed it.
-pub(crate) fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolError> {
+pub(crate) fn parse_args<T: DeserializeOwned>(tool: &str, mut args: Value) -> Result<T, ToolError> {
+    keel_core::tool::strip_injected(&mut args);
     serde_json::from_value(args)
         .map_err(|e| ToolError::invalid_arguments(format!("invalid arguments for `{tool}`: {e}")))
 }

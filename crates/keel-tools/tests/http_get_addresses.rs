@@ -38,6 +38,7 @@ fn ctx() -> ToolContext {
         call_id: "c".into(),
         user_id: None,
         untrusted_source: false,
+        place: None,
         cancel: CancellationToken::new(),
     }
 }

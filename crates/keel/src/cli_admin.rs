@@ -86,6 +86,10 @@ pub enum KeysAction {
         /// The key sees and acts on everything.
         #[arg(long)]
         admin: bool,
+        /// A platform the key may post incoming messages for (`POST /v1/messages`), and whose
+        /// conversations it sees; repeat for several. Without --user it is a channel key.
+        #[arg(long, value_name = "NAME")]
+        platform: Vec<String>,
     },
     /// List keys (ids, users, when made and revoked; never the keys).
     List,

@@ -64,6 +64,9 @@ pub struct RunRequest {
     /// The run's id, when the caller chose it (e.g. to claim the session's lane first); a new
     /// one when `None`.
     pub run_id: Option<String>,
+    /// What the incoming-message pipeline chose: persona settings, allowed tool modules, the
+    /// session's trust and place.
+    pub options: crate::platform::RunOptions,
 }
 
 impl RunRequest {
@@ -217,6 +220,7 @@ impl Agent {
             .run_id
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         self.store.ensure_session(&session_id).await?;
+        let session = self.store.session(&session_id).await?;
         // Only the live context: what the latest compaction summary replaced stays in the store.
         let history = self.store.context_messages(&session_id).await?;
         let month = usage_month(self.clock.now());
@@ -234,11 +238,20 @@ impl Agent {
             None => (None, Permission::Owner),
         };
         settings.permission = permission;
+        request.options.apply(&mut settings);
+        // A session is untrusted by its kind (`email_trigger`, `event_…`) or as stored.
+        settings.untrusted = settings.untrusted
+            || crate::platform::SessionKind::of(&session_id).untrusted()
+            || session.as_ref().is_some_and(|session| !session.trusted);
+        if settings.place.is_none() {
+            settings.place = session.and_then(|session| session.place);
+        }
         let tools = self
             .registry
             .specs()
             .into_iter()
             .filter(|tool| tool.required_permission <= settings.permission)
+            .filter(|tool| request.options.allows(tool))
             .collect();
         let journal = self.store.journal(&session_id).await?.unwrap_or_default();
         let mut run = Run::new(

@@ -17,6 +17,7 @@ use crate::conversation::{
 use crate::event::Event;
 use crate::journal::Journal;
 use crate::lane::{LaneClaim, LaneHolder, LaneOutcome, lane_is_held};
+use crate::platform::Persona;
 use crate::provider::Usage;
 use crate::store::{
     Commit, CommitOutcome, PlatformLink, RunRecord, SessionInfo, Store, StoreError, StoredMessage,
@@ -46,6 +47,8 @@ struct Data {
     links: HashMap<(String, String), PlatformLink>,
     /// The token log: (session id, run id, charge), oldest first.
     token_log: Vec<(String, String, TokenCharge)>,
+    /// Personas by name.
+    personas: std::collections::BTreeMap<String, Persona>,
 }
 
 /// Keeps sessions, messages and runs in memory; everything is lost when it is dropped.
@@ -111,6 +114,8 @@ impl Data {
                         message_count: 0,
                         owner: None,
                         lane_policy: LanePolicy::default(),
+                        place: None,
+                        trusted: true,
                     },
                     Vec::new(),
                 )
@@ -296,6 +301,14 @@ impl Store for MemoryStore {
         Ok(self.lock()?.usage_lines(query))
     }
 
+    async fn save_persona(&self, persona: &Persona) -> Result<(), StoreError> {
+        self.lock()?.save_persona(persona)
+    }
+
+    async fn personas(&self) -> Result<Vec<Persona>, StoreError> {
+        Ok(self.lock()?.personas.values().cloned().collect())
+    }
+
     async fn messages_since(
         &self,
         session_id: &str,
@@ -439,6 +452,8 @@ impl Store for MemoryStore {
             message_count: 0,
             owner: conversation.owner.clone(),
             lane_policy: conversation.lane_policy,
+            place: conversation.place.clone(),
+            trusted: conversation.trusted,
         };
         data.sessions
             .insert(conversation.id.clone(), (info.clone(), Vec::new()));

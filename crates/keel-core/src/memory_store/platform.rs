@@ -1,12 +1,35 @@
-//! The memory store's share of the platform (DESIGN.md section 9): the token log.
+//! The memory store's share of the platform (DESIGN.md section 9): the token log and
+//! personas.
 
 use std::collections::BTreeMap;
 
 use super::Data;
+use crate::platform::Persona;
 use crate::store::RunRecord;
+use crate::store::StoreError;
 use crate::token_log::{TokenCharge, UsageLine, UsageQuery, usage_month};
 
 impl Data {
+    /// Creates or replaces a persona (see [`crate::Store::save_persona`]).
+    pub(super) fn save_persona(&mut self, persona: &Persona) -> Result<(), StoreError> {
+        if persona.platform.is_some()
+            && let Some(other) = self.personas.values().find(|other| {
+                other.name != persona.name
+                    && other.platform == persona.platform
+                    && other.platform_server_id == persona.platform_server_id
+            })
+        {
+            return Err(persona.conflict_with(&other.name));
+        }
+        if persona.is_default {
+            for other in self.personas.values_mut() {
+                other.is_default = false;
+            }
+        }
+        self.personas.insert(persona.name.clone(), persona.clone());
+        Ok(())
+    }
+
     /// Writes a commit's token log rows and adds them to their users' months.
     pub(super) fn log_tokens(&mut self, run: &RunRecord, charges: &[TokenCharge]) {
         for charge in charges {

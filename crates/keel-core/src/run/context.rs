@@ -294,6 +294,7 @@ impl Run {
                 tools: Vec::new().into(),
                 tool_choice: ToolChoice::Auto,
                 max_tokens: Some(self.settings.context.summary_max_tokens),
+                temperature: None,
                 stream: false,
             },
             wait: Duration::ZERO,

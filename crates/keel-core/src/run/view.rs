@@ -64,6 +64,7 @@ impl Run {
                 tools: self.tools.clone(),
                 tool_choice: self.tool_choice.clone(),
                 max_tokens: self.settings.max_tokens,
+                temperature: self.settings.temperature,
                 stream: self.settings.stream,
             },
             wait,

@@ -47,6 +47,7 @@ pub fn build_request_body(request: &ChatRequest, options: BodyOptions) -> Value 
         "max_tokens".into(),
         json!(request.max_tokens.unwrap_or(options.default_max_tokens)),
     );
+    crate::api::insert_temperature(&mut body, request);
     if !system.is_empty() {
         body.insert("system".into(), Value::Array(system));
     }

@@ -19,6 +19,7 @@ fn request(messages: Vec<Message>) -> ChatRequest {
         tools: Vec::new().into(),
         tool_choice: ToolChoice::Auto,
         max_tokens: None,
+        temperature: None,
         stream: false,
     }
 }
@@ -89,10 +90,16 @@ fn defaults_model_max_tokens_and_stream() {
     assert_eq!(body["max_tokens"], 4096);
     assert!(body.get("stream").is_none());
     assert!(body.get("tools").is_none());
+    assert!(
+        body.get("temperature").is_none(),
+        "the provider's default unless set"
+    );
     req.max_tokens = Some(50);
+    req.temperature = Some(0.2);
     req.stream = true;
     let body = build_request_body(&req, NO_CACHE);
     assert_eq!(body["max_tokens"], 50);
+    assert_eq!(body["temperature"], 0.2);
     assert_eq!(body["stream"], true);
 }
 

@@ -56,6 +56,7 @@ pub fn build_request_body(request: &ChatRequest, limit: TokenLimitField) -> Valu
     if let Some(max_tokens) = request.max_tokens {
         body.insert(limit.as_str().into(), json!(max_tokens));
     }
+    crate::api::insert_temperature(&mut body, request);
     if request.stream {
         body.insert("stream".into(), json!(true));
         body.insert("stream_options".into(), json!({"include_usage": true}));
@@ -131,6 +132,7 @@ mod tests {
             tools: tools.into(),
             tool_choice,
             max_tokens: None,
+            temperature: None,
             stream: false,
         }
     }

@@ -63,6 +63,7 @@ pub fn build_request_body(request: &ChatRequest, reasoning: EncryptedReasoning) 
             json!(max_tokens.max(MIN_OUTPUT_TOKENS)),
         );
     }
+    crate::api::insert_temperature(&mut body, request);
     body.insert("store".into(), json!(false));
     if reasoning == EncryptedReasoning::On {
         body.insert("include".into(), json!(["reasoning.encrypted_content"]));
@@ -213,6 +214,7 @@ mod tests {
             tools: Vec::new().into(),
             tool_choice: ToolChoice::Auto,
             max_tokens: None,
+            temperature: None,
             stream: false,
         }
     }

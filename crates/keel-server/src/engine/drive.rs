@@ -65,6 +65,7 @@ impl Engine {
             .session(run.session_id.clone())
             .cancel_token(control.cancel.clone());
         request.user_id = run.user_id;
+        request.options = run.options;
         request.run_id = Some(run.run_id.clone());
         let outcome = tokio::select! {
             outcome = agent.run(request) => Some(outcome),

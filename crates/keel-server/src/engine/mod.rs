@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use chrono::Utc;
+use keel_core::platform::RunOptions;
 use keel_core::reconcile::{ReconcilePolicy, ReconcileReport, reconcile_with};
 use keel_core::worker::{NoProbe, WorkerProbe};
 use keel_core::{
@@ -233,6 +234,18 @@ impl Engine {
         text: String,
         user_id: Option<String>,
     ) -> Result<Submitted, EngineError> {
+        self.submit_with(conversation, text, user_id, RunOptions::default())
+            .await
+    }
+
+    /// [`Engine::submit`], with what the incoming-message pipeline chose for the run.
+    pub async fn submit_with(
+        self: &Arc<Self>,
+        conversation: &SessionInfo,
+        text: String,
+        user_id: Option<String>,
+        options: RunOptions,
+    ) -> Result<Submitted, EngineError> {
         if !self.accepting() {
             return Err(EngineError::ShuttingDown);
         }
@@ -251,7 +264,11 @@ impl Engine {
             message: text,
             enqueued_at: Utc::now(),
             provider: self.options.provider.clone(),
-            model: self.options.model.clone(),
+            model: options
+                .model
+                .clone()
+                .unwrap_or_else(|| self.options.model.clone()),
+            options,
         };
         if let EnqueueOutcome::Full { queued } = self
             .store

@@ -56,6 +56,7 @@ pub fn ctx() -> ToolContext {
         call_id: "c".into(),
         user_id: None,
         untrusted_source: false,
+        place: None,
         cancel: CancellationToken::new(),
     }
 }

@@ -15,9 +15,18 @@ pub async fn keys(args: KeysArgs) -> anyhow::Result<ExitCode> {
     let home = keel_home()?;
     let store = setup::open_store(&home).await?;
     match args.action {
-        KeysAction::Create { user, admin } => {
+        KeysAction::Create {
+            user,
+            admin,
+            platform,
+        } => {
+            for name in &platform {
+                keel_core::platform::place::check_platform_text("--platform", name, true)
+                    .map_err(ConfigError)?;
+            }
             let now = Utc::now();
-            let made = new_key(user, admin, now).map_err(|e| ConfigError(e.to_string()))?;
+            let made =
+                new_key(user, admin, platform, now).map_err(|e| ConfigError(e.to_string()))?;
             // A key acts as its user: a user it names is made (a plain user, no budget) so its
             // runs are theirs, not a guest's.
             if let Some(id) = &made.record.user_id
@@ -34,11 +43,15 @@ pub async fn keys(args: KeysArgs) -> anyhow::Result<ExitCode> {
                     .await?;
             }
             store.save_api_key(&made.record).await?;
-            let scope = match (&made.record.user_id, made.record.admin) {
+            let mut scope = match (&made.record.user_id, made.record.admin) {
                 (Some(user), true) => format!("admin, as user {user}"),
-                (None, _) => "admin".to_string(),
+                (None, true) => "admin".to_string(),
                 (Some(user), false) => format!("user {user}"),
+                (None, false) => "channel".to_string(),
             };
+            if !made.record.platforms.is_empty() {
+                scope.push_str(&format!(", for {}", made.record.platforms.join(", ")));
+            }
             eprintln!(
                 "keel: key {} ({scope}); it is shown once, keep it secret:",
                 made.record.id
@@ -52,12 +65,21 @@ pub async fn keys(args: KeysArgs) -> anyhow::Result<ExitCode> {
             }
             for key in keys {
                 let who = key.user_id.as_deref().unwrap_or("-");
-                let role = if key.admin { "admin" } else { "user" };
+                let role = match (key.admin, &key.user_id) {
+                    (true, _) => "admin",
+                    (false, Some(_)) => "user",
+                    (false, None) => "channel",
+                };
+                let platforms = if key.platforms.is_empty() {
+                    String::new()
+                } else {
+                    format!("  platforms {}", key.platforms.join(","))
+                };
                 let state = key.revoked_at.map_or("active".to_string(), |at| {
                     format!("revoked {}", at.format("%Y-%m-%d %H:%M:%S"))
                 });
                 println!(
-                    "{}  {role:<5}  {who}  made {}  {state}",
+                    "{}  {role:<7}  {who}  made {}  {state}{platforms}",
                     key.id,
                     key.created_at.format("%Y-%m-%d %H:%M:%S")
                 );

@@ -147,6 +147,7 @@ mod tests {
             tools: Vec::new().into(),
             tool_choice: keel_core::ToolChoice::Auto,
             max_tokens: None,
+            temperature: None,
             stream: false,
         };
         let call = || provider.chat(&request, &keel_core::NoDeltas);

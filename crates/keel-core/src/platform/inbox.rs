@@ -1,0 +1,279 @@
+//! The incoming-message pipeline of seed 003, in order (DESIGN.md section 9): resolve the user
+//! (platform link → user; an unknown one becomes a guest with its link and the guest budget),
+//! the persona (server → platform → default), the conversation (unique per platform, channel
+//! and thread; created with its trust), then the run's options (persona settings, allowed
+//! modules, trust, place). The monthly budget is checked by [`Agent::run`] before the loop,
+//! which stores the refusal; tools are filtered there by permission and module.
+//!
+//! Everything is checked before anything is written: bad input stores nothing.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+
+use super::options::RunOptions;
+use super::persona::{Persona, choose_persona};
+use super::place::{PlatformPlace, SessionKind, Source, check_platform_text, session_id_for};
+use crate::agent::{Agent, AgentError, RunReport, RunRequest};
+use crate::conversation::{LanePolicy, NewConversation};
+use crate::store::{PlatformLink, SessionInfo, Store, StoreError, UserRecord};
+use crate::tool::Permission;
+
+/// Longest message text, in bytes.
+pub const MAX_TEXT_BYTES: usize = 256 * 1024;
+
+/// A message from a platform, as a bot or channel adapter hands it over.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IncomingMessage {
+    /// The platform, e.g. `telegram`, `slack`, `discord`.
+    pub platform: String,
+    /// The sender's id there.
+    pub platform_user_id: String,
+    /// The sender's name there.
+    #[serde(default)]
+    pub platform_username: Option<String>,
+    /// The server (Slack workspace, Discord guild), when the platform has them.
+    #[serde(default)]
+    pub platform_server_id: Option<String>,
+    /// The channel (a Telegram chat id).
+    pub platform_channel_id: String,
+    /// The thread, when the message is in one: a thread is its own conversation.
+    #[serde(default)]
+    pub platform_thread_id: Option<String>,
+    /// The message.
+    pub text: String,
+    /// Where it comes from (a chat unless said otherwise).
+    #[serde(default)]
+    pub source: Source,
+}
+
+impl IncomingMessage {
+    /// The conversation's place.
+    pub fn place(&self) -> PlatformPlace {
+        PlatformPlace {
+            platform: self.platform.clone(),
+            channel_id: self.platform_channel_id.clone(),
+            thread_id: self.platform_thread_id.clone(),
+            server_id: self.platform_server_id.clone(),
+        }
+    }
+
+    /// Checks every field: the first problem, as a message for the sender.
+    pub fn check(&self) -> Result<(), String> {
+        check_platform_text("platform", &self.platform, true)?;
+        check_platform_text("platform_user_id", &self.platform_user_id, false)?;
+        check_platform_text("platform_channel_id", &self.platform_channel_id, false)?;
+        for (what, value) in [
+            ("platform_username", &self.platform_username),
+            ("platform_server_id", &self.platform_server_id),
+            ("platform_thread_id", &self.platform_thread_id),
+        ] {
+            if let Some(value) = value {
+                check_platform_text(what, value, false)?;
+            }
+        }
+        if self.text.trim().is_empty() {
+            return Err("`text` must not be empty".into());
+        }
+        if self.text.len() > MAX_TEXT_BYTES {
+            return Err(format!(
+                "`text` is {} bytes; at most {MAX_TEXT_BYTES}",
+                self.text.len()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// How the pipeline treats what it does not know.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct InboxSettings {
+    /// The monthly token budget of a guest it creates; `None`: unlimited.
+    pub guest_monthly_tokens: Option<u64>,
+    /// The tool modules of a run no persona serves; `None`: every module.
+    pub default_modules: Option<Vec<String>>,
+    /// The lane policy of conversations it creates.
+    pub lane_policy: LanePolicy,
+}
+
+/// What the pipeline resolved a message to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Prepared {
+    /// The sender.
+    pub user: UserRecord,
+    /// Whether the sender was unknown and is now a guest.
+    pub new_guest: bool,
+    /// The persona chosen, if any.
+    pub persona: Option<Persona>,
+    /// The conversation.
+    pub conversation: SessionInfo,
+    /// What the run uses beyond its message.
+    pub options: RunOptions,
+}
+
+impl Prepared {
+    /// The run request for `text` in the resolved conversation.
+    pub fn request(&self, text: impl Into<String>) -> RunRequest {
+        let mut request = RunRequest::new(text)
+            .session(self.conversation.id.clone())
+            .user(self.user.id.clone());
+        request.options = self.options.clone();
+        request
+    }
+}
+
+/// Why a message was not accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum InboxError {
+    /// The message is malformed; the text says how. Nothing was stored.
+    #[error("{0}")]
+    Invalid(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The incoming-message pipeline over a store.
+pub struct Inbox {
+    store: Arc<dyn Store>,
+    settings: InboxSettings,
+}
+
+impl Inbox {
+    /// A pipeline writing to `store`.
+    pub fn new(store: Arc<dyn Store>, settings: InboxSettings) -> Self {
+        Inbox { store, settings }
+    }
+
+    /// Resolves `incoming` to a user, a persona, a conversation and the run's options.
+    pub async fn prepare(&self, incoming: &IncomingMessage) -> Result<Prepared, InboxError> {
+        incoming.check().map_err(InboxError::Invalid)?;
+        let place = incoming.place();
+        // Trust: a chat is trusted, a trigger is not, a sub-agent is as trusted as its parent.
+        let untrusted = match &incoming.source {
+            Source::Chat => false,
+            Source::EmailTrigger | Source::Event => true,
+            Source::SubAgent { parent } => {
+                let Some(parent) = self.store.session(parent).await? else {
+                    return Err(InboxError::Invalid(format!(
+                        "the parent conversation `{parent}` does not exist"
+                    )));
+                };
+                !parent.trusted || SessionKind::of(&parent.id).untrusted()
+            }
+        };
+        let personas = self.store.personas().await?;
+        let persona = choose_persona(
+            &personas,
+            &incoming.platform,
+            incoming.platform_server_id.as_deref(),
+        )
+        .cloned();
+        let (user, new_guest) = self.resolve_user(incoming).await?;
+        let conversation = self
+            .resolve_conversation(&incoming.source, &place, &user, untrusted)
+            .await?;
+        let mut options =
+            RunOptions::from_persona(persona.as_ref(), self.settings.default_modules.as_deref());
+        options.untrusted = untrusted || !conversation.trusted;
+        options.place = Some(conversation.place.clone().unwrap_or(place));
+        Ok(Prepared {
+            user,
+            new_guest,
+            persona,
+            conversation,
+            options,
+        })
+    }
+
+    /// Prepares `incoming` and runs it through `agent` (whose store should be this one's).
+    pub async fn run(
+        &self,
+        agent: &Agent,
+        incoming: &IncomingMessage,
+    ) -> Result<RunReport, InboxError> {
+        let prepared = self.prepare(incoming).await?;
+        agent
+            .run(prepared.request(incoming.text.clone()))
+            .await
+            .map_err(|error| match error {
+                AgentError::Store(error) => InboxError::Store(error),
+                other => InboxError::Store(StoreError::Backend(other.to_string())),
+            })
+    }
+
+    /// The user linked to the sender; an unknown sender becomes a guest, linked.
+    async fn resolve_user(
+        &self,
+        incoming: &IncomingMessage,
+    ) -> Result<(UserRecord, bool), InboxError> {
+        let (platform, id) = (&incoming.platform, &incoming.platform_user_id);
+        if let Some(user) = self.store.user_by_link(platform, id).await? {
+            return Ok((user, false));
+        }
+        let now = Utc::now();
+        let guest_id = format!("{platform}:{id}");
+        let guest = match self.store.user(&guest_id).await? {
+            Some(existing) => existing,
+            None => {
+                let guest = UserRecord {
+                    id: guest_id,
+                    monthly_token_budget: self.settings.guest_monthly_tokens,
+                    created_at: now,
+                    updated_at: now,
+                    permission: Permission::Guest,
+                };
+                self.store.save_user(&guest).await?;
+                guest
+            }
+        };
+        let link = PlatformLink {
+            platform: platform.clone(),
+            platform_user_id: id.clone(),
+            user_id: guest.id.clone(),
+            username: incoming.platform_username.clone(),
+            created_at: now,
+        };
+        if let Err(error) = self.store.link_user(&link).await {
+            // Another message from the same sender linked it first: use that.
+            return match self.store.user_by_link(platform, id).await? {
+                Some(user) => Ok((user, false)),
+                None => Err(error.into()),
+            };
+        }
+        Ok((guest, true))
+    }
+
+    /// The conversation of `place` for `source`, made when it does not exist.
+    async fn resolve_conversation(
+        &self,
+        source: &Source,
+        place: &PlatformPlace,
+        user: &UserRecord,
+        untrusted: bool,
+    ) -> Result<SessionInfo, InboxError> {
+        let id = session_id_for(source, place);
+        if let Some(existing) = self.store.session(&id).await? {
+            return Ok(existing);
+        }
+        let made = self
+            .store
+            .create_conversation(&NewConversation {
+                id: id.clone(),
+                owner: Some(user.id.clone()),
+                lane_policy: self.settings.lane_policy,
+                at: Utc::now(),
+                place: Some(place.clone()),
+                trusted: !untrusted,
+            })
+            .await?;
+        match made {
+            Some(made) => Ok(made),
+            // Another message made it at the same moment.
+            None => self.store.session(&id).await?.ok_or_else(|| {
+                InboxError::Store(StoreError::NotFound(format!("conversation `{id}`")))
+            }),
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! The platform (DESIGN.md section 9, seeds 000 and 003): many people on many platforms. An
+//! incoming message is resolved, in order, to a user (through platform links; an unknown one
+//! becomes a guest), a persona (server → platform → default), a conversation (unique per
+//! platform, channel and thread), the tools its caller may use and the session's trust — then
+//! it runs like any other message ([`inbox::Inbox`]).
+
+pub mod inbox;
+pub mod options;
+pub mod persona;
+pub mod place;
+
+pub use inbox::{Inbox, InboxError, InboxSettings, IncomingMessage, Prepared};
+pub use options::RunOptions;
+pub use persona::{Persona, choose_persona};
+pub use place::{PlatformPlace, SessionKind, Source, session_id_for};

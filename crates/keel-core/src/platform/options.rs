@@ -1,0 +1,89 @@
+//! What the incoming-message pipeline decides for a run beyond its message: the persona's
+//! prompt and model settings, which tool modules it may use, and the session's trust and place.
+//! It travels with a queued run, so a run started after a restart is the run that was accepted.
+
+use serde::{Deserialize, Serialize};
+
+use super::persona::Persona;
+use super::place::PlatformPlace;
+use crate::run_settings::RunSettings;
+use crate::tool::ToolSpec;
+
+/// Per-run choices on top of the agent's settings.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunOptions {
+    /// The persona's name, for the record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persona: Option<String>,
+    /// Replaces the agent's system prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
+    /// Replaces the model asked for (same provider).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Cap on output tokens per call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// The tool modules the run may use; `None`: every module. Tools of no module are not
+    /// limited by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_modules: Option<Vec<String>>,
+    /// The session came from an untrusted source (an email, an event).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub untrusted: bool,
+    /// Where the conversation is, for tools that notify.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub place: Option<PlatformPlace>,
+}
+
+impl RunOptions {
+    /// Options carrying `persona`'s choices (or none), `allowed_modules` when it has none.
+    pub fn from_persona(persona: Option<&Persona>, default_modules: Option<&[String]>) -> Self {
+        match persona {
+            None => RunOptions {
+                allowed_modules: default_modules.map(<[String]>::to_vec),
+                ..RunOptions::default()
+            },
+            Some(persona) => RunOptions {
+                persona: Some(persona.name.clone()),
+                system_prompt: Some(persona.system_prompt.clone()),
+                model: persona.model.clone(),
+                max_tokens: persona.max_tokens,
+                temperature: persona.temperature,
+                allowed_modules: persona.allowed_modules.clone(),
+                ..RunOptions::default()
+            },
+        }
+    }
+
+    /// Applies the options to a run's settings.
+    pub fn apply(&self, settings: &mut RunSettings) {
+        if let Some(prompt) = &self.system_prompt {
+            settings.system_prompt = Some(prompt.clone());
+        }
+        if let Some(model) = &self.model {
+            settings.model = model.clone();
+        }
+        if self.max_tokens.is_some() {
+            settings.max_tokens = self.max_tokens;
+        }
+        if self.temperature.is_some() {
+            settings.temperature = self.temperature;
+        }
+        settings.untrusted = settings.untrusted || self.untrusted;
+        if self.place.is_some() {
+            settings.place = self.place.clone();
+        }
+    }
+
+    /// Whether a tool's module is one the run may use.
+    pub fn allows(&self, tool: &ToolSpec) -> bool {
+        match (&self.allowed_modules, &tool.module) {
+            (Some(allowed), Some(module)) => allowed.contains(module),
+            _ => true,
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! The platform's records, the behaviour every `Store` must have: personas (one per place, one
+//! default) and conversations that keep their platform place and trust. Run against SQLite (in
+//! memory and on a file) and `MemoryStore`.
+
+use keel_core::platform::{Persona, PlatformPlace};
+use keel_core::{LanePolicy, NewConversation, Store, StoreError};
+
+mod common;
+use common::{at, memory, sqlite_file, sqlite_in_memory};
+
+macro_rules! platform_tests {
+    ($module:ident, $make:expr) => {
+        mod $module {
+            use super::*;
+
+            #[tokio::test]
+            async fn personas_are_one_per_place_with_one_default() {
+                let (store, _guard) = $make.await;
+                personas_on(&store).await;
+            }
+
+            #[tokio::test]
+            async fn conversations_keep_their_place_and_trust() {
+                let (store, _guard) = $make.await;
+                places_on(&store).await;
+            }
+        }
+    };
+}
+
+platform_tests!(memory_store, memory());
+platform_tests!(sqlite_memory, sqlite_in_memory());
+platform_tests!(sqlite_on_file, sqlite_file());
+
+fn persona(name: &str, platform: Option<&str>, server: Option<&str>, default: bool) -> Persona {
+    Persona {
+        name: name.into(),
+        system_prompt: format!("You are {name}."),
+        platform: platform.map(str::to_string),
+        platform_server_id: server.map(str::to_string),
+        model: Some("gpt-4.1-mini".into()),
+        max_tokens: Some(300),
+        allowed_modules: Some(vec!["files".into()]),
+        temperature: Some(0.25),
+        is_default: default,
+        created_at: at(0),
+        updated_at: at(0),
+    }
+}
+
+async fn personas_on(store: &dyn Store) {
+    store
+        .save_persona(&persona("first", None, None, true))
+        .await
+        .unwrap();
+    store
+        .save_persona(&persona("slacker", Some("slack"), None, false))
+        .await
+        .unwrap();
+    store
+        .save_persona(&persona("acme", Some("slack"), Some("T1"), false))
+        .await
+        .unwrap();
+    // Another persona for a place that has one is refused, and changes nothing.
+    let taken = store
+        .save_persona(&persona("rival", Some("slack"), Some("T1"), false))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&taken, StoreError::Conflict(m) if m.contains("`acme` already serves slack server T1")),
+        "{taken}"
+    );
+    // A new default takes the flag.
+    store
+        .save_persona(&persona("second", None, None, true))
+        .await
+        .unwrap();
+    let personas = store.personas().await.unwrap();
+    let names: Vec<(&str, bool)> = personas
+        .iter()
+        .map(|p| (p.name.as_str(), p.is_default))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("acme", false),
+            ("first", false),
+            ("second", true),
+            ("slacker", false)
+        ]
+    );
+    assert_eq!(
+        personas[0],
+        persona("acme", Some("slack"), Some("T1"), false)
+    );
+    // Replacing one by name keeps one record, its place free to keep.
+    let mut changed = persona("acme", Some("slack"), Some("T1"), false);
+    changed.system_prompt = "You are ACME's.".into();
+    changed.allowed_modules = None;
+    store.save_persona(&changed).await.unwrap();
+    let personas = store.personas().await.unwrap();
+    assert_eq!(personas.len(), 4);
+    assert_eq!(personas[0].system_prompt, "You are ACME's.");
+    assert_eq!(personas[0].allowed_modules, None);
+}
+
+async fn places_on(store: &dyn Store) {
+    let place = PlatformPlace {
+        platform: "slack".into(),
+        channel_id: "C1".into(),
+        thread_id: Some("1700.5".into()),
+        server_id: Some("T1".into()),
+    };
+    let made = store
+        .create_conversation(&NewConversation {
+            id: "email_trigger:slack:C1:1700.5".into(),
+            owner: Some("slack:U1".into()),
+            lane_policy: LanePolicy::Queue,
+            at: at(1),
+            place: Some(place.clone()),
+            trusted: false,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(made.place.as_ref(), Some(&place));
+    assert!(!made.trusted);
+    let read = store
+        .session("email_trigger:slack:C1:1700.5")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read, made);
+    // A session made the CLI's way is trusted and has no place.
+    store.ensure_session("12345").await.unwrap();
+    let plain = store.session("12345").await.unwrap().unwrap();
+    assert!(plain.trusted && plain.place.is_none());
+}
