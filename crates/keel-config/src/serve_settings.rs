@@ -27,6 +27,10 @@ pub struct ServeConfig {
     pub max_request_bytes: Option<usize>,
     /// Seconds between reconciler passes (300).
     pub reconcile_every_secs: Option<f64>,
+    /// The monthly token budget of a guest made for an unknown platform user (5000, seed 003).
+    pub guest_monthly_tokens: Option<u64>,
+    /// The tool modules of a run no persona serves (every module).
+    pub default_modules: Option<Vec<String>>,
 }
 
 impl ServeConfig {
@@ -62,9 +66,14 @@ impl ServeConfig {
             shutdown_grace: secs(self.shutdown_grace_secs, "shutdown_grace_secs", 30.0)?,
             max_request_bytes: at_least_one(self.max_request_bytes, "max_request_bytes", 1 << 20)?,
             reconcile_every: secs(self.reconcile_every_secs, "reconcile_every_secs", 300.0)?,
+            guest_monthly_tokens: self.guest_monthly_tokens.unwrap_or(DEFAULT_GUEST_TOKENS),
+            default_modules: self.default_modules.clone(),
         })
     }
 }
+
+/// A guest's monthly token budget unless configured (seed 003).
+pub const DEFAULT_GUEST_TOKENS: u64 = 5000;
 
 /// Where the daemon listens unless told otherwise.
 pub const DEFAULT_BIND: &str = "127.0.0.1:8787";
@@ -86,6 +95,10 @@ pub struct ServeSettings {
     pub max_request_bytes: usize,
     /// Time between reconciler passes.
     pub reconcile_every: Duration,
+    /// The monthly token budget of a guest made for an unknown platform user.
+    pub guest_monthly_tokens: u64,
+    /// The tool modules of a run no persona serves; `None`: every module.
+    pub default_modules: Option<Vec<String>>,
 }
 
 /// The `[serve]` settings of the configuration in use.

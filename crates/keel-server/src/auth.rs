@@ -20,13 +20,26 @@ pub struct Caller {
     pub user_id: Option<String>,
     /// Sees and acts on everything.
     pub admin: bool,
+    /// The platforms it speaks for: it may post their incoming messages and sees their
+    /// conversations.
+    pub platforms: Vec<String>,
 }
 
 impl Caller {
     /// Whether the caller may see and act on this conversation: an admin sees all, a user
-    /// only the conversations they own.
+    /// the conversations they own, a key for platforms the conversations on those platforms.
     pub fn sees(&self, conversation: &SessionInfo) -> bool {
-        self.admin || (self.user_id.is_some() && conversation.owner == self.user_id)
+        self.admin
+            || (self.user_id.is_some() && conversation.owner == self.user_id)
+            || conversation
+                .place
+                .as_ref()
+                .is_some_and(|place| self.speaks_for(&place.platform))
+    }
+
+    /// Whether the caller may post incoming messages for `platform`.
+    pub fn speaks_for(&self, platform: &str) -> bool {
+        self.admin || self.platforms.iter().any(|name| name == platform)
     }
 
     /// The owner filter for listings: `None` (everything) for an admin, else the user.
@@ -88,6 +101,7 @@ impl FromRequestParts<AppState> for Caller {
                 key_id: record.id,
                 user_id: record.user_id,
                 admin: record.admin,
+                platforms: record.platforms,
             }),
             _ => Err(ApiError::unauthorized(REFUSED)),
         }

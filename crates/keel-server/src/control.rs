@@ -106,6 +106,35 @@ pub struct Attachment {
     pub content: String,
 }
 
+/// `text` with each text attachment appended under its name. A name must be a plain file name
+/// (no path, no control characters), as the model will see it.
+pub fn with_attachments(mut text: String, attachments: &[Attachment]) -> Result<String, ApiError> {
+    for attachment in attachments {
+        let name = &attachment.name;
+        let plain = !name.is_empty()
+            && name.chars().count() <= 255
+            && !name
+                .chars()
+                .any(|c| c.is_control() || c == '/' || c == '\\')
+            && name != "."
+            && name != "..";
+        if !plain {
+            return Err(ApiError::invalid(format!(
+                "attachment name `{}` must be a plain file name (no `/`, `\\`, `..` or control \
+                 characters, at most 255 characters)",
+                name.escape_debug()
+            )));
+        }
+    }
+    for attachment in attachments {
+        text.push_str(&format!(
+            "\n\n[attachment: {}]\n{}",
+            attachment.name, attachment.content
+        ));
+    }
+    Ok(text)
+}
+
 /// `POST /v1/conversations/{id}/messages`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -157,13 +186,7 @@ async fn send_message(
     if body.text.trim().is_empty() {
         return Err(ApiError::invalid("text must not be empty"));
     }
-    let mut text = body.text;
-    for attachment in &body.attachments {
-        text.push_str(&format!(
-            "\n\n[attachment: {}]\n{}",
-            attachment.name, attachment.content
-        ));
-    }
+    let text = with_attachments(body.text, &body.attachments)?;
     let submitted = state
         .engine
         .submit(&conversation, text, caller.user_id.clone())

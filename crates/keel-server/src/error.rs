@@ -68,6 +68,11 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
     }
 
+    /// 403: the caller is known but may not do this.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
     /// 409: the request is valid but the thing is not in a state that allows it.
     pub fn conflict(message: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, "conflict", message)
@@ -99,8 +104,20 @@ impl std::fmt::Display for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
+        if let StoreError::Conflict(message) = &error {
+            return ApiError::conflict(message.clone());
+        }
         tracing::error!(error = %error, "store error answering a request");
         ApiError::internal(error.to_string())
+    }
+}
+
+impl From<keel_core::platform::InboxError> for ApiError {
+    fn from(error: keel_core::platform::InboxError) -> Self {
+        match error {
+            keel_core::platform::InboxError::Invalid(message) => ApiError::invalid(message),
+            keel_core::platform::InboxError::Store(error) => error.into(),
+        }
     }
 }
 

@@ -18,4 +18,8 @@ pub struct AppState {
     pub hub: Arc<Hub>,
     /// The largest request body accepted, in bytes.
     pub max_request_bytes: usize,
+    /// The incoming-message pipeline (`POST /v1/messages`).
+    pub inbox: Arc<keel_core::platform::Inbox>,
+    /// The tool modules that exist, for checking personas.
+    pub modules: Arc<[String]>,
 }

@@ -44,6 +44,11 @@ impl Api {
             engine,
             hub,
             max_request_bytes: 64 * 1024,
+            inbox: Arc::new(keel_core::platform::Inbox::new(
+                store.clone(),
+                keel_core::platform::InboxSettings::default(),
+            )),
+            modules: Vec::new().into(),
         };
         Api { state, store }
     }

@@ -53,6 +53,8 @@ pub enum Command {
     Keys(KeysArgs),
     /// What the token log holds for a month: calls, tokens and dollars per user and model.
     Usage(UsageArgs),
+    /// Personas: the system prompt and model settings per platform and server (add, set, list).
+    Personas(PersonasArgs),
 }
 
 /// `keel serve`.

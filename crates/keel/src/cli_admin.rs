@@ -100,6 +100,66 @@ pub enum KeysAction {
     },
 }
 
+/// `keel personas`.
+#[derive(Debug, Args)]
+pub struct PersonasArgs {
+    /// What to do (default: list).
+    #[command(subcommand)]
+    pub action: Option<PersonasAction>,
+}
+
+/// `keel personas` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum PersonasAction {
+    /// Make a persona (or replace the one with this name).
+    Add {
+        /// Its name.
+        name: String,
+        /// Its settings.
+        #[command(flatten)]
+        fields: PersonaFields,
+    },
+    /// Change a persona: what is not given stays.
+    Set {
+        /// Its name.
+        name: String,
+        /// What to change.
+        #[command(flatten)]
+        fields: PersonaFields,
+    },
+    /// List personas.
+    List,
+}
+
+/// A persona's settings on the command line.
+#[derive(Debug, Clone, Args)]
+pub struct PersonaFields {
+    /// The system prompt.
+    #[arg(long, value_name = "TEXT")]
+    pub prompt: Option<String>,
+    /// The platform it serves.
+    #[arg(long)]
+    pub platform: Option<String>,
+    /// The server on that platform it serves.
+    #[arg(long, value_name = "ID")]
+    pub server: Option<String>,
+    /// The model to ask instead of the configured one.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Cap on output tokens per call.
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u32>,
+    /// A tool module it may use (repeat; default: every module).
+    #[arg(long = "module", value_name = "NAME")]
+    pub modules: Vec<String>,
+    /// Sampling temperature, 0–2.
+    #[arg(long)]
+    pub temperature: Option<f32>,
+    /// Make it the default persona.
+    #[arg(long)]
+    pub default: bool,
+}
+
 /// `keel usage`.
 #[derive(Debug, Args)]
 pub struct UsageArgs {

@@ -340,6 +340,20 @@ impl Agent {
         &self.providers
     }
 
+    /// The modules of the agent's tools, sorted, each once: what a persona's
+    /// `allowed_modules` may name.
+    pub fn tool_modules(&self) -> Vec<String> {
+        let mut modules: Vec<String> = self
+            .registry
+            .specs()
+            .into_iter()
+            .filter_map(|spec| spec.module)
+            .collect();
+        modules.sort();
+        modules.dedup();
+        modules
+    }
+
     /// The settings every run starts from.
     pub fn settings(&self) -> &RunSettings {
         &self.settings

@@ -6,6 +6,7 @@ pub mod demo;
 pub mod keys;
 pub mod lane;
 pub mod mock_provider;
+pub mod personas;
 pub mod resume;
 pub mod run;
 pub mod runs;

@@ -67,6 +67,18 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
     }
     let agent =
         keel_config::assembly::agent(settings, &configured.own_files, store.clone(), sinks, None)?;
+    let modules = agent.tool_modules();
+    if let Some(unknown) = serve
+        .default_modules
+        .iter()
+        .flatten()
+        .find(|module| !modules.contains(module))
+    {
+        anyhow::bail!(keel_config::config::ConfigError(format!(
+            "[serve] default_modules names `{unknown}`, which no tool has; the modules are: {}",
+            modules.join(", ")
+        )));
+    }
     let reconciled = engine
         .start(Arc::new(agent))
         .await
@@ -82,11 +94,21 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         .await
         .with_context(|| format!("cannot listen on {bind}"))?;
     println!("keel serve: listening on http://{}", listener.local_addr()?);
+    let inbox = keel_core::platform::Inbox::new(
+        store.clone(),
+        keel_core::platform::InboxSettings {
+            guest_monthly_tokens: Some(serve.guest_monthly_tokens),
+            default_modules: serve.default_modules.clone(),
+            lane_policy: serve.lane_policy,
+        },
+    );
     let state = AppState {
         store,
         engine,
         hub,
         max_request_bytes: serve.max_request_bytes,
+        inbox: Arc::new(inbox),
+        modules: modules.into(),
     };
     let stopped = keel_server::serve::serve(listener, state, stop_signal())
         .await

@@ -1,0 +1,130 @@
+//! `POST /v1/messages`: a message from a platform, resolved by the incoming-message pipeline
+//! (user, persona, conversation, tools, trust) and queued in its conversation's lane.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use keel_core::platform::{IncomingMessage, Source};
+use serde::Deserialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::Caller;
+use crate::control::{AcceptedView, Attachment, WaitQuery, with_attachments};
+use crate::error::{ApiError, ErrorBody};
+use crate::json::{ApiJson, ApiQuery};
+use crate::state::AppState;
+
+/// The routes of this part.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(incoming_message))
+}
+
+/// `POST /v1/messages`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IncomingBody {
+    /// The platform, e.g. `telegram`, `slack`, `discord`: the key must speak for it.
+    pub platform: String,
+    /// The sender's id there.
+    pub platform_user_id: String,
+    /// The sender's name there.
+    pub platform_username: Option<String>,
+    /// The server (Slack workspace, Discord guild).
+    pub platform_server_id: Option<String>,
+    /// The channel (a Telegram chat id).
+    pub platform_channel_id: String,
+    /// The thread: a thread is its own conversation.
+    pub platform_thread_id: Option<String>,
+    /// The message.
+    pub text: String,
+    /// Text attachments.
+    #[serde(default)]
+    pub attachments: Vec<Attachment>,
+    /// `chat` (default, trusted), `email_trigger` or `event` (untrusted), or `sub_agent`
+    /// (as trusted as `parent_conversation_id`).
+    pub source: Option<String>,
+    /// The parent conversation of a `sub_agent` message.
+    pub parent_conversation_id: Option<String>,
+}
+
+/// Accepts a platform's message: it is resolved to a user (an unknown sender becomes a guest),
+/// a persona and a conversation, and becomes a run in that conversation's lane.
+#[utoipa::path(post, path = "/v1/messages", request_body = IncomingBody,
+    params(("wait" = Option<bool>, Query, description = "Answer with the report when the run ends")),
+    responses((status = 202, body = AcceptedView),
+              (status = 200, description = "The run's report (`?wait=true`)", body = Object),
+              (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+              (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 413, body = ErrorBody), (status = 429, body = ErrorBody),
+              (status = 503, body = ErrorBody)))]
+async fn incoming_message(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<WaitQuery>,
+    ApiJson(body): ApiJson<IncomingBody>,
+) -> Result<Response, ApiError> {
+    if !caller.speaks_for(&body.platform) {
+        return Err(ApiError::forbidden(format!(
+            "this key may not post messages for platform `{}`",
+            body.platform
+        )));
+    }
+    let source = match (body.source.as_deref(), body.parent_conversation_id) {
+        (None | Some("chat"), None) => Source::Chat,
+        (Some("email_trigger"), None) => Source::EmailTrigger,
+        (Some("event"), None) => Source::Event,
+        (Some("sub_agent"), Some(parent)) => {
+            // The parent must be the caller's to see: its trust is inherited.
+            caller.conversation(&state, &parent).await?;
+            Source::SubAgent { parent }
+        }
+        (Some("sub_agent"), None) => {
+            return Err(ApiError::invalid(
+                "a `sub_agent` message needs `parent_conversation_id`",
+            ));
+        }
+        (_, Some(_)) => {
+            return Err(ApiError::invalid(
+                "`parent_conversation_id` goes only with `source: \"sub_agent\"`",
+            ));
+        }
+        (Some(other), None) => {
+            return Err(ApiError::invalid(format!(
+                "`source` must be `chat`, `email_trigger`, `event` or `sub_agent`, not `{other}`"
+            )));
+        }
+    };
+    let text = with_attachments(body.text, &body.attachments)?;
+    let incoming = IncomingMessage {
+        platform: body.platform,
+        platform_user_id: body.platform_user_id,
+        platform_username: body.platform_username,
+        platform_server_id: body.platform_server_id,
+        platform_channel_id: body.platform_channel_id,
+        platform_thread_id: body.platform_thread_id,
+        text,
+        source,
+    };
+    let prepared = state.inbox.prepare(&incoming).await?;
+    let submitted = state
+        .engine
+        .submit_with(
+            &prepared.conversation,
+            incoming.text,
+            Some(prepared.user.id.clone()),
+            prepared.options,
+        )
+        .await?;
+    if query.wait {
+        let report = state.engine.wait(&submitted.run_id).await?;
+        return Ok(axum::Json(report).into_response());
+    }
+    let accepted = AcceptedView {
+        run_id: submitted.run_id,
+        conversation_id: prepared.conversation.id,
+        position: submitted.position,
+    };
+    Ok((StatusCode::ACCEPTED, axum::Json(accepted)).into_response())
+}
