@@ -8,7 +8,7 @@ use std::sync::Arc;
 use keel_core::redact::{RedactingProvider, Redactor};
 use keel_core::{Agent, EventSink, HumanChannel, Provider, Store};
 use keel_providers::{Endpoint, connect};
-use keel_tools::{HttpGetConfig, Workspace, file_tools, http_tools};
+use keel_tools::{HttpGetConfig, ReadAttachment, Workspace, file_tools, http_tools};
 
 use crate::config::{self, ConfigError, FallbackNotice};
 use crate::launch::LaunchSpec;
@@ -99,12 +99,13 @@ pub fn agent(
         .worker_probe(Arc::new(ProcProbe::new()))
         .provider(provider(&settings.provider)?)
         .model(settings.model.clone())
-        .store(store)
+        .store(store.clone())
         .system_prompt(settings.system_prompt.clone())
         .stream(settings.stream)
         .tools(crate::test_hooks::PauseInTool::wrap(file_tools(Arc::new(
             workspace,
         ))))
+        .tool(Arc::new(ReadAttachment::new(store)))
         .tools(http_tools(HttpGetConfig {
             allowed_hosts: settings.http_allowed_hosts.clone(),
             allow_private: settings.http_allow_private,

@@ -31,6 +31,8 @@ pub struct ServeConfig {
     pub guest_monthly_tokens: Option<u64>,
     /// The tool modules of a run no persona serves (every module).
     pub default_modules: Option<Vec<String>>,
+    /// The most bytes one attachment may hold (10485760).
+    pub max_attachment_bytes: Option<usize>,
 }
 
 impl ServeConfig {
@@ -68,6 +70,11 @@ impl ServeConfig {
             reconcile_every: secs(self.reconcile_every_secs, "reconcile_every_secs", 300.0)?,
             guest_monthly_tokens: self.guest_monthly_tokens.unwrap_or(DEFAULT_GUEST_TOKENS),
             default_modules: self.default_modules.clone(),
+            max_attachment_bytes: at_least_one(
+                self.max_attachment_bytes,
+                "max_attachment_bytes",
+                keel_core::files::DEFAULT_MAX_FILE_BYTES,
+            )?,
         })
     }
 }
@@ -99,6 +106,8 @@ pub struct ServeSettings {
     pub guest_monthly_tokens: u64,
     /// The tool modules of a run no persona serves; `None`: every module.
     pub default_modules: Option<Vec<String>>,
+    /// The most bytes one attachment may hold.
+    pub max_attachment_bytes: usize,
 }
 
 /// The `[serve]` settings of the configuration in use.

@@ -26,6 +26,30 @@ the user's requirements, what has been done, what was found (facts, file paths, 
 decisions), what failed and why, and what is still open. Keep every detail the agent would need \
 to continue; drop chatter. Answer with the summary only.";
 
+/// What a run's first request is built from (seed 003, step 7), in tokens: the
+/// persona's or base system prompt, the tool definitions, known facts and memories (none until
+/// keel has memory), the conversation's summary, the windowed history and the new message. It
+/// is reported with `agent_run.started`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextPieces {
+    /// The system prompt (the persona's, else the base one).
+    pub system_prompt_tokens: u64,
+    /// The tool definitions offered.
+    pub tools_tokens: u64,
+    /// Known facts and retrieved memories.
+    pub facts_tokens: u64,
+    /// The latest compaction summary of the conversation, when it has one.
+    pub summary_tokens: u64,
+    /// Earlier messages sent verbatim.
+    pub history_messages: usize,
+    /// Their tokens.
+    pub history_tokens: u64,
+    /// The new message.
+    pub message_tokens: u64,
+    /// Everything together: the first request's estimate.
+    pub total_tokens: u64,
+}
+
 /// How the context is kept under its budget.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

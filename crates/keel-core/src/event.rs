@@ -34,6 +34,9 @@ pub enum EventKind {
         provider: String,
         /// Model asked for.
         model: String,
+        /// What the first request is built from, in tokens (seed 003's context builder).
+        #[serde(default)]
+        context: crate::context::ContextPieces,
     },
     /// The tools the run offers the model: the registry's, less those the caller's permission
     /// does not reach, plus the loop's own.

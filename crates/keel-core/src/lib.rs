@@ -16,6 +16,7 @@ pub mod context;
 pub mod conversation;
 pub mod driver;
 pub mod event;
+pub mod files;
 pub mod fixup;
 pub mod heartbeat;
 pub mod human;

@@ -11,6 +11,7 @@ use crate::conversation::{
     ConversationFilter, EnqueueOutcome, NewConversation, QueuedRun, RunFilter,
 };
 use crate::event::Event;
+use crate::files::FileRecord;
 use crate::journal::Journal;
 use crate::lane::{LaneClaim, LaneOutcome};
 use crate::message::Message;
@@ -447,6 +448,22 @@ pub trait Store: Send + Sync {
 
     /// Every persona, by name.
     async fn personas(&self) -> Result<Vec<Persona>, StoreError>;
+
+    /// Keeps a file: its content once per SHA-256 (the same bytes again add only a record)
+    /// and its record, in one transaction. `content` must hash to `record.sha256`.
+    async fn save_file(&self, record: &FileRecord, content: &[u8]) -> Result<(), StoreError>;
+
+    /// A file's record.
+    async fn file(&self, file_id: &str) -> Result<Option<FileRecord>, StoreError>;
+
+    /// The content kept under a SHA-256.
+    async fn file_content(&self, sha256: &str) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// The files a run produced, oldest first.
+    async fn run_files(&self, run_id: &str) -> Result<Vec<FileRecord>, StoreError>;
+
+    /// Every file of a conversation (its attachments and what its runs produced), oldest first.
+    async fn session_files(&self, session_id: &str) -> Result<Vec<FileRecord>, StoreError>;
 }
 
 /// The seq of the last message the latest compaction summary of `messages` replaces.

@@ -161,6 +161,8 @@ pub fn strip_injected(args: &mut serde_json::Value) {
 pub struct ToolOutput {
     /// Text for the model.
     pub content: String,
+    /// Files the call produced: keel keeps them and returns them with the run's answer.
+    pub files: Vec<crate::files::ProducedFile>,
 }
 
 impl ToolOutput {
@@ -168,7 +170,17 @@ impl ToolOutput {
     pub fn text(content: impl Into<String>) -> Self {
         ToolOutput {
             content: content.into(),
+            files: Vec::new(),
         }
+    }
+
+    /// The result with a file the call produced at `path` in the workspace.
+    pub fn with_file(mut self, path: impl Into<String>, content: Vec<u8>) -> Self {
+        self.files.push(crate::files::ProducedFile {
+            path: path.into(),
+            content,
+        });
+        self
     }
 }
 

@@ -27,6 +27,7 @@ use tokio::time::Instant;
 use crate::checkpoint::ToolCallRecord;
 use crate::clock::Clock;
 use crate::event::{Emitter, EventKind};
+use crate::files::{DEFAULT_MAX_FILE_BYTES, FileOrigin, FileRecord, guess_media_type};
 use crate::message::ToolCall;
 use crate::registry::ToolRegistry;
 use crate::run::ToolResult;
@@ -213,7 +214,7 @@ impl ToolExecutor<'_> {
                             work.await
                         };
                         match outcome {
-                            Ok(output) => (true, output.content),
+                            Ok(output) => (true, self.keep_files(output).await),
                             Err(message) => (false, message),
                         }
                     }
@@ -250,6 +251,41 @@ impl ToolExecutor<'_> {
 }
 
 impl ToolExecutor<'_> {
+    /// Keeps the files a call produced (seed 003 "extract files") as records of the run, and
+    /// returns the text for the model, with a note for a file that could not be kept.
+    async fn keep_files(&self, output: ToolOutput) -> String {
+        let mut content = output.content;
+        for file in output.files {
+            if file.content.len() > DEFAULT_MAX_FILE_BYTES {
+                content.push_str(&format!(
+                    "\n(keel did not keep `{}` for the answer: {} bytes is over its limit of \
+                     {DEFAULT_MAX_FILE_BYTES})",
+                    file.path,
+                    file.content.len()
+                ));
+                continue;
+            }
+            let media_type = guess_media_type(&file.path, &file.content);
+            let mut record = FileRecord::new(
+                file.path.clone(),
+                media_type,
+                &file.content,
+                self.context.session_id.clone(),
+                FileOrigin::Produced,
+                self.clock.now(),
+            );
+            record.user_id = self.context.user_id.clone();
+            record.run_id = Some(self.context.run_id.clone());
+            if let Err(error) = self.store.save_file(&record, &file.content).await {
+                content.push_str(&format!(
+                    "\n(keel could not keep `{}` for the answer: {error})",
+                    file.path
+                ));
+            }
+        }
+        content
+    }
+
     /// Calls the tool, retrying transient failures of idempotent tools; the error is the text
     /// the model will see.
     async fn call_with_retries(

@@ -4,6 +4,8 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use keel_core::platform::register_attachments;
 use keel_core::{AgentState, LanePolicy, NewConversation, ResumeOptions, UnsafeCall};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -11,6 +13,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::Caller;
+use crate::attachments::{Attachment, decode_attachments};
 use crate::engine::EngineError;
 use crate::error::{ApiError, ErrorBody};
 use crate::json::{ApiJson, ApiQuery};
@@ -96,52 +99,13 @@ async fn create_conversation(
         .into_response())
 }
 
-/// A text attachment, appended to the message.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Attachment {
-    /// Its name, as the model will see it.
-    pub name: String,
-    /// Its text.
-    pub content: String,
-}
-
-/// `text` with each text attachment appended under its name. A name must be a plain file name
-/// (no path, no control characters), as the model will see it.
-pub fn with_attachments(mut text: String, attachments: &[Attachment]) -> Result<String, ApiError> {
-    for attachment in attachments {
-        let name = &attachment.name;
-        let plain = !name.is_empty()
-            && name.chars().count() <= 255
-            && !name
-                .chars()
-                .any(|c| c.is_control() || c == '/' || c == '\\')
-            && name != "."
-            && name != "..";
-        if !plain {
-            return Err(ApiError::invalid(format!(
-                "attachment name `{}` must be a plain file name (no `/`, `\\`, `..` or control \
-                 characters, at most 255 characters)",
-                name.escape_debug()
-            )));
-        }
-    }
-    for attachment in attachments {
-        text.push_str(&format!(
-            "\n\n[attachment: {}]\n{}",
-            attachment.name, attachment.content
-        ));
-    }
-    Ok(text)
-}
-
 /// `POST /v1/conversations/{id}/messages`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MessageBody {
     /// The message.
     pub text: String,
-    /// Text attachments.
+    /// Files sent with it.
     #[serde(default)]
     pub attachments: Vec<Attachment>,
 }
@@ -186,7 +150,17 @@ async fn send_message(
     if body.text.trim().is_empty() {
         return Err(ApiError::invalid("text must not be empty"));
     }
-    let text = with_attachments(body.text, &body.attachments)?;
+    let max_bytes = state.inbox.settings().max_attachment_bytes;
+    let attachments = decode_attachments(body.attachments, max_bytes)?;
+    let (text, _) = register_attachments(
+        state.store.as_ref(),
+        body.text,
+        &attachments,
+        &conversation.id,
+        caller.user_id.as_deref(),
+        Utc::now(),
+    )
+    .await?;
     let submitted = state
         .engine
         .submit(&conversation, text, caller.user_id.clone())

@@ -6,6 +6,7 @@
 //! caller hands it a built [`keel_core::Agent`]).
 
 pub mod api;
+pub mod attachments;
 pub mod auth;
 pub mod control;
 pub mod engine;

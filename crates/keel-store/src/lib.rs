@@ -24,6 +24,7 @@ mod codec;
 mod connections;
 mod daemon;
 mod durability;
+mod files;
 mod lanes;
 mod personas;
 mod schema;

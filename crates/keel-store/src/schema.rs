@@ -86,6 +86,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0011_platform.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            12,
+            "files".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0012_files.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

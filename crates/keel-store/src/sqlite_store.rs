@@ -13,6 +13,7 @@ use std::path::Path;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use keel_core::files::FileRecord;
 use keel_core::platform::Persona;
 use keel_core::store::{Commit, CommitOutcome};
 use keel_core::{
@@ -486,6 +487,26 @@ impl Store for SqliteStore {
 
     async fn personas(&self) -> Result<Vec<Persona>, StoreError> {
         crate::personas::list(&self.conns).await
+    }
+
+    async fn save_file(&self, record: &FileRecord, content: &[u8]) -> Result<(), StoreError> {
+        crate::files::save(&self.conns, record, content).await
+    }
+
+    async fn file(&self, file_id: &str) -> Result<Option<FileRecord>, StoreError> {
+        crate::files::file(&self.conns, file_id).await
+    }
+
+    async fn file_content(&self, sha256: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        crate::files::content(&self.conns, sha256).await
+    }
+
+    async fn run_files(&self, run_id: &str) -> Result<Vec<FileRecord>, StoreError> {
+        crate::files::of_run(&self.conns, run_id).await
+    }
+
+    async fn session_files(&self, session_id: &str) -> Result<Vec<FileRecord>, StoreError> {
+        crate::files::of_session(&self.conns, session_id).await
     }
 
     async fn active_runs(&self) -> Result<Vec<RunRecord>, StoreError> {

@@ -338,6 +338,7 @@ async fn runs_on(store: &dyn Store) {
             EventKind::RunStarted {
                 provider: "mock".into(),
                 model: "m".into(),
+                context: Default::default(),
             },
         )];
         let mut commit = Commit::new(&record, &[]);
@@ -393,6 +394,7 @@ async fn runs_on(store: &dyn Store) {
             EventKind::RunStarted {
                 provider: "p".into(),
                 model: "m2".into(),
+                context: Default::default(),
             },
         ),
         event(
@@ -401,6 +403,7 @@ async fn runs_on(store: &dyn Store) {
             EventKind::RunStarted {
                 provider: "p".into(),
                 model: "m3".into(),
+                context: Default::default(),
             },
         ),
     ];

@@ -103,6 +103,7 @@ async fn a_boundary_that_fails_partway_leaves_nothing_behind() {
         EventKind::RunStarted {
             provider: "anthropic".into(),
             model: "claude-sonnet-4".into(),
+            context: Default::default(),
         },
     );
     let notes = Journal {

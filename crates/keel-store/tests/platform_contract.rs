@@ -1,7 +1,9 @@
 //! The platform's records, the behaviour every `Store` must have: personas (one per place, one
-//! default) and conversations that keep their platform place and trust. Run against SQLite (in
+//! default), conversations that keep their platform place and trust, and files kept once per
+//! content. Run against SQLite (in
 //! memory and on a file) and `MemoryStore`.
 
+use keel_core::files::{FileOrigin, FileRecord};
 use keel_core::platform::{Persona, PlatformPlace};
 use keel_core::{LanePolicy, NewConversation, Store, StoreError};
 
@@ -23,6 +25,12 @@ macro_rules! platform_tests {
             async fn conversations_keep_their_place_and_trust() {
                 let (store, _guard) = $make.await;
                 places_on(&store).await;
+            }
+
+            #[tokio::test]
+            async fn files_keep_their_content_once_per_hash() {
+                let (store, _guard) = $make.await;
+                files_on(&store).await;
             }
         }
     };
@@ -135,4 +143,73 @@ async fn places_on(store: &dyn Store) {
     store.ensure_session("12345").await.unwrap();
     let plain = store.session("12345").await.unwrap().unwrap();
     assert!(plain.trusted && plain.place.is_none());
+}
+
+async fn files_on(store: &dyn Store) {
+    store.ensure_session("s1").await.unwrap();
+    let content = b"the same bytes".to_vec();
+    let mut first = FileRecord::new(
+        "a.txt",
+        "text/plain",
+        &content,
+        "s1",
+        FileOrigin::Attachment,
+        at(1),
+    );
+    first.user_id = Some("ann".into());
+    let mut second = FileRecord::new(
+        "b.txt",
+        "text/plain",
+        &content,
+        "s1",
+        FileOrigin::Produced,
+        at(2),
+    );
+    second.run_id = Some("r1".into());
+    store.save_file(&first, &content).await.unwrap();
+    store.save_file(&second, &content).await.unwrap();
+    assert_eq!(store.file(&first.id).await.unwrap(), Some(first.clone()));
+    assert_eq!(store.file("file_nope").await.unwrap(), None);
+    assert_eq!(first.sha256, second.sha256);
+    assert_eq!(
+        store.file_content(&first.sha256).await.unwrap(),
+        Some(content.clone())
+    );
+    assert_eq!(store.run_files("r1").await.unwrap(), vec![second.clone()]);
+    assert!(store.run_files("r2").await.unwrap().is_empty());
+    assert_eq!(
+        store.session_files("s1").await.unwrap(),
+        vec![first.clone(), second.clone()]
+    );
+    assert!(store.session_files("s2").await.unwrap().is_empty());
+
+    // Refused whole: content that does not match its hash, an unknown session, a reused id.
+    let lie = FileRecord::new(
+        "c.txt",
+        "text/plain",
+        b"one thing",
+        "s1",
+        FileOrigin::Attachment,
+        at(3),
+    );
+    assert!(store.save_file(&lie, b"another").await.is_err());
+    assert_eq!(store.file(&lie.id).await.unwrap(), None);
+    assert_eq!(store.file_content(&lie.sha256).await.unwrap(), None);
+    let homeless = FileRecord::new(
+        "d.txt",
+        "text/plain",
+        b"x",
+        "nowhere",
+        FileOrigin::Attachment,
+        at(4),
+    );
+    assert!(matches!(
+        store.save_file(&homeless, b"x").await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert_eq!(store.file_content(&homeless.sha256).await.unwrap(), None);
+    assert!(matches!(
+        store.save_file(&first, &content).await,
+        Err(StoreError::Conflict(_))
+    ));
 }

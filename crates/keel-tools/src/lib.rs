@@ -8,16 +8,20 @@
 //!   other non-public addresses unless `allow_private` is set. Its errors are classified so that keel
 //!   retries only what may pass next time (timeouts, network failures, 429, 5xx).
 //!
+//! - [`attachments`]: `read_attachment`, the files sent with a message of the conversation.
+//!
 //! A shell tool and MCP tool servers will join as sibling modules.
 //!
 //! It depends on no keel crate but `keel-core`, whose `Tool` trait and `ToolRegistry` it serves.
 //! It never prints; failures go back to the model as [`keel_core::ToolError`]s.
 
+pub mod attachments;
 pub mod files;
 pub mod http;
 mod schema;
 pub mod workspace;
 
+pub use attachments::ReadAttachment;
 pub use files::{AppendFile, FILES_MODULE, ListDir, ReadFile, WriteFile, file_tools};
 pub use http::{HTTP_MODULE, HttpGet, HttpGetConfig, http_tools};
 pub use workspace::{Access, Workspace, WorkspaceError};

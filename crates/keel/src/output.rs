@@ -381,6 +381,7 @@ mod tests {
             kind: EventKind::RunStarted {
                 provider: "mock".into(),
                 model: "m".into(),
+                context: Default::default(),
             },
         }
     }

@@ -128,9 +128,19 @@ pub struct RunReport {
     /// The question the run waits on, when it waits for a human.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub question: Option<String>,
+    /// The files the run's tools produced, returned with the answer (seed 003).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<crate::files::FileRecord>,
 }
 
 impl RunReport {
+    /// The report of `run`, with the files it produced as `store` keeps them.
+    async fn of(run: &Run, store: &dyn Store) -> Result<Self, StoreError> {
+        let mut report = RunReport::from_run(run);
+        report.files = store.run_files(run.id()).await?;
+        Ok(report)
+    }
+
     fn from_run(run: &Run) -> Self {
         RunReport {
             run_id: run.id().to_string(),
@@ -148,6 +158,7 @@ impl RunReport {
             usage: run.usage(),
             cost: run.cost(),
             question: run.question().map(str::to_string),
+            files: Vec::new(),
         }
     }
 }
@@ -276,7 +287,7 @@ impl Agent {
             }
             None => driver.drive(&mut run).await?,
         }
-        Ok(RunReport::from_run(&run))
+        Ok(RunReport::of(&run, self.store.as_ref()).await?)
     }
 
     /// The emitter of one run: to every sink, keeping events for the store.

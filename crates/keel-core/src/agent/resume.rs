@@ -126,7 +126,7 @@ impl Agent {
             checkpoint_seq: seq,
         };
         driver.drive_from(&mut run, resume).await?;
-        Ok(RunReport::from_run(&run))
+        Ok(RunReport::of(&run, self.store.as_ref()).await?)
     }
 
     /// Gives a waiting run the human's answer to its `ask_human` question and drives it on.
@@ -166,7 +166,7 @@ impl Agent {
             checkpoint_seq: seq,
         };
         driver.drive_from(&mut run, resume).await?;
-        Ok(RunReport::from_run(&run))
+        Ok(RunReport::of(&run, self.store.as_ref()).await?)
     }
 
     /// Makes this agent the run's driver (see [`Run::relaunch`]); fails, before anything is

@@ -15,6 +15,7 @@ use crate::conversation::{
     ConversationFilter, EnqueueOutcome, LanePolicy, NewConversation, QueuedRun, RunFilter,
 };
 use crate::event::Event;
+use crate::files::FileRecord;
 use crate::journal::Journal;
 use crate::lane::{LaneClaim, LaneHolder, LaneOutcome, lane_is_held};
 use crate::platform::Persona;
@@ -49,6 +50,10 @@ struct Data {
     token_log: Vec<(String, String, TokenCharge)>,
     /// Personas by name.
     personas: std::collections::BTreeMap<String, Persona>,
+    /// File records, oldest first.
+    files: Vec<FileRecord>,
+    /// File contents by SHA-256.
+    blobs: HashMap<String, Vec<u8>>,
 }
 
 /// Keeps sessions, messages and runs in memory; everything is lost when it is dropped.
@@ -307,6 +312,39 @@ impl Store for MemoryStore {
 
     async fn personas(&self) -> Result<Vec<Persona>, StoreError> {
         Ok(self.lock()?.personas.values().cloned().collect())
+    }
+
+    async fn save_file(&self, record: &FileRecord, content: &[u8]) -> Result<(), StoreError> {
+        self.lock()?.save_file(record, content)
+    }
+
+    async fn file(&self, file_id: &str) -> Result<Option<FileRecord>, StoreError> {
+        let data = self.lock()?;
+        Ok(data.files.iter().find(|file| file.id == file_id).cloned())
+    }
+
+    async fn file_content(&self, sha256: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.lock()?.blobs.get(sha256).cloned())
+    }
+
+    async fn session_files(&self, session_id: &str) -> Result<Vec<FileRecord>, StoreError> {
+        let data = self.lock()?;
+        Ok(data
+            .files
+            .iter()
+            .filter(|file| file.session_id == session_id)
+            .cloned()
+            .collect())
+    }
+
+    async fn run_files(&self, run_id: &str) -> Result<Vec<FileRecord>, StoreError> {
+        let data = self.lock()?;
+        Ok(data
+            .files
+            .iter()
+            .filter(|file| file.run_id.as_deref() == Some(run_id))
+            .cloned()
+            .collect())
     }
 
     async fn messages_since(

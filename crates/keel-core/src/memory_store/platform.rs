@@ -1,15 +1,47 @@
-//! The memory store's share of the platform (DESIGN.md section 9): the token log and
-//! personas.
+//! The memory store's share of the platform (DESIGN.md section 9): the token log, personas
+//! and files.
 
 use std::collections::BTreeMap;
 
 use super::Data;
+use crate::files::{FileRecord, sha256_hex};
 use crate::platform::Persona;
 use crate::store::RunRecord;
 use crate::store::StoreError;
 use crate::token_log::{TokenCharge, UsageLine, UsageQuery, usage_month};
 
 impl Data {
+    /// Keeps a file (see [`crate::Store::save_file`]).
+    pub(super) fn save_file(
+        &mut self,
+        record: &FileRecord,
+        content: &[u8],
+    ) -> Result<(), StoreError> {
+        if sha256_hex(content) != record.sha256 {
+            return Err(StoreError::Backend(format!(
+                "file `{}`: its content does not match its SHA-256",
+                record.id
+            )));
+        }
+        if !self.sessions.contains_key(&record.session_id) {
+            return Err(StoreError::NotFound(format!(
+                "session `{}`",
+                record.session_id
+            )));
+        }
+        if self.files.iter().any(|file| file.id == record.id) {
+            return Err(StoreError::Conflict(format!(
+                "file `{}` exists already",
+                record.id
+            )));
+        }
+        self.blobs
+            .entry(record.sha256.clone())
+            .or_insert_with(|| content.to_vec());
+        self.files.push(record.clone());
+        Ok(())
+    }
+
     /// Creates or replaces a persona (see [`crate::Store::save_persona`]).
     pub(super) fn save_persona(&mut self, persona: &Persona) -> Result<(), StoreError> {
         if persona.platform.is_some()

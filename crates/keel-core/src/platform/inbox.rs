@@ -2,7 +2,8 @@
 //! (platform link → user; an unknown one becomes a guest with its link and the guest budget),
 //! the persona (server → platform → default), the conversation (unique per platform, channel
 //! and thread; created with its trust), then the run's options (persona settings, allowed
-//! modules, trust, place). The monthly budget is checked by [`Agent::run`] before the loop,
+//! modules, trust, place), then keeps its attachments as files and describes them in the
+//! message. The monthly budget is checked by [`Agent::run`] before the loop,
 //! which stores the refusal; tools are filtered there by permission and module.
 //!
 //! Everything is checked before anything is written: bad input stores nothing.
@@ -12,11 +13,13 @@ use std::sync::Arc;
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 
+use super::attachments::{IncomingAttachment, check_attachments, register_attachments};
 use super::options::RunOptions;
 use super::persona::{Persona, choose_persona};
 use super::place::{PlatformPlace, SessionKind, Source, check_platform_text, session_id_for};
 use crate::agent::{Agent, AgentError, RunReport, RunRequest};
 use crate::conversation::{LanePolicy, NewConversation};
+use crate::files::{DEFAULT_MAX_FILE_BYTES, FileRecord};
 use crate::store::{PlatformLink, SessionInfo, Store, StoreError, UserRecord};
 use crate::tool::Permission;
 
@@ -46,6 +49,9 @@ pub struct IncomingMessage {
     /// Where it comes from (a chat unless said otherwise).
     #[serde(default)]
     pub source: Source,
+    /// Files sent with it.
+    #[serde(default)]
+    pub attachments: Vec<IncomingAttachment>,
 }
 
 impl IncomingMessage {
@@ -59,8 +65,9 @@ impl IncomingMessage {
         }
     }
 
-    /// Checks every field: the first problem, as a message for the sender.
-    pub fn check(&self) -> Result<(), String> {
+    /// Checks every field, attachments up to `max_attachment_bytes` each: the first problem,
+    /// as a message for the sender.
+    pub fn check(&self, max_attachment_bytes: usize) -> Result<(), String> {
         check_platform_text("platform", &self.platform, true)?;
         check_platform_text("platform_user_id", &self.platform_user_id, false)?;
         check_platform_text("platform_channel_id", &self.platform_channel_id, false)?;
@@ -82,12 +89,12 @@ impl IncomingMessage {
                 self.text.len()
             ));
         }
-        Ok(())
+        check_attachments(&self.attachments, max_attachment_bytes)
     }
 }
 
 /// How the pipeline treats what it does not know.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct InboxSettings {
     /// The monthly token budget of a guest it creates; `None`: unlimited.
     pub guest_monthly_tokens: Option<u64>,
@@ -95,6 +102,19 @@ pub struct InboxSettings {
     pub default_modules: Option<Vec<String>>,
     /// The lane policy of conversations it creates.
     pub lane_policy: LanePolicy,
+    /// The most bytes one attachment may hold.
+    pub max_attachment_bytes: usize,
+}
+
+impl Default for InboxSettings {
+    fn default() -> Self {
+        InboxSettings {
+            guest_monthly_tokens: None,
+            default_modules: None,
+            lane_policy: LanePolicy::default(),
+            max_attachment_bytes: DEFAULT_MAX_FILE_BYTES,
+        }
+    }
 }
 
 /// What the pipeline resolved a message to.
@@ -110,12 +130,16 @@ pub struct Prepared {
     pub conversation: SessionInfo,
     /// What the run uses beyond its message.
     pub options: RunOptions,
+    /// The message as the model sees it: its attachments described.
+    pub text: String,
+    /// Its attachments, kept as files of the conversation.
+    pub files: Vec<FileRecord>,
 }
 
 impl Prepared {
-    /// The run request for `text` in the resolved conversation.
-    pub fn request(&self, text: impl Into<String>) -> RunRequest {
-        let mut request = RunRequest::new(text)
+    /// The run request for the message in the resolved conversation.
+    pub fn request(&self) -> RunRequest {
+        let mut request = RunRequest::new(self.text.clone())
             .session(self.conversation.id.clone())
             .user(self.user.id.clone());
         request.options = self.options.clone();
@@ -148,7 +172,9 @@ impl Inbox {
 
     /// Resolves `incoming` to a user, a persona, a conversation and the run's options.
     pub async fn prepare(&self, incoming: &IncomingMessage) -> Result<Prepared, InboxError> {
-        incoming.check().map_err(InboxError::Invalid)?;
+        incoming
+            .check(self.settings.max_attachment_bytes)
+            .map_err(InboxError::Invalid)?;
         let place = incoming.place();
         // Trust: a chat is trusted, a trigger is not, a sub-agent is as trusted as its parent.
         let untrusted = match &incoming.source {
@@ -178,13 +204,29 @@ impl Inbox {
             RunOptions::from_persona(persona.as_ref(), self.settings.default_modules.as_deref());
         options.untrusted = untrusted || !conversation.trusted;
         options.place = Some(conversation.place.clone().unwrap_or(place));
+        let (text, files) = register_attachments(
+            self.store.as_ref(),
+            incoming.text.clone(),
+            &incoming.attachments,
+            &conversation.id,
+            Some(&user.id),
+            Utc::now(),
+        )
+        .await?;
         Ok(Prepared {
             user,
             new_guest,
             persona,
             conversation,
             options,
+            text,
+            files,
         })
+    }
+
+    /// How it treats what it does not know.
+    pub fn settings(&self) -> &InboxSettings {
+        &self.settings
     }
 
     /// Prepares `incoming` and runs it through `agent` (whose store should be this one's).
@@ -195,7 +237,7 @@ impl Inbox {
     ) -> Result<RunReport, InboxError> {
         let prepared = self.prepare(incoming).await?;
         agent
-            .run(prepared.request(incoming.text.clone()))
+            .run(prepared.request())
             .await
             .map_err(|error| match error {
                 AgentError::Store(error) => InboxError::Store(error),

@@ -4,11 +4,13 @@
 //! platform, channel and thread), the tools its caller may use and the session's trust — then
 //! it runs like any other message ([`inbox::Inbox`]).
 
+pub mod attachments;
 pub mod inbox;
 pub mod options;
 pub mod persona;
 pub mod place;
 
+pub use attachments::{IncomingAttachment, READ_ATTACHMENT, register_attachments};
 pub use inbox::{Inbox, InboxError, InboxSettings, IncomingMessage, Prepared};
 pub use options::RunOptions;
 pub use persona::{Persona, choose_persona};

@@ -19,7 +19,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{ModelCall, Run, Step};
-use crate::context::{self, Strategy};
+use crate::context::{self, ContextPieces, Strategy};
 use crate::event::EventKind;
 use crate::message::{InternalReason, Message, Role, SeqRange};
 use crate::provider::{ChatRequest, ChatResponse, ToolChoice};
@@ -164,6 +164,30 @@ impl Run {
                 .verbatim()
                 .map(|i| u64::from(self.counts[i]))
                 .sum::<u64>()
+    }
+
+    /// What the next request is built from, piece by piece.
+    pub(super) fn context_pieces(&self) -> ContextPieces {
+        let system_prompt_tokens = self.settings.system_prompt.as_deref().map_or(0, |prompt| {
+            u64::from(self.encoding.count_repeated(prompt) + tokens::MESSAGE_OVERHEAD)
+        });
+        let last = self.messages.len().checked_sub(1);
+        let (history_messages, history_tokens) = self
+            .verbatim()
+            .filter(|&i| Some(i) != last)
+            .fold((0, 0), |(n, sum), i| {
+                (n + 1, sum + u64::from(self.counts[i]))
+            });
+        ContextPieces {
+            system_prompt_tokens,
+            tools_tokens: u64::from(self.fixed_tokens).saturating_sub(system_prompt_tokens),
+            facts_tokens: 0,
+            summary_tokens: self.summary_index.map_or(0, |i| u64::from(self.counts[i])),
+            history_messages,
+            history_tokens,
+            message_tokens: last.map_or(0, |i| u64::from(self.counts[i])),
+            total_tokens: self.context_tokens(),
+        }
     }
 
     fn context_len(&self) -> usize {

@@ -322,6 +322,7 @@ impl Run {
         self.events.push(EventKind::RunStarted {
             provider: self.settings.provider.clone(),
             model: self.settings.model.clone(),
+            context: self.context_pieces(),
         });
         self.events.push(EventKind::ToolsOffered {
             tools: self.tools.iter().map(|tool| tool.name.clone()).collect(),

@@ -254,3 +254,35 @@ fn checkpointed(run: &mut Run) -> Run {
         .collect();
     Run::restore(&checkpoint, stored).unwrap()
 }
+
+#[test]
+fn the_started_event_reports_what_the_context_is_built_from() {
+    let history = vec![
+        Message::user("earlier question"),
+        Message::assistant("an answer"),
+    ];
+    let mut run = run_with(5, history);
+    run.start();
+    let pieces = run
+        .drain_events()
+        .into_iter()
+        .find_map(|event| match event {
+            EventKind::RunStarted { context, .. } => Some(context),
+            _ => None,
+        })
+        .expect("agent_run.started");
+    assert!(pieces.system_prompt_tokens > 0, "{pieces:?}");
+    assert!(pieces.tools_tokens > 0, "{pieces:?}");
+    assert_eq!((pieces.facts_tokens, pieces.summary_tokens), (0, 0));
+    assert_eq!(pieces.history_messages, 2, "{pieces:?}");
+    assert!(pieces.history_tokens > pieces.message_tokens && pieces.message_tokens > 0);
+    assert_eq!(
+        pieces.total_tokens,
+        pieces.system_prompt_tokens
+            + pieces.tools_tokens
+            + pieces.history_tokens
+            + pieces.message_tokens,
+        "{pieces:?}"
+    );
+    assert_eq!(pieces.total_tokens, run.context_tokens());
+}

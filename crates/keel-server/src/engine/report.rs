@@ -42,6 +42,7 @@ pub async fn stored_report(
     } else {
         None
     };
+    let files = store.run_files(run_id).await?;
     Ok(Some(RunReport {
         model: run.model_used.clone().unwrap_or(run.model.clone()),
         run_id: run.id,
@@ -55,5 +56,6 @@ pub async fn stored_report(
         usage: run.usage,
         cost: run.cost,
         question,
+        files,
     }))
 }

@@ -11,7 +11,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::Caller;
-use crate::control::{AcceptedView, Attachment, WaitQuery, with_attachments};
+use crate::attachments::{Attachment, decode_attachments};
+use crate::control::{AcceptedView, WaitQuery};
 use crate::error::{ApiError, ErrorBody};
 use crate::json::{ApiJson, ApiQuery};
 use crate::state::AppState;
@@ -39,7 +40,7 @@ pub struct IncomingBody {
     pub platform_thread_id: Option<String>,
     /// The message.
     pub text: String,
-    /// Text attachments.
+    /// Files sent with it: kept as files of the conversation, described to the model.
     #[serde(default)]
     pub attachments: Vec<Attachment>,
     /// `chat` (default, trusted), `email_trigger` or `event` (untrusted), or `sub_agent`
@@ -96,7 +97,10 @@ async fn incoming_message(
             )));
         }
     };
-    let text = with_attachments(body.text, &body.attachments)?;
+    let attachments = decode_attachments(
+        body.attachments,
+        state.inbox.settings().max_attachment_bytes,
+    )?;
     let incoming = IncomingMessage {
         platform: body.platform,
         platform_user_id: body.platform_user_id,
@@ -104,15 +108,16 @@ async fn incoming_message(
         platform_server_id: body.platform_server_id,
         platform_channel_id: body.platform_channel_id,
         platform_thread_id: body.platform_thread_id,
-        text,
+        text: body.text,
         source,
+        attachments,
     };
     let prepared = state.inbox.prepare(&incoming).await?;
     let submitted = state
         .engine
         .submit_with(
             &prepared.conversation,
-            incoming.text,
+            prepared.text.clone(),
             Some(prepared.user.id.clone()),
             prepared.options,
         )

@@ -1,6 +1,7 @@
-//! The platform's endpoints (DESIGN.md section 9): incoming platform messages, personas and
-//! the token log's usage report.
+//! The platform's endpoints (DESIGN.md section 9): incoming platform messages, their files,
+//! personas and the token log's usage report.
 
+pub mod files;
 pub mod messages;
 pub mod personas;
 pub mod usage;
@@ -12,6 +13,7 @@ use crate::state::AppState;
 /// The routes of this part.
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
+        .merge(files::routes())
         .merge(messages::routes())
         .merge(personas::routes())
         .merge(usage::routes())

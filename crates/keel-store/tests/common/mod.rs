@@ -101,6 +101,7 @@ pub fn many_events(run: &RunRecord) -> Vec<Event> {
             EventKind::RunStarted {
                 provider: "anthropic".into(),
                 model: "claude-sonnet-4".into(),
+                context: Default::default(),
             },
         ),
         event(

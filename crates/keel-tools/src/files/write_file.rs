@@ -102,10 +102,12 @@ fn write(workspace: &Workspace, args: &WriteFileArgs) -> Result<ToolOutput, Tool
     } else {
         "created a new file"
     };
+    // The file is returned with the run's answer (seed 003 "extract files").
     Ok(ToolOutput::text(format!(
         "wrote {} bytes to {shown} ({what})",
         args.content.len()
-    )))
+    ))
+    .with_file(shown, args.content.clone().into_bytes()))
 }
 
 /// Writes `content` to a temporary file beside the target, flushes it to disk and renames it

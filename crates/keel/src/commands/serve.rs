@@ -100,6 +100,7 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
             guest_monthly_tokens: Some(serve.guest_monthly_tokens),
             default_modules: serve.default_modules.clone(),
             lane_policy: serve.lane_policy,
+            max_attachment_bytes: serve.max_attachment_bytes,
         },
     );
     let state = AppState {
