@@ -11,10 +11,18 @@ use serde_json::{Value, json};
 
 /// A daemon on a mock answering `script`; its home, workspace and guards.
 fn platform_daemon(script: &str) -> (Daemon, Mock, std::path::PathBuf, Vec<tempfile::TempDir>) {
+    platform_daemon_with(script, "")
+}
+
+/// [`platform_daemon`] with more configuration.
+fn platform_daemon_with(
+    script: &str,
+    extra: &str,
+) -> (Daemon, Mock, std::path::PathBuf, Vec<tempfile::TempDir>) {
     let mock = Mock::start(script);
     let (home_guard, home) = temp();
     let (workspace_guard, workspace) = temp();
-    daemon_config(&home, &mock, &workspace, "");
+    daemon_config(&home, &mock, &workspace, extra);
     (
         Daemon::start(&home),
         mock,
@@ -364,6 +372,58 @@ async fn attachments_are_kept_once_read_by_a_tool_and_produced_files_come_back()
         let (status, body) = stranger.get(&path).await;
         assert_eq!(status, 404, "{path}: {body}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guest_over_its_monthly_budget_is_refused_with_the_reset_date_and_the_log_sums() {
+    let (daemon, mock, _workspace, _guards) = platform_daemon_with(
+        r#"{"steps": [{"text": "hi", "usage": {"input_tokens": 10, "output_tokens": 5}, "forever": true}]}"#,
+        "[serve]\nguest_monthly_tokens = 20",
+    );
+    let admin = daemon.client(&make_key(&daemon.home, &["--admin"]));
+    let mut spent = 0;
+    for _ in 0..2 {
+        let (status, report) = admin
+            .post(
+                "/v1/messages?wait=true",
+                message("telegram", "7", None, "-5", None),
+            )
+            .await;
+        assert_eq!(status, 200, "{report}");
+        assert_eq!(report["state"], "completed", "{report}");
+        spent += report["usage"]["input_tokens"].as_u64().unwrap()
+            + report["usage"]["output_tokens"].as_u64().unwrap();
+    }
+    // 30 of 20 used: the next message is refused before the model is called.
+    let mut refused = message("telegram", "7", None, "-5", None);
+    refused["text"] = json!("one more please");
+    let (status, report) = admin.post("/v1/messages?wait=true", refused).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["state"], "budget_exceeded", "{report}");
+    let resets = {
+        use chrono::Datelike;
+        let now = chrono::Utc::now();
+        let (year, month) = if now.month() == 12 {
+            (now.year() + 1, 1)
+        } else {
+            (now.year(), now.month() + 1)
+        };
+        format!("resets at {year}-{month:02}-01 00:00 UTC")
+    };
+    assert!(
+        report["error"].as_str().unwrap().contains(&resets),
+        "{report}"
+    );
+    assert_eq!(mock.requests().len(), 2, "the model is not called");
+    // The refused message is stored in its conversation.
+    let (_, transcript) = admin.get("/v1/conversations/-5/messages").await;
+    assert!(
+        transcript.to_string().contains("one more please"),
+        "{transcript}"
+    );
+    // The token log sums to the runs' usage.
+    let (_, usage) = admin.get("/v1/usage?user=telegram:7").await;
+    assert_eq!(usage["total_tokens"], spent, "{usage}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
