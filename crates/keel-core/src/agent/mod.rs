@@ -166,6 +166,7 @@ pub struct Agent {
     clock: Arc<dyn Clock>,
     settings: RunSettings,
     chat_session: Mutex<Option<String>>,
+    hooks: crate::tool_hooks::ToolHooks,
 }
 
 impl Agent {
@@ -190,6 +191,7 @@ impl Agent {
             heartbeat_interval: builder::DEFAULT_HEARTBEAT_INTERVAL,
             reconcile: crate::reconcile::ReconcilePolicy::default(),
             workers: Arc::new(crate::worker::NoProbe),
+            hooks: crate::tool_hooks::ToolHooks::default(),
         }
     }
 
@@ -300,6 +302,7 @@ impl Agent {
             user_id,
             human: self.human.as_deref(),
             heartbeat: &self.heartbeat,
+            hooks: &self.hooks,
         }
     }
 
