@@ -76,7 +76,7 @@ async fn a_hook_that_exits_1_fails_and_quotes_its_stderr() {
         r#"echo '{"decision":"allow"}'; echo 'policy file missing' >&2; exit 1"#,
     );
     let error = hook(&scripts, command, LONG).run("{}").await.unwrap_err();
-    assert!(error.0.contains("exit status: 1"), "{error}");
+    assert!(error.0.contains("exited with status 1"), "{error}");
     assert!(error.0.contains("policy file missing"), "{error}");
 }
 
@@ -100,7 +100,7 @@ async fn a_hook_printing_megabytes_is_cut_off_and_killed_at_once() {
     );
     let error = hook(&scripts, command, LONG).run("{}").await.unwrap_err();
     assert!(
-        error.0.contains("exit status: 3") && error.0.len() < 1000,
+        error.0.contains("exited with status 3") && error.0.len() < 1000,
         "{}",
         error.0.len()
     );
@@ -165,7 +165,7 @@ async fn a_command_that_cannot_run_fails_cleanly() {
     .run("{}")
     .await
     .unwrap_err();
-    assert!(error.0.contains("exit status: 127"), "{error}");
+    assert!(error.0.contains("exited with status 127"), "{error}");
     // A workspace that is gone: `sh` cannot even start there.
     let hook = CommandHook::new("true", scripts.at("no-such-dir"), LONG);
     let error = hook.run("{}").await.unwrap_err();

@@ -95,12 +95,15 @@ impl Setup {
     }
 }
 
-/// The example hook of the README: denies writes to paths containing "secret".
-const NO_SECRETS: &str = r#"input=$(cat)
-case "$input" in
-  *'"path":"'*secret*) echo '{"decision":"deny","reason":"paths with \"secret\" are off limits"}' ;;
-  *) echo '{"decision":"allow"}' ;;
-esac"#;
+/// The example hook of the README (`examples/hooks/no_secrets.sh`): denies writes to paths
+/// containing "secret".
+fn no_secrets() -> String {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/hooks/no_secrets.sh"
+    );
+    std::fs::read_to_string(path).unwrap()
+}
 
 fn write(path: &str, content: &str) -> (&'static str, Value) {
     ("write_file", json!({"path": path, "content": content}))
@@ -109,7 +112,7 @@ fn write(path: &str, content: &str) -> (&'static str, Value) {
 #[tokio::test]
 async fn a_deny_hook_keeps_the_file_unwritten_and_tells_the_model_why() {
     let setup = Setup::new();
-    let command = setup.scripts.script("no_secrets.sh", NO_SECRETS);
+    let command = setup.scripts.script("no_secrets.sh", &no_secrets());
     let hooks = vec![setup.hook(HookEvent::PreTool, "write_*", command, LONG)];
     let (report, results) = setup
         .run(hooks, &[write("secret.txt", "pw"), write("ok.txt", "fine")])
@@ -118,7 +121,8 @@ async fn a_deny_hook_keeps_the_file_unwritten_and_tells_the_model_why() {
     assert_eq!(setup.file("ok.txt").as_deref(), Some("fine"));
     assert!(!report.tool_calls[0].ok && report.tool_calls[1].ok);
     assert!(
-        results[0].contains(r#"a pre_tool hook denied it: paths with "secret" are off limits"#),
+        results[0]
+            .contains(r#"a pre_tool hook denied it: paths containing "secret" are off limits"#),
         "{}",
         results[0]
     );
@@ -198,7 +202,11 @@ async fn a_hook_that_exits_1_or_prints_garbage_denies() {
         )
         .await;
     assert!(setup.file("a.txt").is_none() && setup.file("b.txt").is_none());
-    assert!(results[0].contains("exit status: 1"), "{}", results[0]);
+    assert!(
+        results[0].contains("exited with status 1"),
+        "{}",
+        results[0]
+    );
     assert!(results[1].contains("not JSON"), "{}", results[1]);
     assert!(results[2].contains("unknown decision"), "{}", results[2]);
     for result in &results {

@@ -18,7 +18,8 @@
 //! arguments), each is checked against the tool's schema again, and the first deny wins: the
 //! tool does not run and the model sees the reason. A hook that fails — a non-zero exit, output
 //! that is not an answer, its time limit — denies. A `post_tool` hook may annotate the result;
-//! one that fails is ignored. Every hook run is an `agent.tool.hook` event.
+//! one that fails is ignored. Each `post_tool` hook sees the tool's own result, without
+//! the notes of the hooks before it. Every hook run is an `agent.tool.hook` event.
 
 mod answer;
 mod matcher;

@@ -2,6 +2,7 @@
 //! once), stdin written while stdout and stderr are read, stdout capped, a time limit, and no
 //! process left behind — also when the caller stops waiting.
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -40,8 +41,8 @@ pub(super) enum Failure {
     /// It printed more than [`MAX_HOOK_STDOUT`] bytes and was killed.
     #[error("it printed more than {MAX_HOOK_STDOUT} bytes on stdout and was killed")]
     TooMuchOutput,
-    /// It exited with an error.
-    #[error("it exited with {status}{stderr}")]
+    /// It exited with an error, or a signal ended it.
+    #[error("it {}{stderr}", ended(.status))]
     Exited {
         /// How it ended.
         status: ExitStatus,
@@ -161,6 +162,15 @@ async fn read_capped(pipe: Option<impl AsyncRead + Unpin>, cap: usize) -> Read {
     let overflowed = bytes.len() > cap;
     bytes.truncate(cap);
     Read { bytes, overflowed }
+}
+
+/// How a process that did not succeed ended: `exited with status 1`, `was killed by signal 9`.
+fn ended(status: &ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("was killed by signal {signal}"),
+        (None, None) => format!("ended with {status}"),
+    }
 }
 
 /// ` (stderr: ...)` with the start of `stderr`, or nothing when it is empty.
