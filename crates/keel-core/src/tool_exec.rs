@@ -270,8 +270,8 @@ impl ToolExecutor<'_> {
 
 impl ToolExecutor<'_> {
     /// Runs the pre_tool hooks that see `call`: the call as they let it run (perhaps with
-    /// rewritten arguments), or the message of their denial. A run cancelled meanwhile does not
-    /// start the tool.
+    /// rewritten arguments), or the message of their denial. A cancel abandons the hooks and
+    /// the call.
     async fn pre_hooks(
         &self,
         call: &ToolCall,
@@ -282,15 +282,15 @@ impl ToolExecutor<'_> {
         }
         let PreparedCall { tool, args } = prepared;
         let check = |args: &serde_json::Value| self.registry.check_arguments(&call.name, args);
-        let verdict = (self.hooks)
-            .before(self.hook_call(call), args, &check, self.emitter)
-            .await;
+        let cancelled = || format!("Error: `{}` was not run: the run was cancelled.", call.name);
+        // Nothing has happened yet: a cancel abandons the hooks (their processes are killed).
+        let verdict = tokio::select! {
+            verdict = self.hooks.before(self.hook_call(call), args, &check, self.emitter) => verdict,
+            _ = self.context.cancel.cancelled() => PreToolVerdict::Deny(cancelled()),
+        };
         match verdict {
             PreToolVerdict::Deny(message) => Err(message),
-            PreToolVerdict::Run(_) if self.context.cancel.is_cancelled() => Err(format!(
-                "Error: `{}` was not run: the run was cancelled.",
-                call.name
-            )),
+            PreToolVerdict::Run(_) if self.context.cancel.is_cancelled() => Err(cancelled()),
             PreToolVerdict::Run(args) => Ok(PreparedCall { tool, args }),
         }
     }

@@ -463,6 +463,50 @@ async fn calls_refused_before_the_hooks_never_reach_them() {
     assert!(world.writes.paths().is_empty());
 }
 
+/// A pre_tool hook that cancels the run while it runs, then answers (`hang`: never answers).
+struct CancelsTheRun {
+    token: CancellationToken,
+    hang: bool,
+}
+
+#[async_trait]
+impl HookCommand for CancelsTheRun {
+    async fn run(&self, _: &str) -> Result<String, HookFailure> {
+        self.token.cancel();
+        if self.hang {
+            std::future::pending::<()>().await;
+        }
+        Ok(String::new())
+    }
+}
+
+#[tokio::test]
+async fn a_cancel_while_the_pre_hooks_run_keeps_the_tool_from_starting() {
+    for hang in [false, true] {
+        let world = World::new();
+        let token = CancellationToken::new();
+        let hook = ToolHook {
+            event: HookEvent::PreTool,
+            matcher: ToolMatcher::new("*"),
+            label: "cancels".into(),
+            command: Arc::new(CancelsTheRun {
+                token: token.clone(),
+                hang,
+            }),
+        };
+        let provider = two_turns("write", json!({"path": "a.txt"}));
+        let agent = world.agent(&provider, vec![hook]);
+        let run = agent.run(RunRequest::new("go").cancel_token(token));
+        // A hook that never answers must not hold the run (this bound only fails a broken run).
+        let report = tokio::time::timeout(std::time::Duration::from_secs(10), run)
+            .await
+            .expect("the run ends")
+            .unwrap();
+        assert_eq!(report.state, AgentState::Cancelled, "hang: {hang}");
+        assert!(world.writes.paths().is_empty(), "hang: {hang}");
+    }
+}
+
 #[tokio::test]
 async fn a_call_a_resume_replays_meets_no_hook_again() {
     let world = World::new();
