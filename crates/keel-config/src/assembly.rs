@@ -94,6 +94,7 @@ pub fn agent(
         .iter()
         .fold(workspace, |workspace, path| workspace.protect(path));
     let launch = LaunchSpec::of(settings, workspace.root());
+    let hooks = crate::hooks_settings::tool_hooks(&settings.hooks, workspace.root());
     let mut builder = Agent::builder()
         .launch(launch.to_json())
         .worker_probe(Arc::new(ProcProbe::new()))
@@ -118,7 +119,8 @@ pub fn agent(
         .tool_retry_delays(settings.tool_retry_delays.clone())
         .context(settings.context.clone())
         .heartbeat_interval(settings.heartbeat)
-        .reconcile_policy(settings.reconcile);
+        .reconcile_policy(settings.reconcile)
+        .hooks(hooks);
     if let Some(summary) = &settings.summary {
         builder = match &summary.provider {
             None => builder.summary_model(summary.model.clone()),

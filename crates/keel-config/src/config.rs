@@ -77,6 +77,9 @@ pub struct FileConfig {
     /// `[serve]`: the daemon.
     #[serde(default)]
     pub serve: crate::serve_settings::ServeConfig,
+    /// `[[hooks]]`: commands that see tool calls, in order.
+    #[serde(default)]
+    pub hooks: Vec<crate::hooks_settings::HookConfig>,
 }
 
 /// `[runs]`.
@@ -231,6 +234,7 @@ impl FileConfig {
             }
         }
         self.serve.validate()?;
+        crate::hooks_settings::resolve(&self.hooks)?;
         if self.max_iterations == Some(0) {
             return Err("max_iterations must be at least 1".into());
         }

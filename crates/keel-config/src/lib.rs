@@ -11,6 +11,7 @@
 pub mod assembly;
 pub mod config;
 pub mod guarded_settings;
+pub mod hooks_settings;
 pub mod launch;
 pub mod overrides;
 pub mod resolve;

@@ -105,6 +105,8 @@ pub struct Settings {
     pub heartbeat: Duration,
     /// When a run counts as abandoned.
     pub reconcile: ReconcilePolicy,
+    /// Tool hooks, in order.
+    pub hooks: Vec<crate::hooks_settings::HookSettings>,
 }
 
 /// Combines file, environment and flags into the effective settings.
@@ -219,6 +221,7 @@ pub fn resolve(
         summary,
         heartbeat: Duration::from_secs_f64(file.runs.heartbeat_secs.unwrap_or(5.0)),
         reconcile: reconcile_policy(&file),
+        hooks: crate::hooks_settings::resolve(&file.hooks).map_err(ConfigError)?,
     })
 }
 

@@ -46,6 +46,8 @@ pub struct Driver<'a> {
     pub human: Option<&'a dyn HumanChannel>,
     /// When a long step shows the worker is alive (and learns of a cancel request).
     pub heartbeat: &'a HeartbeatTicker,
+    /// The hooks around tool calls.
+    pub hooks: &'a crate::tool_hooks::ToolHooks,
 }
 
 /// Whether cancelling may interrupt a step in flight.
@@ -111,6 +113,7 @@ impl Driver<'_> {
             store: self.store,
             clock: self.clock,
             offered: run.tools().clone(),
+            hooks: self.hooks,
         };
         let Resume {
             mut step,

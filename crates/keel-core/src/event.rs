@@ -122,6 +122,34 @@ pub enum EventKind {
         /// How long the call took.
         duration_ms: u64,
     },
+    /// A tool hook ran (see [`crate::tool_hooks`]).
+    #[serde(rename = "agent.tool.hook")]
+    ToolHook {
+        /// The hook's position among the configured hooks, from 0.
+        index: usize,
+        /// The hook's command line.
+        hook: String,
+        /// `pre_tool` or `post_tool`.
+        stage: crate::tool_hooks::HookEvent,
+        /// Call id.
+        call_id: String,
+        /// Tool name.
+        tool: String,
+        /// What the hook did: allow, deny, rewrite, annotate or error.
+        outcome: crate::tool_hooks::HookOutcome,
+        /// Why it denied, or what went wrong.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// The arguments it rewrote the call to, as JSON text; the stored call keeps the
+        /// model's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        arguments: Option<String>,
+        /// The note it added to the result.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        annotation: Option<String>,
+        /// How long it ran.
+        duration_ms: u64,
+    },
     /// A failed model call will be tried again after a wait.
     #[serde(rename = "agent.provider.retry")]
     ProviderRetry {
@@ -346,6 +374,7 @@ impl EventKind {
             EventKind::StreamDelta { .. } => "agent.stream.delta",
             EventKind::ToolStarted { .. } => "agent.tool.started",
             EventKind::ToolCompleted { .. } => "agent.tool.completed",
+            EventKind::ToolHook { .. } => "agent.tool.hook",
             EventKind::ProviderRetry { .. } => "agent.provider.retry",
             EventKind::ProviderFallback { .. } => "agent.provider.fallback",
             EventKind::ToolRetry { .. } => "agent.tool.retry",

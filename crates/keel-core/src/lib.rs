@@ -40,6 +40,7 @@ pub mod token_log;
 pub mod tokens;
 pub mod tool;
 pub mod tool_exec;
+pub mod tool_hooks;
 pub mod worker;
 
 pub use agent::{
@@ -73,3 +74,6 @@ pub use store::{
 };
 pub use token_log::{TokenCharge, UsageLine, UsageQuery};
 pub use tool::{Permission, Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput, ToolSpec};
+pub use tool_hooks::{
+    HookCommand, HookEvent, HookFailure, HookOutcome, ToolHook, ToolHooks, ToolMatcher,
+};

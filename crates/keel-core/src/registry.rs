@@ -124,23 +124,10 @@ impl ToolRegistry {
                 )
             })?
         };
-        let problems: Vec<String> = entry
-            .validator
-            .iter_errors(&args)
-            .map(|e| {
-                let path = e.instance_path().to_string();
-                if path.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("{path}: {e}")
-                }
-            })
-            .collect();
-        if !problems.is_empty() {
+        if let Err(problems) = check(&entry.validator, &args) {
             return Err(format!(
-                "Error: invalid arguments for `{}`: {}. Expected schema: {}",
+                "Error: invalid arguments for `{}`: {problems}. Expected schema: {}",
                 call.name,
-                problems.join("; "),
                 entry.tool.spec().parameters
             ));
         }
@@ -148,6 +135,35 @@ impl ToolRegistry {
             tool: entry.tool.clone(),
             args,
         })
+    }
+
+    /// Checks `args` against the schema of the tool `name`; the error lists what is wrong, or says
+    /// the tool is unknown. (Used again on arguments a hook rewrote.)
+    pub fn check_arguments(&self, name: &str, args: &serde_json::Value) -> Result<(), String> {
+        match self.by_name.get(name) {
+            Some(&index) => check(&self.entries[index].validator, args),
+            None => Err(format!("unknown tool `{name}`")),
+        }
+    }
+}
+
+/// What is wrong with `args` by `validator`, each problem with its path, `; `-separated.
+fn check(validator: &jsonschema::Validator, args: &serde_json::Value) -> Result<(), String> {
+    let problems: Vec<String> = validator
+        .iter_errors(args)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            if path.is_empty() {
+                e.to_string()
+            } else {
+                format!("{path}: {e}")
+            }
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
     }
 }
 

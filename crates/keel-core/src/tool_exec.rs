@@ -29,10 +29,11 @@ use crate::clock::Clock;
 use crate::event::{Emitter, EventKind};
 use crate::files::{DEFAULT_MAX_FILE_BYTES, FileOrigin, FileRecord, guess_media_type};
 use crate::message::ToolCall;
-use crate::registry::ToolRegistry;
+use crate::registry::{PreparedCall, ToolRegistry};
 use crate::run::ToolResult;
 use crate::store::Store;
 use crate::tool::{Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput};
+use crate::tool_hooks::{HookCall, HookEvent, PreToolVerdict, ToolHooks};
 
 /// Runs tool batches for one run.
 pub struct ToolExecutor<'a> {
@@ -52,6 +53,8 @@ pub struct ToolExecutor<'a> {
     pub clock: &'a dyn Clock,
     /// The tools offered to this run: a call to another is refused, never run.
     pub offered: Arc<[crate::tool::ToolSpec]>,
+    /// The hooks around each call that passed the checks.
+    pub hooks: &'a ToolHooks,
 }
 
 /// What a resumed run knows about calls made before its worker died.
@@ -175,6 +178,14 @@ impl ToolExecutor<'_> {
         } else {
             self.registry.prepare(call)
         };
+        // Hooks see only calls that passed every check; a call they deny is never recorded as
+        // started.
+        let prepared = match prepared {
+            Ok(prepared) => self.pre_hooks(call, prepared).await,
+            Err(message) => Err(message),
+        };
+        // The arguments the tool ran with, kept for the post_tool hooks when some see it.
+        let mut ran_with = None;
         let (ok, raw) = match prepared {
             Err(message) => (false, message),
             Ok(prepared) => {
@@ -199,6 +210,9 @@ impl ToolExecutor<'_> {
                         let mut context = self.context.clone();
                         context.call_id = call.id.clone();
                         let mut args = prepared.args;
+                        if self.hooks.any(HookEvent::PostTool, &call.name) {
+                            ran_with = Some(args.clone());
+                        }
                         context.inject(&mut args, prepared.tool.spec().notifies);
                         let work = self.call_with_retries(call, prepared.tool, args, &context);
                         let outcome = if idempotent {
@@ -221,7 +235,12 @@ impl ToolExecutor<'_> {
                 }
             }
         };
-        let (content, truncated) = truncate_output(&raw, self.max_chars);
+        let (mut content, truncated) = truncate_output(&raw, self.max_chars);
+        if let Some(args) = &ran_with {
+            content = (self.hooks)
+                .after(self.hook_call(call), args, ok, content, self.emitter)
+                .await;
+        }
         record.completed_at = Some(self.clock.now());
         record.ok = Some(ok);
         record.output = Some(content.clone());
@@ -284,6 +303,42 @@ impl ToolExecutor<'_> {
             }
         }
         content
+    }
+
+    /// Runs the pre_tool hooks that see `call`: the call as they let it run (perhaps with
+    /// rewritten arguments), or the message of their denial. A cancel abandons the hooks and
+    /// the call.
+    async fn pre_hooks(
+        &self,
+        call: &ToolCall,
+        prepared: PreparedCall,
+    ) -> Result<PreparedCall, String> {
+        if !self.hooks.any(HookEvent::PreTool, &call.name) {
+            return Ok(prepared);
+        }
+        let PreparedCall { tool, args } = prepared;
+        let check = |args: &serde_json::Value| self.registry.check_arguments(&call.name, args);
+        let cancelled = || format!("Error: `{}` was not run: the run was cancelled.", call.name);
+        // Nothing has happened yet: a cancel abandons the hooks (their processes are killed).
+        let verdict = tokio::select! {
+            verdict = self.hooks.before(self.hook_call(call), args, &check, self.emitter) => verdict,
+            _ = self.context.cancel.cancelled() => PreToolVerdict::Deny(cancelled()),
+        };
+        match verdict {
+            PreToolVerdict::Deny(message) => Err(message),
+            PreToolVerdict::Run(_) if self.context.cancel.is_cancelled() => Err(cancelled()),
+            PreToolVerdict::Run(args) => Ok(PreparedCall { tool, args }),
+        }
+    }
+
+    /// `call` as its hooks see it.
+    fn hook_call<'c>(&'c self, call: &'c ToolCall) -> HookCall<'c> {
+        HookCall {
+            tool: &call.name,
+            call_id: &call.id,
+            session_id: &self.context.session_id,
+            run_id: &self.context.run_id,
+        }
     }
 
     /// Calls the tool, retrying transient failures of idempotent tools; the error is the text

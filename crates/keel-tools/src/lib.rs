@@ -8,7 +8,9 @@
 //!   other non-public addresses unless `allow_private` is set. Its errors are classified so that keel
 //!   retries only what may pass next time (timeouts, network failures, 429, 5xx).
 //!
-//! - [`attachments`]: `read_attachment`, the files sent with a message of the conversation.
+//! - [`attachments`]: `read_attachment`, the files sent with a message of the conversation;
+//! - [`hooks`]: [`CommandHook`], a configured tool hook run as a shell command in the
+//!   workspace, bounded in time and output, leaving no process behind.
 //!
 //! A shell tool and MCP tool servers will join as sibling modules.
 //!
@@ -17,11 +19,13 @@
 
 pub mod attachments;
 pub mod files;
+pub mod hooks;
 pub mod http;
 mod schema;
 pub mod workspace;
 
 pub use attachments::ReadAttachment;
 pub use files::{AppendFile, FILES_MODULE, ListDir, ReadFile, WriteFile, file_tools};
+pub use hooks::{CommandHook, DEFAULT_HOOK_TIMEOUT, MAX_HOOK_STDOUT};
 pub use http::{HTTP_MODULE, HttpGet, HttpGetConfig, http_tools};
 pub use workspace::{Access, Workspace, WorkspaceError};

@@ -210,6 +210,30 @@ impl EventSink for TerminalOutput {
                     *wait_ms as f64 / 1000.0
                 ),
             ),
+            EventKind::ToolHook {
+                stage,
+                tool,
+                outcome,
+                reason,
+                ..
+            } => {
+                let why = one_line(reason.as_deref().unwrap_or(""), 100);
+                let stage = stage.as_str();
+                match outcome {
+                    keel_core::HookOutcome::Deny => {
+                        self.activity(&mut state, format!("⛔ {stage} hook denied {tool}: {why}"))
+                    }
+                    keel_core::HookOutcome::Error => self.activity(
+                        &mut state,
+                        format!("⚠ {stage} hook failed on {tool}: {why}"),
+                    ),
+                    keel_core::HookOutcome::Rewrite => self.activity(
+                        &mut state,
+                        format!("✎ {stage} hook rewrote {tool}'s arguments"),
+                    ),
+                    _ => {}
+                }
+            }
             EventKind::GuardrailEscalated { action, .. } => {
                 self.activity(&mut state, format!("⚠ loop guard: {action}"))
             }

@@ -46,6 +46,7 @@ pub struct AgentBuilder {
     pub(super) stream: bool,
     pub(super) tune: Vec<SettingsChange>,
     pub(super) workers: Arc<dyn WorkerProbe>,
+    pub(super) hooks: crate::tool_hooks::ToolHooks,
 }
 
 impl AgentBuilder {
@@ -247,6 +248,12 @@ impl AgentBuilder {
         self.tune(move |s| s.launch = Some(launch))
     }
 
+    /// Commands that see each tool call before it runs and its result after (default: none).
+    pub fn hooks(mut self, hooks: crate::tool_hooks::ToolHooks) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
     /// Checks the configuration and builds the agent.
     pub fn build(self) -> Result<Agent, AgentError> {
         let provider = self
@@ -311,6 +318,7 @@ impl AgentBuilder {
             heartbeat: HeartbeatTicker::new(self.heartbeat_interval),
             reconcile: self.reconcile,
             workers: self.workers,
+            hooks: self.hooks,
         })
     }
 }

@@ -177,6 +177,7 @@ pub struct Agent {
     clock: Arc<dyn Clock>,
     settings: RunSettings,
     chat_session: Mutex<Option<String>>,
+    hooks: crate::tool_hooks::ToolHooks,
 }
 
 impl Agent {
@@ -201,6 +202,7 @@ impl Agent {
             heartbeat_interval: builder::DEFAULT_HEARTBEAT_INTERVAL,
             reconcile: crate::reconcile::ReconcilePolicy::default(),
             workers: Arc::new(crate::worker::NoProbe),
+            hooks: crate::tool_hooks::ToolHooks::default(),
         }
     }
 
@@ -311,6 +313,7 @@ impl Agent {
             user_id,
             human: self.human.as_deref(),
             heartbeat: &self.heartbeat,
+            hooks: &self.hooks,
         }
     }
 

@@ -70,3 +70,4 @@ pub async fn call(tool: &dyn Tool, args: serde_json::Value) -> Result<String, To
 pub fn text(path: &Path) -> &str {
     path.to_str().unwrap()
 }
+pub mod hooks;
