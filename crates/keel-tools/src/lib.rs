@@ -8,7 +8,12 @@
 //!   other non-public addresses unless `allow_private` is set. Its errors are classified so that keel
 //!   retries only what may pass next time (timeouts, network failures, 429, 5xx).
 //!
-//! A shell tool and MCP tool servers will join as sibling modules.
+//! - [`shell`]: `shell`, one command line per call through `sh -c` in the workspace directory,
+//!   in its own process group (killed whole on timeout and cancel), without keel's secrets in
+//!   its environment, judged first by the command policy ([`ShellPolicy`]). A side effect,
+//!   never retried.
+//!
+//! MCP tool servers will join as a sibling module.
 //!
 //! It depends on no keel crate but `keel-core`, whose `Tool` trait and `ToolRegistry` it serves.
 //! It never prints; failures go back to the model as [`keel_core::ToolError`]s.
@@ -16,8 +21,10 @@
 pub mod files;
 pub mod http;
 mod schema;
+pub mod shell;
 pub mod workspace;
 
 pub use files::{AppendFile, FILES_MODULE, ListDir, ReadFile, WriteFile, file_tools};
 pub use http::{HTTP_MODULE, HttpGet, HttpGetConfig, http_tools};
+pub use shell::{SHELL_MODULE, Shell, ShellConfig, ShellPolicy, Verdict, shell_tools};
 pub use workspace::{Access, Workspace, WorkspaceError};
