@@ -8,7 +8,7 @@ use std::sync::Arc;
 use keel_core::redact::{RedactingProvider, Redactor};
 use keel_core::{Agent, EventSink, HumanChannel, Provider, Store};
 use keel_providers::{Endpoint, connect};
-use keel_tools::{HttpGetConfig, Workspace, file_tools, http_tools};
+use keel_tools::{HttpGetConfig, Workspace, file_tools, http_tools, shell_tools};
 
 use crate::config::{self, ConfigError, FallbackNotice};
 use crate::launch::LaunchSpec;
@@ -90,9 +90,11 @@ pub fn agent(
             settings.workspace.display()
         ))
     })?;
-    let workspace = own_files
-        .iter()
-        .fold(workspace, |workspace, path| workspace.protect(path));
+    let workspace = Arc::new(
+        own_files
+            .iter()
+            .fold(workspace, |workspace, path| workspace.protect(path)),
+    );
     let launch = LaunchSpec::of(settings, workspace.root());
     let mut builder = Agent::builder()
         .launch(launch.to_json())
@@ -102,9 +104,9 @@ pub fn agent(
         .store(store)
         .system_prompt(settings.system_prompt.clone())
         .stream(settings.stream)
-        .tools(crate::test_hooks::PauseInTool::wrap(file_tools(Arc::new(
-            workspace,
-        ))))
+        .tools(crate::test_hooks::PauseInTool::wrap(file_tools(
+            workspace.clone(),
+        )))
         .tools(http_tools(HttpGetConfig {
             allowed_hosts: settings.http_allowed_hosts.clone(),
             allow_private: settings.http_allow_private,
@@ -118,6 +120,12 @@ pub fn agent(
         .context(settings.context.clone())
         .heartbeat_interval(settings.heartbeat)
         .reconcile_policy(settings.reconcile);
+    if settings.shell.enabled {
+        builder = builder.tools(shell_tools(
+            workspace,
+            crate::shell_settings::tool_config(settings),
+        ));
+    }
     if let Some(summary) = &settings.summary {
         builder = match &summary.provider {
             None => builder.summary_model(summary.model.clone()),
