@@ -1,6 +1,8 @@
 //! Commands that run other commands: `env`, `command`, `exec`, `nice`, `nohup`, `timeout`,
-//! `stdbuf`, `time`, `setsid`, `ionice`, `builtin`, `busybox`, `xargs`, `sudo`/`doas`, `find
-//! -exec`, and the scripts of `sh -c`, `su -c`, `env -S` and `eval`.
+//! `stdbuf`, `time`, `setsid`, `ionice`, `builtin`, `busybox`, `strace`, `taskset`, `flock`,
+//! `unbuffer`, `xargs`, `sudo`/`doas`, `find -exec`; the scripts of `sh -c`, `su -c`, `env -S`,
+//! `flock -c`, `eval`, `watch` and `trap`; and a script file only known at run time
+//! (`bash <(curl …)`, `source <(…)`).
 
 use super::command_line::Arg;
 
@@ -69,22 +71,58 @@ pub(crate) fn inner_commands(words: &[Arg]) -> Vec<Inner> {
             );
             command_from(args, start, true)
         }
-        "eval" => {
-            let script = Arg {
-                text: args
-                    .iter()
-                    .map(|a| a.text.as_str())
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                dynamic: args.iter().any(|a| a.dynamic),
-                glob: false,
-            };
-            vec![Inner::Script(script)]
-        }
+        "eval" => joined_script(args),
         "find" => find_exec(args),
+        "strace" | "ltrace" => command(first_operand(args, &["-e", "-o", "-p", "-s", "-u"])),
+        "unbuffer" | "chronic" => command(first_operand(args, &[])),
+        "taskset" => command(first_operand(args, &[]) + 1),
+        // `flock FILE COMMAND…` or `flock FILE -c SCRIPT`.
+        "flock" => match args
+            .iter()
+            .position(|a| a.text == "-c" || a.text == "--command")
+        {
+            Some(i) => args
+                .get(i + 1)
+                .cloned()
+                .map(Inner::Script)
+                .into_iter()
+                .collect(),
+            None => command(first_operand(args, &["-w", "--timeout", "-E"]) + 1),
+        },
+        // `watch` and `trap` run their words as a script.
+        "watch" => {
+            let start = first_operand(args, &["-n", "--interval", "-d", "-q"]);
+            joined_script(args.get(start..).unwrap_or(&[]))
+        }
+        "trap" if !args.iter().any(|a| matches!(a.text.as_str(), "-l" | "-p")) => args
+            .get(first_operand(args, &[]))
+            .map(|script| vec![Inner::Script(script.clone())])
+            .unwrap_or_default(),
+        // `source FILE` runs a file; a file only known when it runs (`<(curl …)`) is unknown.
+        "source" | "." => match args.first() {
+            Some(file) if file.dynamic => vec![Inner::Script(file.clone())],
+            _ => Vec::new(),
+        },
         _ if SHELLS.contains(&name) => shell(args).into_iter().collect(),
         _ => Vec::new(),
     }
+}
+
+/// The words of `args` joined into one script, as `eval` and `watch` run them.
+fn joined_script(args: &[Arg]) -> Vec<Inner> {
+    if args.is_empty() {
+        return Vec::new();
+    }
+    let script = Arg {
+        text: args
+            .iter()
+            .map(|a| a.text.as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+        dynamic: args.iter().any(|a| a.dynamic),
+        glob: false,
+    };
+    vec![Inner::Script(script)]
 }
 
 /// The command starting at `args[start]`, if there is one.
@@ -197,6 +235,8 @@ fn shell(args: &[Arg]) -> Option<Inner> {
         (true, Some(script)) => Some(Inner::Script(script.clone())),
         (true, None) => None,
         (false, _) if reads_stdin => Some(Inner::ReadsStdin),
+        // A script file only known when it runs: `bash <(curl …)`, `sh "$F"`.
+        (false, Some(file)) if file.dynamic => Some(Inner::Script(file.clone())),
         (false, Some(_)) => None,
         (false, None) => Some(Inner::ReadsStdin),
     }
