@@ -131,14 +131,18 @@ async fn a_timeout_kills_the_whole_group_grandchildren_included() {
 
 #[tokio::test]
 async fn cancelling_the_run_kills_the_whole_group() {
-    let (_dir, tool) = shell();
+    let (dir, tool) = shell();
     let context = ctx();
     let cancel = context.cancel.clone();
+    // Cancel once both sleeps are running, however slow the machine.
+    let ready = dir.path().join("ready");
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        while !ready.exists() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         cancel.cancel();
     });
-    let command = "sleep 30 & echo $!; (sleep 30 & echo $!); sleep 30";
+    let command = "sleep 30 & echo $!; (sleep 30 & echo $!); touch ready; sleep 30";
     let error = within_bound(tool.call(json!({"command": command}), &context))
         .await
         .unwrap_err();
