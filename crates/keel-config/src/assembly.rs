@@ -8,7 +8,7 @@ use std::sync::Arc;
 use keel_core::redact::{RedactingProvider, Redactor};
 use keel_core::{Agent, EventSink, HumanChannel, Provider, Store};
 use keel_providers::{Endpoint, connect};
-use keel_tools::{HttpGetConfig, ReadAttachment, Workspace, file_tools, http_tools};
+use keel_tools::{HttpGetConfig, ReadAttachment, Workspace, file_tools, http_tools, shell_tools};
 
 use crate::config::{self, ConfigError, FallbackNotice};
 use crate::launch::LaunchSpec;
@@ -90,9 +90,11 @@ pub fn agent(
             settings.workspace.display()
         ))
     })?;
-    let workspace = own_files
-        .iter()
-        .fold(workspace, |workspace, path| workspace.protect(path));
+    let workspace = Arc::new(
+        own_files
+            .iter()
+            .fold(workspace, |workspace, path| workspace.protect(path)),
+    );
     let launch = LaunchSpec::of(settings, workspace.root());
     let hooks = crate::hooks_settings::tool_hooks(&settings.hooks, workspace.root());
     let mut builder = Agent::builder()
@@ -103,9 +105,9 @@ pub fn agent(
         .store(store.clone())
         .system_prompt(settings.system_prompt.clone())
         .stream(settings.stream)
-        .tools(crate::test_hooks::PauseInTool::wrap(file_tools(Arc::new(
-            workspace,
-        ))))
+        .tools(crate::test_hooks::PauseInTool::wrap(file_tools(
+            workspace.clone(),
+        )))
         .tool(Arc::new(ReadAttachment::new(store)))
         .tools(http_tools(HttpGetConfig {
             allowed_hosts: settings.http_allowed_hosts.clone(),
@@ -121,6 +123,12 @@ pub fn agent(
         .heartbeat_interval(settings.heartbeat)
         .reconcile_policy(settings.reconcile)
         .hooks(hooks);
+    if settings.shell.enabled {
+        builder = builder.tools(shell_tools(
+            workspace,
+            crate::shell_settings::tool_config(settings),
+        ));
+    }
     if let Some(summary) = &settings.summary {
         builder = match &summary.provider {
             None => builder.summary_model(summary.model.clone()),

@@ -197,6 +197,9 @@ pub struct ToolsConfig {
     /// Whether `http_get` may fetch loopback, private, link-local and other non-public
     /// addresses (default false: refused).
     pub http_allow_private: Option<bool>,
+    /// `[tools.shell]`: the `shell` tool and its command policy.
+    #[serde(default)]
+    pub shell: crate::shell_settings::ShellToolConfig,
 }
 
 /// `[context]`.
@@ -235,6 +238,7 @@ impl FileConfig {
         }
         self.serve.validate()?;
         crate::hooks_settings::resolve(&self.hooks)?;
+        self.tools.shell.validate()?;
         if self.max_iterations == Some(0) {
             return Err("max_iterations must be at least 1".into());
         }

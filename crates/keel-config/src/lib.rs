@@ -16,6 +16,7 @@ pub mod launch;
 pub mod overrides;
 pub mod resolve;
 pub mod serve_settings;
+pub mod shell_settings;
 pub mod test_hooks;
 pub mod worker;
 

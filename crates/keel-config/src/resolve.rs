@@ -97,6 +97,8 @@ pub struct Settings {
     pub http_allowed_hosts: Vec<String>,
     /// Whether `http_get` may fetch non-public addresses.
     pub http_allow_private: bool,
+    /// The `shell` tool.
+    pub shell: crate::shell_settings::ShellSettings,
     /// How the context is kept under the window.
     pub context: ContextSettings,
     /// The model that writes compaction summaries, when not the run's own.
@@ -217,6 +219,7 @@ pub fn resolve(
         user: flags.user.clone(),
         http_allowed_hosts: file.tools.http_allowed_hosts.clone().unwrap_or_default(),
         http_allow_private: file.tools.http_allow_private.unwrap_or(false),
+        shell: file.tools.shell.settings().map_err(ConfigError)?,
         context: context_settings(&file, flags.context_window),
         summary,
         heartbeat: Duration::from_secs_f64(file.runs.heartbeat_secs.unwrap_or(5.0)),

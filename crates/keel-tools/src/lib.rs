@@ -10,9 +10,13 @@
 //!
 //! - [`attachments`]: `read_attachment`, the files sent with a message of the conversation;
 //! - [`hooks`]: [`CommandHook`], a configured tool hook run as a shell command in the
-//!   workspace, bounded in time and output, leaving no process behind.
+//!   workspace, bounded in time and output, leaving no process behind;
+//! - [`shell`]: `shell`, one command line per call through `sh -c` in the workspace directory,
+//!   in its own process group (killed whole on timeout and cancel), without keel's secrets in
+//!   its environment, judged first by the command policy ([`ShellPolicy`]). A side effect,
+//!   never retried.
 //!
-//! A shell tool and MCP tool servers will join as sibling modules.
+//! MCP tool servers will join as a sibling module.
 //!
 //! It depends on no keel crate but `keel-core`, whose `Tool` trait and `ToolRegistry` it serves.
 //! It never prints; failures go back to the model as [`keel_core::ToolError`]s.
@@ -22,10 +26,12 @@ pub mod files;
 pub mod hooks;
 pub mod http;
 mod schema;
+pub mod shell;
 pub mod workspace;
 
 pub use attachments::ReadAttachment;
 pub use files::{AppendFile, FILES_MODULE, ListDir, ReadFile, WriteFile, file_tools};
 pub use hooks::{CommandHook, DEFAULT_HOOK_TIMEOUT, MAX_HOOK_STDOUT};
 pub use http::{HTTP_MODULE, HttpGet, HttpGetConfig, http_tools};
+pub use shell::{SHELL_MODULE, Shell, ShellConfig, ShellPolicy, Verdict, shell_tools};
 pub use workspace::{Access, Workspace, WorkspaceError};

@@ -80,7 +80,8 @@ fn a_sixty_iteration_task_fits_a_4000_token_window_and_loses_nothing() {
     std::fs::write(
         home.join("keel.toml"),
         format!(
-            "[models]\nsummary = \"summary-model\"\n\n{}",
+            // The windows are sized for the file tools alone: no shell.
+            "[models]\nsummary = \"summary-model\"\n\n[tools.shell]\nenabled = false\n\n{}",
             common::FAST_RETRIES
         ),
     )
@@ -219,7 +220,8 @@ fn a_failing_summary_model_falls_back_to_truncation_and_the_task_still_completes
     std::fs::write(
         home.join("keel.toml"),
         format!(
-            "[models]\nsummary = \"summary-model\"\n\n{}",
+            // The windows are sized for the file tools alone: no shell.
+            "[models]\nsummary = \"summary-model\"\n\n[tools.shell]\nenabled = false\n\n{}",
             common::FAST_RETRIES
         ),
     )
@@ -294,7 +296,8 @@ fn a_context_overflow_error_deep_prunes_and_retries_once() {
     std::fs::write(
         home.join("keel.toml"),
         format!(
-            "[models]\nsummary = \"summary-model\"\n\n{}",
+            // The windows are sized for the file tools alone: no shell.
+            "[models]\nsummary = \"summary-model\"\n\n[tools.shell]\nenabled = false\n\n{}",
             common::FAST_RETRIES
         ),
     )

@@ -463,7 +463,7 @@ async fn bad_platform_input_is_refused_and_stores_nothing() {
     let (status, answer) = admin
         .post(
             "/v1/personas",
-            json!({"name": "p", "system_prompt": "x", "allowed_modules": ["shell"]}),
+            json!({"name": "p", "system_prompt": "x", "allowed_modules": ["teleport"]}),
         )
         .await;
     assert_eq!(status, 400, "{answer}");
@@ -471,7 +471,7 @@ async fn bad_platform_input_is_refused_and_stores_nothing() {
         answer["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("unknown module `shell`")
+            .contains("unknown module `teleport`")
     );
     // Nothing was stored: no user, no conversation, no persona, no model call.
     let users = stdout(&run(keel(&daemon.home).arg("users")));

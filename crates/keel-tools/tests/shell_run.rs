@@ -1,0 +1,381 @@
+//! The `shell` tool running real commands: the workspace directory, exit codes and outputs,
+//! the whole process group killed on timeout, on cancel and at exit, the environment without
+//! secrets, the output cap, closed stdin, and the refusals of the command policy.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use keel_core::{Permission, Tool, ToolErrorKind};
+use keel_tools::shell::{ParentEnv, SecretFilter};
+use keel_tools::{Shell, ShellConfig, ShellPolicy, Workspace};
+use serde_json::json;
+
+use common::ctx;
+
+/// A shell tool over a fresh workspace, configured by `configure`.
+fn shell_with(configure: impl FnOnce(&mut ShellConfig)) -> (tempfile::TempDir, Shell) {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = Arc::new(Workspace::new(dir.path()).unwrap());
+    let mut config = ShellConfig::default();
+    configure(&mut config);
+    (dir, Shell::new(workspace, config))
+}
+
+fn shell() -> (tempfile::TempDir, Shell) {
+    shell_with(|_| {})
+}
+
+async fn run(tool: &Shell, args: serde_json::Value) -> Result<String, keel_core::ToolError> {
+    within_bound(tool.call(args, &ctx()))
+        .await
+        .map(|out| out.content)
+}
+
+/// Awaits a call that must end well before the 30 s sleeps the tests start would: a test that
+/// waits for them would prove nothing.
+async fn within_bound<T>(call: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(10), call)
+        .await
+        .expect("the call did not end in time")
+}
+
+/// The numbers printed alone on a line.
+fn pids(text: &str) -> Vec<i32> {
+    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+/// Whether process `pid` is gone (or a zombie, dead and waiting to be reaped), waiting up to
+/// 2 s for the kill to land.
+async fn gone(pid: i32) -> bool {
+    for _ in 0..100 {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => return true,
+            Ok(stat) => {
+                let state = stat
+                    .rsplit_once(") ")
+                    .and_then(|(_, rest)| rest.chars().next());
+                if matches!(state, Some('Z' | 'X')) {
+                    return true;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+#[test]
+fn the_spec_is_a_side_effecting_admin_tool_of_the_shell_module() {
+    let (_dir, tool) = shell();
+    let spec = tool.spec();
+    assert_eq!(spec.name, "shell");
+    assert_eq!(spec.module.as_deref(), Some("shell"));
+    assert!(!spec.idempotent && spec.side_effecting());
+    assert_eq!(spec.required_permission, Permission::Admin);
+    assert_eq!(spec.parameters["required"], json!(["command"]));
+    assert_eq!(spec.parameters["additionalProperties"], false);
+}
+
+#[tokio::test]
+async fn runs_in_the_workspace_and_reports_exit_code_and_both_outputs() {
+    let (dir, tool) = shell();
+    let out = run(
+        &tool,
+        json!({"command": "pwd; echo out; echo err >&2; exit 3"}),
+    )
+    .await
+    .unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    assert_eq!(
+        out,
+        format!(
+            "exit code: 3\n--- stdout ---\n{}\nout\n--- stderr ---\nerr\n",
+            root.display()
+        )
+    );
+    let out = run(&tool, json!({"command": "true"})).await.unwrap();
+    assert_eq!(
+        out,
+        "exit code: 0\n--- stdout ---\n(empty)\n--- stderr ---\n(empty)\n"
+    );
+}
+
+#[tokio::test]
+async fn a_timeout_kills_the_whole_group_grandchildren_included() {
+    let (_dir, tool) = shell();
+    // A background grandchild, and a double fork whose middle process exits at once, leaving
+    // an orphan in the group.
+    let command = "sleep 30 & echo $!; (sleep 30 & echo $!); sleep 30";
+    let error = run(&tool, json!({"command": command, "timeout_secs": 0.3}))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, ToolErrorKind::Failed);
+    assert!(
+        error.message.contains("timed out after 0.3 s"),
+        "{}",
+        error.message
+    );
+    assert!(
+        error.message.contains("exit code: none (killed by keel)"),
+        "{}",
+        error.message
+    );
+    let found = pids(&error.message);
+    assert_eq!(found.len(), 2, "{}", error.message);
+    for pid in found {
+        assert!(gone(pid).await, "process {pid} outlived the timeout");
+    }
+}
+
+#[tokio::test]
+async fn cancelling_the_run_kills_the_whole_group() {
+    let (dir, tool) = shell();
+    let context = ctx();
+    let cancel = context.cancel.clone();
+    // Cancel once both sleeps are running, however slow the machine.
+    let ready = dir.path().join("ready");
+    tokio::spawn(async move {
+        while !ready.exists() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        cancel.cancel();
+    });
+    let command = "sleep 30 & echo $!; (sleep 30 & echo $!); touch ready; sleep 30";
+    let error = within_bound(tool.call(json!({"command": command}), &context))
+        .await
+        .unwrap_err();
+    assert!(error.message.contains("cancelled"), "{}", error.message);
+    let found = pids(&error.message);
+    assert_eq!(found.len(), 2, "{}", error.message);
+    for pid in found {
+        assert!(gone(pid).await, "process {pid} outlived the cancel");
+    }
+}
+
+#[tokio::test]
+async fn background_processes_do_not_outlive_a_command_that_exits() {
+    let (_dir, tool) = shell();
+    let out = run(&tool, json!({"command": "sleep 30 & echo $!"}))
+        .await
+        .unwrap();
+    let found = pids(&out);
+    assert_eq!(found.len(), 1, "{out}");
+    assert!(
+        gone(found[0]).await,
+        "the background sleep outlived its command"
+    );
+}
+
+#[tokio::test]
+async fn a_dropped_call_kills_the_group() {
+    let (_dir, tool) = shell();
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let command = format!("sleep 30 & echo $! > {}; sleep 30", pid_file.display());
+    let call = run(&tool, json!({"command": command}));
+    // The call is abandoned (its future dropped) once the grandchild is known.
+    let wait_for_pid = async {
+        loop {
+            if let Some(pid) = std::fs::read_to_string(&pid_file)
+                .ok()
+                .and_then(|t| t.trim().parse::<i32>().ok())
+            {
+                return pid;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let pid = tokio::select! {
+        pid = wait_for_pid => pid,
+        _ = call => panic!("the command ended by itself"),
+    };
+    assert!(gone(pid).await, "process {pid} outlived the dropped call");
+}
+
+#[tokio::test]
+async fn the_command_does_not_see_secrets() {
+    let parent = vec![
+        ("PATH".into(), std::env::var_os("PATH").unwrap()),
+        ("FOO_API_KEY".into(), "sk-secret".into()),
+        ("GITHUB_TOKEN".into(), "ghp-secret".into()),
+        ("DB_PASSWORD".into(), "hunter2".into()),
+        ("MY_PROVIDER_KEY".into(), "configured-secret".into()),
+        ("KEEP_ME".into(), "visible".into()),
+    ];
+    let (_dir, tool) = shell_with(|config| {
+        config.parent_env = ParentEnv::Fixed(parent);
+        config.secrets = SecretFilter::new(["MY_PROVIDER_KEY"]);
+    });
+    let out = run(&tool, json!({"command": "env"})).await.unwrap();
+    assert!(out.contains("KEEP_ME=visible"), "{out}");
+    for secret in ["sk-secret", "ghp-secret", "hunter2", "configured-secret"] {
+        assert!(!out.contains(secret), "{secret} leaked:\n{out}");
+    }
+}
+
+#[tokio::test]
+async fn output_over_the_cap_keeps_head_and_tail_with_a_marker() {
+    let (_dir, tool) = shell_with(|config| config.max_output_chars = 100);
+    let out = run(&tool, json!({"command": "seq 1 100000"}))
+        .await
+        .unwrap();
+    assert!(
+        out.starts_with("exit code: 0\n--- stdout ---\n1\n2\n3\n"),
+        "{out}"
+    );
+    assert!(out.contains("99999\n100000\n--- stderr ---"), "{out}");
+    let total = (1..=100_000)
+        .map(|n: u32| n.to_string().len() + 1)
+        .sum::<usize>();
+    assert!(
+        out.contains(&format!("[… {} characters cut …]", total - 100)),
+        "{out}"
+    );
+    assert!(out.len() < 400, "{}", out.len());
+}
+
+#[tokio::test]
+async fn stdin_is_closed() {
+    let (_dir, tool) = shell();
+    let out = run(
+        &tool,
+        json!({"command": "cat; echo done", "timeout_secs": 10}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        out.contains("exit code: 0\n--- stdout ---\ndone\n"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn a_command_that_does_not_exist_is_exit_code_127() {
+    let (_dir, tool) = shell();
+    let out = run(&tool, json!({"command": "no-such-command-keel-test"}))
+        .await
+        .unwrap();
+    assert!(out.starts_with("exit code: 127\n"), "{out}");
+    assert!(out.contains("not found"), "{out}");
+}
+
+#[tokio::test]
+async fn a_shell_that_cannot_start_is_a_clear_tool_error() {
+    let (_dir, tool) = shell_with(|config| config.program = "/nonexistent/keel-shell".into());
+    let error = run(&tool, json!({"command": "ls"})).await.unwrap_err();
+    assert_eq!(error.kind, ToolErrorKind::Failed);
+    assert!(
+        error.message.contains("could not be started"),
+        "{}",
+        error.message
+    );
+    assert!(
+        error.message.contains("/nonexistent/keel-shell"),
+        "{}",
+        error.message
+    );
+}
+
+#[tokio::test]
+async fn non_utf8_output_is_replaced_not_refused() {
+    let (_dir, tool) = shell();
+    let out = run(&tool, json!({"command": r"printf 'a\377\376b\n'"}))
+        .await
+        .unwrap();
+    assert!(out.contains("a\u{FFFD}\u{FFFD}b"), "{out:?}");
+}
+
+#[tokio::test]
+async fn refused_commands_and_those_needing_approval_are_not_run() {
+    let (dir, tool) = shell();
+    let error = run(&tool, json!({"command": "touch ran; rm -rf ~"}))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, ToolErrorKind::Denied);
+    assert!(
+        error
+            .message
+            .starts_with("refused by keel's command policy"),
+        "{}",
+        error.message
+    );
+    assert!(
+        error.message.contains("the home directory"),
+        "{}",
+        error.message
+    );
+    let error = run(&tool, json!({"command": "touch ran; git push --force"}))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, ToolErrorKind::Denied);
+    assert!(
+        error
+            .message
+            .contains("needs approval, which this run cannot ask for"),
+        "{}",
+        error.message
+    );
+    assert!(
+        !dir.path().join("ran").exists(),
+        "a refused line ran in part"
+    );
+}
+
+#[tokio::test]
+async fn configured_patterns_apply() {
+    let policy = ShellPolicy::new(&[] as &[&str], &["echo *"], &[]).unwrap();
+    let (_dir, tool) = shell_with(|config| config.policy = policy);
+    let error = run(&tool, json!({"command": "echo hi"})).await.unwrap_err();
+    assert!(
+        error.message.contains("denied pattern `echo *`"),
+        "{}",
+        error.message
+    );
+}
+
+#[tokio::test]
+async fn bad_arguments_are_clear_errors() {
+    let (_dir, tool) = shell();
+    let long = "x".repeat(keel_tools::shell::MAX_COMMAND_BYTES + 1);
+    for (args, expected) in [
+        (json!({"command": "  "}), "empty"),
+        (json!({"command": "echo a\u{0}b"}), "NUL"),
+        (json!({"command": long}), "bytes long"),
+        (json!({"command": "ls", "timeout_secs": 0}), "positive"),
+        (json!({"command": "ls", "timeout_secs": -1.5}), "positive"),
+        (json!({"command": "ls", "cwd": "/"}), "unknown field"),
+    ] {
+        let error = run(&tool, args).await.unwrap_err();
+        assert_eq!(
+            error.kind,
+            ToolErrorKind::InvalidArguments,
+            "{}",
+            error.message
+        );
+        assert!(error.message.contains(expected), "{}", error.message);
+    }
+}
+
+#[tokio::test]
+async fn the_timeout_asked_for_is_capped_by_the_configured_maximum() {
+    let (_dir, tool) = shell_with(|config| config.max_timeout = Duration::from_millis(200));
+    let error = run(&tool, json!({"command": "sleep 30", "timeout_secs": 1000}))
+        .await
+        .unwrap_err();
+    assert!(
+        error.message.contains("timed out after 0.2 s"),
+        "{}",
+        error.message
+    );
+}
+
+#[tokio::test]
+async fn the_configured_program_runs_the_line() {
+    let (_dir, tool) = shell_with(|config| config.program = "bash".into());
+    let out = run(&tool, json!({"command": "echo ${BASH_VERSION:+bash}"}))
+        .await
+        .unwrap();
+    assert!(out.contains("--- stdout ---\nbash\n"), "{out}");
+}
