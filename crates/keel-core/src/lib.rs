@@ -39,6 +39,7 @@ pub mod token_log;
 pub mod tokens;
 pub mod tool;
 pub mod tool_exec;
+pub mod tool_source;
 pub mod worker;
 
 pub use agent::{
@@ -72,3 +73,4 @@ pub use store::{
 };
 pub use token_log::{TokenCharge, UsageLine, UsageQuery};
 pub use tool::{Permission, Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput, ToolSpec};
+pub use tool_source::ToolSource;

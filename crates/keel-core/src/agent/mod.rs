@@ -175,6 +175,7 @@ impl Agent {
             provider: None,
             model: None,
             tools: Vec::new(),
+            tool_sources: Vec::new(),
             store: None,
             sinks: Vec::new(),
             clock: Arc::new(SystemClock),
@@ -246,6 +247,8 @@ impl Agent {
         if settings.place.is_none() {
             settings.place = session.and_then(|session| session.place);
         }
+        // A tool source (an MCP server) still starting is waited for, within its own bound.
+        self.registry.ready().await;
         let tools = self
             .registry
             .specs()
