@@ -77,6 +77,9 @@ pub struct FileConfig {
     /// `[serve]`: the daemon.
     #[serde(default)]
     pub serve: crate::serve_settings::ServeConfig,
+    /// `[mcp.servers.NAME]`: MCP servers whose tools the agent offers.
+    #[serde(default)]
+    pub mcp: crate::mcp_settings::McpConfig,
 }
 
 /// `[runs]`.
@@ -231,6 +234,7 @@ impl FileConfig {
             }
         }
         self.serve.validate()?;
+        self.mcp.servers()?;
         if self.max_iterations == Some(0) {
             return Err("max_iterations must be at least 1".into());
         }

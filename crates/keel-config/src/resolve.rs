@@ -105,6 +105,8 @@ pub struct Settings {
     pub heartbeat: Duration,
     /// When a run counts as abandoned.
     pub reconcile: ReconcilePolicy,
+    /// The MCP servers whose tools the agent offers.
+    pub mcp_servers: Vec<keel_mcp::McpServerConfig>,
 }
 
 /// Combines file, environment and flags into the effective settings.
@@ -219,6 +221,7 @@ pub fn resolve(
         summary,
         heartbeat: Duration::from_secs_f64(file.runs.heartbeat_secs.unwrap_or(5.0)),
         reconcile: reconcile_policy(&file),
+        mcp_servers: file.mcp.servers().map_err(ConfigError)?,
     })
 }
 
