@@ -50,6 +50,9 @@ pub enum McpConfigError {
          and no `__`)"
     )]
     InvalidName(String),
+    /// Two servers share a name.
+    #[error("two MCP servers are named `{0}`")]
+    Duplicate(String),
     /// The call timeout is zero.
     #[error("MCP server `{0}`: timeout_secs must be above zero")]
     ZeroTimeout(String),

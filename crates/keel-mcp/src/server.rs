@@ -28,14 +28,18 @@ const STDERR_GRACE: Duration = Duration::from_millis(200);
 /// How long starting a server (spawn or connect, handshake, first tool list) may take.
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The pauses between restarts of a server whose session ended or could not open: the first,
-/// doubled each time up to the most. A session that opens resets it.
+/// How a server is started and restarted: one start (spawn or connect, handshake, first tool
+/// list) may take `startup_timeout`; the pauses between restarts of a server whose session
+/// ended or could not open start at `first_delay` and double up to `max_delay`. A session
+/// that opens resets them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RestartPolicy {
     /// The first pause (0.5 s).
     pub first_delay: Duration,
     /// The longest pause (30 s).
     pub max_delay: Duration,
+    /// The most one start may take ([`STARTUP_TIMEOUT`]).
+    pub startup_timeout: Duration,
 }
 
 impl Default for RestartPolicy {
@@ -43,6 +47,7 @@ impl Default for RestartPolicy {
         RestartPolicy {
             first_delay: Duration::from_millis(500),
             max_delay: Duration::from_secs(30),
+            startup_timeout: STARTUP_TIMEOUT,
         }
     }
 }
@@ -218,7 +223,7 @@ pub(crate) async fn supervise(
     let mut delay = policy.first_delay;
     loop {
         let ended = tokio::select! {
-            ended = run_session(&server) => ended,
+            ended = run_session(&server, policy.startup_timeout) => ended,
             () = shutdown.cancelled() => return,
         };
         if let Some(reason) = ended.reason {
@@ -244,7 +249,7 @@ struct Ended {
 }
 
 /// One session, from opening to its end.
-async fn run_session(server: &Arc<ServerShared>) -> Ended {
+async fn run_session(server: &Arc<ServerShared>, startup_timeout: Duration) -> Ended {
     let name = &server.config.name;
     let tools_changed = Arc::new(Notify::new());
     let stderr = StderrTail::default();
@@ -257,7 +262,7 @@ async fn run_session(server: &Arc<ServerShared>) -> Ended {
         let tools = list_tools(session.peer(), name, &weak).await?;
         Ok::<_, String>((session, tools))
     };
-    let (session, tools) = match tokio::time::timeout(STARTUP_TIMEOUT, opening).await {
+    let (session, tools) = match tokio::time::timeout(startup_timeout, opening).await {
         Ok(Ok(opened)) => opened,
         Ok(Err(reason)) => {
             return Ended {
@@ -268,10 +273,13 @@ async fn run_session(server: &Arc<ServerShared>) -> Ended {
         Err(_) => {
             return Ended {
                 opened: false,
-                reason: Some(format!(
-                    "it did not start within {} s",
-                    seconds(STARTUP_TIMEOUT)
-                )),
+                reason: Some(
+                    with_stderr(
+                        format!("it did not start within {} s", seconds(startup_timeout)),
+                        &stderr,
+                    )
+                    .await,
+                ),
             };
         }
     };

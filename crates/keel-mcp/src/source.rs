@@ -37,7 +37,7 @@ impl McpServers {
         for config in &configs {
             config.validate()?;
             if !names.insert(config.name.clone()) {
-                return Err(McpConfigError::InvalidName(config.name.clone()));
+                return Err(McpConfigError::Duplicate(config.name.clone()));
             }
         }
         Ok(McpServers {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{CHILD_ENV, call, eventually, scenarios, started, state, stdio_config};
-use keel_core::{ToolCall, ToolErrorKind, ToolRegistry};
+use keel_core::{ToolCall, ToolErrorKind, ToolRegistry, ToolSource};
 use keel_mcp::{McpServerConfig, McpServers, McpTransport, ServerState};
 use serde_json::json;
 
@@ -175,4 +175,44 @@ async fn the_registry_offers_and_checks_mcp_tools() {
         .await
         .unwrap();
     assert_eq!(out.content, "echo: hi");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_finishes_the_handshake_is_given_up_on() {
+    let config = McpServerConfig {
+        name: "mute".into(),
+        transport: McpTransport::Stdio {
+            command: "sh".into(),
+            args: vec![
+                "-c".into(),
+                "echo not json; echo '{\"jsonrpc\":\"2.0\",\"junk\":1}'; exec sleep 30".into(),
+            ],
+            env: BTreeMap::new(),
+        },
+        call_timeout: Duration::from_secs(5),
+    };
+    let mut policy = common::quick_restarts();
+    policy.startup_timeout = Duration::from_millis(300);
+    let servers = McpServers::new(vec![config])
+        .unwrap()
+        .with_restart_policy(policy);
+    let started = Instant::now();
+    servers.ready().await;
+    assert!(started.elapsed() < Duration::from_secs(5), "no hang");
+    let ServerState::Restarting { reason } = state(&servers) else {
+        panic!("{:?}", state(&servers))
+    };
+    assert!(reason.contains("did not start within 0.3 s"), "{reason}");
+    assert!(servers.tools().is_empty());
+}
+
+#[test]
+fn two_servers_may_not_share_a_name() {
+    let err = McpServers::new(vec![
+        stdio_config("t", Duration::from_secs(1)),
+        stdio_config("t", Duration::from_secs(1)),
+    ])
+    .err()
+    .unwrap();
+    assert_eq!(err, keel_mcp::McpConfigError::Duplicate("t".into()));
 }

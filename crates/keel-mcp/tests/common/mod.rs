@@ -18,6 +18,7 @@ pub fn quick_restarts() -> RestartPolicy {
     RestartPolicy {
         first_delay: Duration::from_millis(50),
         max_delay: Duration::from_millis(400),
+        startup_timeout: Duration::from_secs(20),
     }
 }
 
