@@ -103,6 +103,19 @@ impl ToolRegistry {
         specs
     }
 
+    /// The modules of the registered tools and of the sources, sorted, each once.
+    pub fn modules(&self) -> Vec<String> {
+        let mut modules: Vec<String> = self
+            .entries
+            .iter()
+            .filter_map(|e| e.tool.spec().module.clone())
+            .chain(self.sources.iter().flat_map(|source| source.modules()))
+            .collect();
+        modules.sort();
+        modules.dedup();
+        modules
+    }
+
     /// The tool called `name`.
     pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
         self.lookup(name).map(|(tool, _)| tool)

@@ -18,4 +18,13 @@ pub trait ToolSource: Send + Sync {
 
     /// The tools the source offers now.
     fn tools(&self) -> Vec<Arc<dyn Tool>>;
+
+    /// The modules its tools belong to, whether or not they are listed yet (what a persona's
+    /// `allowed_modules` may name). By default, those of its tools now.
+    fn modules(&self) -> Vec<String> {
+        self.tools()
+            .iter()
+            .filter_map(|tool| tool.spec().module.clone())
+            .collect()
+    }
 }

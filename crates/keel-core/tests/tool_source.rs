@@ -130,3 +130,26 @@ fn a_tool_with_an_invalid_schema_is_left_out() {
     assert_eq!(names(&registry), ["local", "s__good"]);
     assert!(registry.prepare(&call("s__bad", "{}")).is_err());
 }
+
+struct Declared;
+
+#[async_trait]
+impl ToolSource for Declared {
+    async fn ready(&self) {}
+    fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        Vec::new()
+    }
+    fn modules(&self) -> Vec<String> {
+        vec!["mcp:later".into()]
+    }
+}
+
+#[test]
+fn modules_include_those_a_source_declares_before_its_tools_are_listed() {
+    let mut registry = ToolRegistry::new();
+    let mut spec = ToolSpec::new("local", "echoes", strict());
+    spec.module = Some("files".into());
+    registry.register(Arc::new(Echo(spec))).unwrap();
+    registry.add_source(Arc::new(Declared));
+    assert_eq!(registry.modules(), ["files", "mcp:later"]);
+}

@@ -106,6 +106,14 @@ impl ToolSource for McpServers {
             .flat_map(|server| server.tools())
             .collect()
     }
+
+    /// `mcp:NAME` for every server, started or not.
+    fn modules(&self) -> Vec<String> {
+        self.servers
+            .iter()
+            .map(|server| format!("mcp:{}", server.config.name))
+            .collect()
+    }
 }
 
 impl Drop for McpServers {

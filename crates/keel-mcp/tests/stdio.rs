@@ -216,3 +216,13 @@ fn two_servers_may_not_share_a_name() {
     .unwrap();
     assert_eq!(err, keel_mcp::McpConfigError::Duplicate("t".into()));
 }
+
+#[test]
+fn every_server_declares_its_module_before_it_starts() {
+    let servers = McpServers::new(vec![
+        stdio_config("a", Duration::from_secs(1)),
+        stdio_config("b", Duration::from_secs(1)),
+    ])
+    .unwrap();
+    assert_eq!(servers.modules(), ["mcp:a", "mcp:b"]);
+}

@@ -346,15 +346,7 @@ impl Agent {
     /// The modules of the agent's tools, sorted, each once: what a persona's
     /// `allowed_modules` may name.
     pub fn tool_modules(&self) -> Vec<String> {
-        let mut modules: Vec<String> = self
-            .registry
-            .specs()
-            .into_iter()
-            .filter_map(|spec| spec.module)
-            .collect();
-        modules.sort();
-        modules.dedup();
-        modules
+        self.registry.modules()
     }
 
     /// The settings every run starts from.
