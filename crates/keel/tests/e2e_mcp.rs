@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::daemon::{Daemon, daemon_config, make_key};
 use common::{Mock, keel, keel_run, report, run, stderr, stdout, temp, write_config};
 use serde_json::{Value, json};
 
@@ -118,5 +119,45 @@ fn a_bad_mcp_table_is_a_configuration_error() {
         stderr(&output).contains("[mcp.servers.x]"),
         "{}",
         stderr(&output)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_daemon_offers_mcp_tools_and_knows_their_module_at_startup() {
+    let mock = Mock::start(
+        &json!({"steps": [
+            {"tool_calls": [{"name": "demo__echo", "arguments": {"text": "via daemon"}}]},
+            {"text": "done"}
+        ]})
+        .to_string(),
+    );
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    // `[serve] default_modules` is checked at startup, before the server has answered: its
+    // module must be known from the configuration.
+    let extra = format!(
+        "{}\n[serve]\ndefault_modules = [\"mcp:demo\"]\n",
+        server_table("demo")
+    );
+    daemon_config(&home, &mock, &workspace, &extra);
+    let daemon = Daemon::start(&home);
+    let key = make_key(&daemon.home, &["--user", "ann"]);
+    let api = daemon.client(&key);
+    let conversation = api.conversation(None).await;
+    let run_id = api.send(&conversation, "echo something").await;
+    let finished = api.until_state(&run_id, &["completed", "failed"]).await;
+    assert_eq!(finished["state"], "completed", "{finished}");
+    let requests = mock.requests();
+    let offered: Vec<&str> = requests[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|tool| tool["function"]["name"].as_str())
+        .collect();
+    assert!(offered.contains(&"demo__echo"), "{offered:?}");
+    assert!(
+        requests[1]["messages"]
+            .to_string()
+            .contains("echo: via daemon")
     );
 }
