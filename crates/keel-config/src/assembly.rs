@@ -129,6 +129,12 @@ pub fn agent(
             crate::shell_settings::tool_config(settings),
         ));
     }
+    if !settings.mcp_servers.is_empty() {
+        // Started by the first run, which waits for them (see `keel_mcp::McpServers`).
+        let servers = keel_mcp::McpServers::new(settings.mcp_servers.clone())
+            .map_err(|e| ConfigError(format!("[mcp] {e}")))?;
+        builder = builder.tool_source(Arc::new(servers));
+    }
     if let Some(summary) = &settings.summary {
         builder = match &summary.provider {
             None => builder.summary_model(summary.model.clone()),

@@ -80,6 +80,9 @@ pub struct FileConfig {
     /// `[[hooks]]`: commands that see tool calls, in order.
     #[serde(default)]
     pub hooks: Vec<crate::hooks_settings::HookConfig>,
+    /// `[mcp.servers.NAME]`: MCP servers whose tools the agent offers.
+    #[serde(default)]
+    pub mcp: crate::mcp_settings::McpConfig,
 }
 
 /// `[runs]`.
@@ -239,6 +242,7 @@ impl FileConfig {
         self.serve.validate()?;
         crate::hooks_settings::resolve(&self.hooks)?;
         self.tools.shell.validate()?;
+        self.mcp.servers()?;
         if self.max_iterations == Some(0) {
             return Err("max_iterations must be at least 1".into());
         }

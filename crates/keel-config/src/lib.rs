@@ -13,6 +13,7 @@ pub mod config;
 pub mod guarded_settings;
 pub mod hooks_settings;
 pub mod launch;
+pub mod mcp_settings;
 pub mod overrides;
 pub mod resolve;
 pub mod serve_settings;

@@ -109,6 +109,8 @@ pub struct Settings {
     pub reconcile: ReconcilePolicy,
     /// Tool hooks, in order.
     pub hooks: Vec<crate::hooks_settings::HookSettings>,
+    /// The MCP servers whose tools the agent offers.
+    pub mcp_servers: Vec<keel_mcp::McpServerConfig>,
 }
 
 /// Combines file, environment and flags into the effective settings.
@@ -225,6 +227,7 @@ pub fn resolve(
         heartbeat: Duration::from_secs_f64(file.runs.heartbeat_secs.unwrap_or(5.0)),
         reconcile: reconcile_policy(&file),
         hooks: crate::hooks_settings::resolve(&file.hooks).map_err(ConfigError)?,
+        mcp_servers: file.mcp.servers().map_err(ConfigError)?,
     })
 }
 

@@ -90,6 +90,8 @@ impl Driver<'_> {
 
     /// Drives a run from `resume`.
     pub async fn drive_from(&self, run: &mut Run, resume: Resume) -> Result<(), StoreError> {
+        // A resumed run may call a source's tools: wait for the sources to know them.
+        self.registry.ready().await;
         let started = Instant::now();
         let soft = run.settings().soft_timeout.map(|limit| started + limit);
         let hard = run.settings().hard_timeout;

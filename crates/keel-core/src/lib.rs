@@ -41,6 +41,7 @@ pub mod tokens;
 pub mod tool;
 pub mod tool_exec;
 pub mod tool_hooks;
+pub mod tool_source;
 pub mod worker;
 
 pub use agent::{
@@ -77,3 +78,4 @@ pub use tool::{Permission, Tool, ToolContext, ToolError, ToolErrorKind, ToolOutp
 pub use tool_hooks::{
     HookCommand, HookEvent, HookFailure, HookOutcome, ToolHook, ToolHooks, ToolMatcher,
 };
+pub use tool_source::ToolSource;

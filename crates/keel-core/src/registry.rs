@@ -1,11 +1,13 @@
 //! The tool registry: the tools a run may use, and the checks every call passes before a tool
-//! sees it (known name, arguments that are JSON, arguments that fit the schema).
+//! sees it (known name, arguments that are JSON, arguments that fit the schema). Its tools are
+//! the ones registered once, then those of its [`ToolSource`]s, asked afresh each time.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::message::ToolCall;
 use crate::tool::{Tool, ToolSpec};
+use crate::tool_source::ToolSource;
 
 /// Why a tool could not be registered.
 #[derive(Debug, thiserror::Error)]
@@ -25,8 +27,13 @@ pub enum RegistryError {
 
 struct Entry {
     tool: Arc<dyn Tool>,
-    validator: jsonschema::Validator,
+    validator: Arc<jsonschema::Validator>,
 }
+
+/// The compiled schemas of the sources' tools, by tool name, with the schema each was compiled
+/// from (a source may change a tool's schema under the same name). `None`: the schema is not
+/// a valid JSON Schema.
+type SourceSchemas = HashMap<String, (serde_json::Value, Option<Arc<jsonschema::Validator>>)>;
 
 /// A call that passed every check, ready to run.
 pub struct PreparedCall {
@@ -41,6 +48,8 @@ pub struct PreparedCall {
 pub struct ToolRegistry {
     entries: Vec<Entry>,
     by_name: HashMap<String, usize>,
+    sources: Vec<Arc<dyn ToolSource>>,
+    source_schemas: Mutex<SourceSchemas>,
 }
 
 impl ToolRegistry {
@@ -62,18 +71,99 @@ impl ToolRegistry {
             }
         })?;
         self.by_name.insert(spec.name.clone(), self.entries.len());
-        self.entries.push(Entry { tool, validator });
+        self.entries.push(Entry {
+            tool,
+            validator: Arc::new(validator),
+        });
         Ok(())
     }
 
-    /// The specs of every tool, in registration order.
+    /// Adds a source of tools that may change at run time. Its tools come after the registered
+    /// ones; one whose name is already taken, or whose schema is not a valid JSON Schema, is
+    /// left out.
+    pub fn add_source(&mut self, source: Arc<dyn ToolSource>) {
+        self.sources.push(source);
+    }
+
+    /// Waits until every source knows its first list of tools (each source bounds its wait).
+    pub async fn ready(&self) {
+        for source in &self.sources {
+            source.ready().await;
+        }
+    }
+
+    /// The specs of every tool: the registered ones in registration order, then the sources'.
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.entries.iter().map(|e| e.tool.spec().clone()).collect()
+        let mut specs: Vec<ToolSpec> = self.entries.iter().map(|e| e.tool.spec().clone()).collect();
+        specs.extend(
+            self.source_tools()
+                .into_iter()
+                .map(|(tool, _)| tool.spec().clone()),
+        );
+        specs
+    }
+
+    /// The modules of the registered tools and of the sources, sorted, each once.
+    pub fn modules(&self) -> Vec<String> {
+        let mut modules: Vec<String> = self
+            .entries
+            .iter()
+            .filter_map(|e| e.tool.spec().module.clone())
+            .chain(self.sources.iter().flat_map(|source| source.modules()))
+            .collect();
+        modules.sort();
+        modules.dedup();
+        modules
     }
 
     /// The tool called `name`.
-    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.by_name.get(name).map(|&i| &self.entries[i].tool)
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.lookup(name).map(|(tool, _)| tool)
+    }
+
+    /// The tool called `name` and its compiled schema.
+    fn lookup(&self, name: &str) -> Option<(Arc<dyn Tool>, Arc<jsonschema::Validator>)> {
+        if let Some(&i) = self.by_name.get(name) {
+            let entry = &self.entries[i];
+            return Some((entry.tool.clone(), entry.validator.clone()));
+        }
+        self.source_tools()
+            .into_iter()
+            .find(|(tool, _)| tool.spec().name == name)
+    }
+
+    /// The sources' tools now, each once by name, not shadowing a registered tool, with their
+    /// compiled schemas (compiled once per name and schema).
+    fn source_tools(&self) -> Vec<(Arc<dyn Tool>, Arc<jsonschema::Validator>)> {
+        if self.sources.is_empty() {
+            return Vec::new();
+        }
+        let Ok(mut schemas) = self.source_schemas.lock() else {
+            return Vec::new();
+        };
+        let mut seen = std::collections::HashSet::new();
+        let mut tools = Vec::new();
+        for tool in self.sources.iter().flat_map(|source| source.tools()) {
+            let spec = tool.spec();
+            if self.by_name.contains_key(&spec.name) || !seen.insert(spec.name.clone()) {
+                continue;
+            }
+            let fresh = schemas
+                .get(&spec.name)
+                .is_some_and(|(schema, _)| *schema == spec.parameters);
+            if !fresh {
+                let validator = jsonschema::validator_for(&spec.parameters)
+                    .ok()
+                    .map(Arc::new);
+                schemas.insert(spec.name.clone(), (spec.parameters.clone(), validator));
+            }
+            if let Some((_, Some(validator))) = schemas.get(&spec.name) {
+                tools.push((tool.clone(), validator.clone()));
+            }
+        }
+        // Forget the schemas of tools that are gone, so the cache stays the size of the list.
+        schemas.retain(|name, _| seen.contains(name));
+        tools
     }
 
     /// True when `name` is a registered interactive tool.
@@ -81,25 +171,21 @@ impl ToolRegistry {
         self.get(name).is_some_and(|t| t.spec().interactive)
     }
 
-    /// Number of tools.
+    /// Number of tools, the sources' included.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.entries.len() + self.source_tools().len()
     }
 
     /// True when there are no tools.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len() == 0
     }
 
     /// Checks a call: the tool exists, its arguments are a JSON object and fit the schema. The
     /// error is a message for the model, saying what to fix.
     pub fn prepare(&self, call: &ToolCall) -> Result<PreparedCall, String> {
-        let Some(&index) = self.by_name.get(&call.name) else {
-            let known: Vec<&str> = self
-                .entries
-                .iter()
-                .map(|e| e.tool.spec().name.as_str())
-                .collect();
+        let Some((tool, validator)) = self.lookup(&call.name) else {
+            let known: Vec<String> = self.specs().into_iter().map(|spec| spec.name).collect();
             return Err(format!(
                 "Error: unknown tool `{}`. Available tools: {}.",
                 call.name,
@@ -110,7 +196,6 @@ impl ToolRegistry {
                 }
             ));
         };
-        let entry = &self.entries[index];
         let raw = call.arguments.trim();
         let args: serde_json::Value = if raw.is_empty() {
             serde_json::Value::Object(Default::default())
@@ -124,24 +209,21 @@ impl ToolRegistry {
                 )
             })?
         };
-        if let Err(problems) = check(&entry.validator, &args) {
+        if let Err(problems) = check(&validator, &args) {
             return Err(format!(
                 "Error: invalid arguments for `{}`: {problems}. Expected schema: {}",
                 call.name,
-                entry.tool.spec().parameters
+                tool.spec().parameters
             ));
         }
-        Ok(PreparedCall {
-            tool: entry.tool.clone(),
-            args,
-        })
+        Ok(PreparedCall { tool, args })
     }
 
     /// Checks `args` against the schema of the tool `name`; the error lists what is wrong, or says
     /// the tool is unknown. (Used again on arguments a hook rewrote.)
     pub fn check_arguments(&self, name: &str, args: &serde_json::Value) -> Result<(), String> {
-        match self.by_name.get(name) {
-            Some(&index) => check(&self.entries[index].validator, args),
+        match self.lookup(name) {
+            Some((_, validator)) => check(&validator, args),
             None => Err(format!("unknown tool `{name}`")),
         }
     }

@@ -55,6 +55,8 @@ pub enum Command {
     Usage(UsageArgs),
     /// Personas: the system prompt and model settings per platform and server (add, set, list).
     Personas(PersonasArgs),
+    /// MCP servers: start each configured one and list its state and tools.
+    Mcp(crate::commands::mcp::McpArgs),
 }
 
 /// `keel serve`.

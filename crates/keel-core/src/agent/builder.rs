@@ -36,6 +36,7 @@ pub struct AgentBuilder {
     pub(super) fallbacks: Vec<(Option<Arc<dyn Provider>>, String)>,
     pub(super) summary: Option<(Option<Arc<dyn Provider>>, String)>,
     pub(super) tools: Vec<Arc<dyn Tool>>,
+    pub(super) tool_sources: Vec<Arc<dyn crate::tool_source::ToolSource>>,
     pub(super) store: Option<Arc<dyn Store>>,
     pub(super) sinks: Vec<Arc<dyn EventSink>>,
     pub(super) clock: Arc<dyn Clock>,
@@ -186,6 +187,13 @@ impl AgentBuilder {
         self
     }
 
+    /// Adds a source of tools that may change while the agent lives (an MCP server's): each
+    /// run offers its tools as they are when the run starts.
+    pub fn tool_source(mut self, source: Arc<dyn crate::tool_source::ToolSource>) -> Self {
+        self.tool_sources.push(source);
+        self
+    }
+
     /// Where sessions and runs are kept (default: in memory).
     pub fn store(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(store);
@@ -281,6 +289,9 @@ impl AgentBuilder {
         let mut registry = ToolRegistry::new();
         for tool in self.tools {
             registry.register(tool)?;
+        }
+        for source in self.tool_sources {
+            registry.add_source(source);
         }
         let mut settings = RunSettings::new(provider.name(), model);
         settings.system_prompt = self.system_prompt;

@@ -187,6 +187,7 @@ impl Agent {
             provider: None,
             model: None,
             tools: Vec::new(),
+            tool_sources: Vec::new(),
             store: None,
             sinks: Vec::new(),
             clock: Arc::new(SystemClock),
@@ -259,6 +260,8 @@ impl Agent {
         if settings.place.is_none() {
             settings.place = session.and_then(|session| session.place);
         }
+        // A tool source (an MCP server) still starting is waited for, within its own bound.
+        self.registry.ready().await;
         let tools = self
             .registry
             .specs()
@@ -357,15 +360,7 @@ impl Agent {
     /// The modules of the agent's tools, sorted, each once: what a persona's
     /// `allowed_modules` may name.
     pub fn tool_modules(&self) -> Vec<String> {
-        let mut modules: Vec<String> = self
-            .registry
-            .specs()
-            .into_iter()
-            .filter_map(|spec| spec.module)
-            .collect();
-        modules.sort();
-        modules.dedup();
-        modules
+        self.registry.modules()
     }
 
     /// The settings every run starts from.

@@ -5,6 +5,7 @@ pub mod chat;
 pub mod demo;
 pub mod keys;
 pub mod lane;
+pub mod mcp;
 pub mod mock_provider;
 pub mod personas;
 pub mod resume;
