@@ -255,7 +255,7 @@ impl AgentArgs {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Continue this stored session (default: a new one).
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", allow_hyphen_values = true)]
     pub session: Option<String>,
 
     /// Print one JSON object describing the run at the end, instead of text.
@@ -284,7 +284,7 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct ChatArgs {
     /// Continue this stored session (default: a new one).
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", allow_hyphen_values = true)]
     pub session: Option<String>,
 
     /// Talk to a daemon instead of running here.
@@ -313,7 +313,8 @@ pub struct SessionsArgs {
 pub enum SessionsAction {
     /// Print a session's transcript.
     Show {
-        /// Session id.
+        /// Session id (a Telegram group's, e.g. `-1001`, included).
+        #[arg(allow_hyphen_values = true)]
         id: String,
     },
 }
@@ -330,7 +331,7 @@ pub struct RunsArgs {
     pub limit: usize,
 
     /// Only the runs of this session.
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", allow_hyphen_values = true)]
     pub session: Option<String>,
 }
 
@@ -436,6 +437,33 @@ fn at_least_one(text: &str) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn session_ids_of_seed_000_are_accepted_telegram_groups_included() {
+        for id in [
+            "-1001",
+            "slack:C1:1700.5",
+            "discord:42",
+            "email_trigger",
+            "sub-1-abc",
+        ] {
+            let parsed = Cli::try_parse_from(["keel", "sessions", "show", id]).unwrap();
+            assert!(
+                matches!(&parsed.command, Command::Sessions(SessionsArgs { action: Some(SessionsAction::Show { id: got }), .. }) if got == id),
+                "{id}"
+            );
+            let parsed = Cli::try_parse_from(["keel", "runs", "--session", id]).unwrap();
+            assert!(
+                matches!(&parsed.command, Command::Runs(RunsArgs { session: Some(got), .. }) if got == id),
+                "{id}"
+            );
+            let parsed = Cli::try_parse_from(["keel", "run", "--session", id, "hi"]).unwrap();
+            assert!(
+                matches!(&parsed.command, Command::Run(RunArgs { session: Some(got), .. }) if got == id),
+                "{id}"
+            );
+        }
+    }
 
     #[test]
     fn sessions_limit_zero_is_a_usage_error() {
