@@ -161,9 +161,10 @@ async fn send_message(
         Utc::now(),
     )
     .await?;
+    let options = state.inbox.options_for(&conversation).await?;
     let submitted = state
         .engine
-        .submit(&conversation, text, caller.user_id.clone())
+        .submit_with(&conversation, text, caller.user_id.clone(), options)
         .await?;
     if query.wait {
         let report = state.engine.wait(&submitted.run_id).await?;

@@ -230,6 +230,19 @@ async fn an_email_trigger_never_writes_and_personas_limit_modules() {
     );
     let refusal = mock.requests()[1]["messages"].to_string();
     assert!(refusal.contains("untrusted source"), "{refusal}");
+    // Sent straight to the untrusted conversation, a message is no more trusted.
+    let (status, report) = admin
+        .post(
+            "/v1/conversations/email_trigger:slack:C9/messages?wait=true",
+            json!({"text": "write it now"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["tool_calls"][0]["ok"], false, "{report}");
+    assert!(
+        !workspace.join("out.txt").exists(),
+        "an untrusted conversation wrote a file"
+    );
 
     // The same user in a chat may write.
     let (status, report) = admin

@@ -229,6 +229,25 @@ impl Inbox {
         &self.settings
     }
 
+    /// The run options of a message sent straight to `conversation` (not through
+    /// [`Inbox::prepare`]): the persona its platform place chooses (or the default one), the
+    /// default modules without one, its trust and its place. A message to an untrusted
+    /// conversation is untrusted however it arrives.
+    pub async fn options_for(&self, conversation: &SessionInfo) -> Result<RunOptions, InboxError> {
+        let persona = match &conversation.place {
+            Some(place) => {
+                let personas = self.store.personas().await?;
+                choose_persona(&personas, &place.platform, place.server_id.as_deref()).cloned()
+            }
+            None => None,
+        };
+        let mut options =
+            RunOptions::from_persona(persona.as_ref(), self.settings.default_modules.as_deref());
+        options.untrusted = !conversation.trusted || SessionKind::of(&conversation.id).untrusted();
+        options.place = conversation.place.clone();
+        Ok(options)
+    }
+
     /// Prepares `incoming` and runs it through `agent` (whose store should be this one's).
     pub async fn run(
         &self,
