@@ -93,6 +93,19 @@ impl FileRecord {
         }
     }
 
+    /// Whether `content` is what the record says: its SHA-256. A store refuses a file whose
+    /// content is not.
+    pub fn check_content(&self, content: &[u8]) -> Result<(), crate::store::StoreError> {
+        if sha256_hex(content) == self.sha256 {
+            Ok(())
+        } else {
+            Err(crate::store::StoreError::Backend(format!(
+                "file `{}`: its content does not match its SHA-256",
+                self.id
+            )))
+        }
+    }
+
     /// One line describing it for the model, as seed 003 enriches a message.
     pub fn describe(&self) -> String {
         format!(

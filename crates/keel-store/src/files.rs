@@ -1,7 +1,7 @@
 //! Files on SQL (`migrations/0012_files.sql`): records over content kept once per SHA-256.
 
 use keel_core::StoreError;
-use keel_core::files::{FileOrigin, FileRecord, sha256_hex};
+use keel_core::files::{FileOrigin, FileRecord};
 use sqlx::sqlite::SqliteRow;
 
 use crate::OrBackend;
@@ -32,12 +32,7 @@ pub(crate) async fn save(
     record: &FileRecord,
     content: &[u8],
 ) -> Result<(), StoreError> {
-    if sha256_hex(content) != record.sha256 {
-        return Err(StoreError::Backend(format!(
-            "file `{}`: its content does not match its SHA-256",
-            record.id
-        )));
-    }
+    record.check_content(content)?;
     let size = i64::try_from(record.size)
         .map_err(|_| StoreError::Backend(format!("file `{}` is too large", record.id)))?;
     let mut batch = Batch::of(KEEP_CONTENT)

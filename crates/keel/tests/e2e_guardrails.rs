@@ -359,16 +359,7 @@ fn a_users_monthly_budget_once_spent_refuses_runs_but_keeps_the_message() {
         "{report}"
     );
     // The refusal says when the budget resets: the first of next month, UTC.
-    let resets = {
-        use chrono::Datelike;
-        let now = chrono::Utc::now();
-        let (year, month) = if now.month() == 12 {
-            (now.year() + 1, 1)
-        } else {
-            (now.year(), now.month() + 1)
-        };
-        format!("resets at {year}-{month:02}-01 00:00 UTC")
-    };
+    let resets = common::budget_resets();
     assert!(
         report["error"].as_str().unwrap().contains(&resets),
         "{report}"

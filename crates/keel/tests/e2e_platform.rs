@@ -413,16 +413,7 @@ async fn a_guest_over_its_monthly_budget_is_refused_with_the_reset_date_and_the_
     let (status, report) = admin.post("/v1/messages?wait=true", refused).await;
     assert_eq!(status, 200, "{report}");
     assert_eq!(report["state"], "budget_exceeded", "{report}");
-    let resets = {
-        use chrono::Datelike;
-        let now = chrono::Utc::now();
-        let (year, month) = if now.month() == 12 {
-            (now.year() + 1, 1)
-        } else {
-            (now.year(), now.month() + 1)
-        };
-        format!("resets at {year}-{month:02}-01 00:00 UTC")
-    };
+    let resets = common::budget_resets();
     assert!(
         report["error"].as_str().unwrap().contains(&resets),
         "{report}"

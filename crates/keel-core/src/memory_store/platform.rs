@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::Data;
-use crate::files::{FileRecord, sha256_hex};
+use crate::files::FileRecord;
 use crate::platform::Persona;
 use crate::store::RunRecord;
 use crate::store::StoreError;
@@ -17,12 +17,7 @@ impl Data {
         record: &FileRecord,
         content: &[u8],
     ) -> Result<(), StoreError> {
-        if sha256_hex(content) != record.sha256 {
-            return Err(StoreError::Backend(format!(
-                "file `{}`: its content does not match its SHA-256",
-                record.id
-            )));
-        }
+        record.check_content(content)?;
         if !self.sessions.contains_key(&record.session_id) {
             return Err(StoreError::NotFound(format!(
                 "session `{}`",

@@ -206,3 +206,15 @@ pub fn last_message(request: &serde_json::Value) -> &serde_json::Value {
         .and_then(|m| m.last())
         .unwrap_or_else(|| panic!("a request without messages: {request}"))
 }
+
+/// What a monthly-budget refusal says of its reset: the first of next month, UTC.
+pub fn budget_resets() -> String {
+    use chrono::Datelike;
+    let now = chrono::Utc::now();
+    let (year, month) = if now.month() == 12 {
+        (now.year() + 1, 1)
+    } else {
+        (now.year(), now.month() + 1)
+    };
+    format!("resets at {year}-{month:02}-01 00:00 UTC")
+}
