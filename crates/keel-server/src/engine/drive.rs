@@ -115,6 +115,7 @@ impl Engine {
             let run = async {
                 match how {
                     Continue::Answer(text) => agent.answer(&run_id, &text).await,
+                    Continue::Approve(decision) => agent.approve(&run_id, decision, false).await,
                     Continue::Resume(mut options) => {
                         options.cancel = Some(control.cancel.clone());
                         agent.resume(&run_id, options).await

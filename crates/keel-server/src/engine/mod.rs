@@ -18,8 +18,8 @@ use keel_core::platform::RunOptions;
 use keel_core::reconcile::{ReconcilePolicy, ReconcileReport, reconcile_with};
 use keel_core::worker::{NoProbe, WorkerProbe};
 use keel_core::{
-    Agent, AgentState, EnqueueOutcome, EventSink, LanePolicy, QueuedRun, ResumeOptions, RunFilter,
-    RunReport, SessionInfo, Store, StoreError,
+    Agent, AgentState, ApprovalDecision, EnqueueOutcome, EventSink, LanePolicy, QueuedRun,
+    ResumeOptions, RunFilter, RunReport, SessionInfo, Store, StoreError,
 };
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
@@ -122,6 +122,7 @@ pub struct ShutdownReport {
 /// How a stored run is driven again.
 enum Continue {
     Answer(String),
+    Approve(ApprovalDecision),
     Resume(ResumeOptions),
 }
 
@@ -364,6 +365,31 @@ impl Engine {
             )));
         }
         if !self.continue_run(run.id, run.session_id, Continue::Answer(text)) {
+            return Err(EngineError::Conflict(format!("run `{run_id}` is running")));
+        }
+        Ok(())
+    }
+
+    /// Gives a run waiting for approval of a tool call the decision; it goes on in the
+    /// background.
+    pub async fn approve(
+        self: &Arc<Self>,
+        run_id: &str,
+        decision: ApprovalDecision,
+    ) -> Result<(), EngineError> {
+        let run = self.continuable(run_id).await?;
+        let waits = run.state == AgentState::WaitingOnHuman
+            && run.reason.is_none()
+            && report::pending_approval(self.store.as_ref(), run_id)
+                .await?
+                .is_some();
+        if !waits {
+            return Err(EngineError::Conflict(format!(
+                "run `{run_id}` is {} and waits for no approval",
+                run.state
+            )));
+        }
+        if !self.continue_run(run.id, run.session_id, Continue::Approve(decision)) {
             return Err(EngineError::Conflict(format!("run `{run_id}` is running")));
         }
         Ok(())

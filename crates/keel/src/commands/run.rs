@@ -125,13 +125,20 @@ pub fn show_result(report: &RunReport, streamed: bool) {
     match report.state {
         AgentState::Completed => {}
         AgentState::Cancelled => eprintln!("keel: run cancelled (session {})", report.session_id),
-        AgentState::WaitingOnHuman => match &report.question {
-            Some(question) => eprintln!(
+        AgentState::WaitingOnHuman => match (&report.approval, &report.question) {
+            (Some(call), _) => eprintln!(
+                "keel: the run waits for your approval of `{}` {}: {}\n  decide with: keel approve {} once|session|deny",
+                terminal_safe(&call.tool),
+                terminal_safe(&call.arguments),
+                terminal_safe(&call.reason),
+                report.run_id
+            ),
+            (None, Some(question)) => eprintln!(
                 "keel: the run waits for your answer: {}\n  answer with: keel answer {} \"...\"",
                 terminal_safe(question),
                 report.run_id
             ),
-            None => eprintln!(
+            (None, None) => eprintln!(
                 "keel: the run is halted: {}\n  decide, then: keel resume {} (see `keel runs show {}`)",
                 terminal_safe(report.error.as_deref().unwrap_or("it needs a decision")),
                 report.run_id,

@@ -1,0 +1,197 @@
+//! End to end: the model asks for `rm -rf ~`, which needs approval. `keel run` without a
+//! terminal halts `waiting_on_human` (exit 3) with the pending call in its report; `keel approve`
+//! decides: `once` runs it, `deny` tells the model and runs nothing, `session` lets the same
+//! command run without asking in later runs of the session. HOME is a temporary directory, so
+//! an approved `rm -rf ~` can only delete a canary. On the daemon, the run waits durably: it is
+//! approved through `POST /v1/runs/{id}/approval` after a restart.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::daemon::{Daemon, daemon_config, make_key};
+use common::{Mock, keel, report, run, stderr, temp};
+use serde_json::{Value, json};
+
+const RM_HOME: &str = "rm -rf ~";
+
+fn rm_home() -> Value {
+    json!({"tool_calls": [{"name": "shell", "arguments": {"command": RM_HOME}}]})
+}
+
+/// A fake home holding a canary file.
+fn fake_home() -> (tempfile::TempDir, PathBuf) {
+    let (guard, dir) = temp();
+    let home = dir.join("home");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::write(home.join("canary"), "still here").unwrap();
+    (guard, home)
+}
+
+fn keel_run(home: &Path, fake_home: &Path, mock: &Mock, workspace: &Path) -> std::process::Command {
+    let mut command = keel(home);
+    command
+        .env("HOME", fake_home)
+        .args([
+            "run",
+            "--json",
+            "--provider",
+            "mock",
+            "--base-url",
+            &mock.url,
+        ])
+        .arg("--workspace")
+        .arg(workspace);
+    command
+}
+
+fn approve(home: &Path, fake_home: &Path, run_id: &str, decision: &str) -> std::process::Output {
+    run(keel(home)
+        .env("HOME", fake_home)
+        .args(["approve", run_id, decision, "--json"]))
+}
+
+#[test]
+fn without_a_terminal_the_run_waits_and_keel_approve_once_completes_it() {
+    let script = json!({"steps": [rm_home(), {"text": "Cleaned."}]});
+    let mock = Mock::start(&script.to_string());
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    let (_f, fake_home) = fake_home();
+
+    let output = run(keel_run(&home, &fake_home, &mock, &workspace).arg("clean my home"));
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let waiting = report(&output);
+    assert_eq!(waiting["state"], "waiting_on_human", "{waiting}");
+    assert_eq!(waiting["approval"]["tool"], "shell", "{waiting}");
+    assert_eq!(waiting["approval"]["pattern"], RM_HOME, "{waiting}");
+    assert!(
+        waiting["approval"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("the home directory"),
+        "{waiting}"
+    );
+    assert!(fake_home.join("canary").exists(), "ran before approval");
+    let run_id = waiting["run_id"].as_str().unwrap();
+
+    // A garbage decision is a usage error and changes nothing.
+    let garbage = approve(&home, &fake_home, run_id, "maybe");
+    assert_eq!(garbage.status.code(), Some(2), "{}", stderr(&garbage));
+    assert!(fake_home.join("canary").exists());
+    // `keel answer` is for questions, not approvals.
+    let answered = run(keel(&home).args(["answer", run_id, "yes"]));
+    assert_ne!(answered.status.code(), Some(0));
+
+    let output = approve(&home, &fake_home, run_id, "once");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let done = report(&output);
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["tool_calls"][0]["ok"], true, "{done}");
+    assert!(!fake_home.exists(), "the approved command did not run");
+
+    // Approving twice: nothing waits any more.
+    let again = approve(&home, &fake_home, run_id, "once");
+    assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
+}
+
+#[test]
+fn deny_tells_the_model_and_runs_nothing() {
+    let script = json!({"steps": [rm_home(), {"text": "I will not."}]});
+    let mock = Mock::start(&script.to_string());
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    let (_f, fake_home) = fake_home();
+    let output = run(keel_run(&home, &fake_home, &mock, &workspace).arg("clean my home"));
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let run_id = report(&output)["run_id"].as_str().unwrap().to_string();
+
+    let output = approve(&home, &fake_home, &run_id, "deny");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let done = report(&output);
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["tool_calls"][0]["ok"], false, "{done}");
+    assert!(fake_home.join("canary").exists(), "a denied command ran");
+    let told = mock.requests()[1].to_string();
+    assert!(told.contains("a person denied"), "{told}");
+}
+
+#[test]
+fn approve_session_lets_the_same_command_run_without_asking_later_in_the_session() {
+    let script = json!({"steps": [rm_home(), {"text": "one"}, rm_home(), {"text": "two"}]});
+    let mock = Mock::start(&script.to_string());
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    let (_f, fake_home) = fake_home();
+    let output = run(keel_run(&home, &fake_home, &mock, &workspace).arg("clean my home"));
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let first = report(&output);
+    let run_id = first["run_id"].as_str().unwrap();
+    let session = first["session_id"].as_str().unwrap();
+    let output = approve(&home, &fake_home, run_id, "session");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(!fake_home.exists());
+
+    std::fs::create_dir(&fake_home).unwrap();
+    std::fs::write(fake_home.join("canary"), "again").unwrap();
+    let output = run(keel_run(&home, &fake_home, &mock, &workspace)
+        .args(["--session", session])
+        .arg("and again"));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let second = report(&output);
+    assert_eq!(second["state"], "completed", "asked again: {second}");
+    assert!(!fake_home.exists(), "the session's approval did not apply");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_daemon_approves_a_waiting_run_through_the_api_after_a_restart() {
+    let script = json!({"steps": [rm_home(), {"text": "Cleaned.", "forever": true}]});
+    let mock = Mock::start(&script.to_string());
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    let (_f, fake_home) = fake_home();
+    daemon_config(&home, &mock, &workspace, "");
+    for args in [
+        vec!["users", "set", "ann", "--permission", "admin"],
+        vec!["users", "set", "bob", "--permission", "admin"],
+    ] {
+        let output = run(keel(&home).args(&args));
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    }
+    let ann_key = make_key(&home, &["--user", "ann"]);
+    let bob_key = make_key(&home, &["--user", "bob"]);
+    let env = [("HOME", fake_home.to_str().unwrap())];
+    let mut daemon = Daemon::start_with(&home, &env);
+    let ann = daemon.client(&ann_key);
+    let conversation = ann.conversation(None).await;
+    let run_id = ann.send(&conversation, "clean my home").await;
+    ann.until_state(&run_id, &["waiting_on_human"]).await;
+    let (status, waiting) = ann.get(&format!("/v1/runs/{run_id}/report")).await;
+    assert_eq!(status, 200, "{waiting}");
+    assert_eq!(waiting["approval"]["pattern"], RM_HOME, "{waiting}");
+    assert!(fake_home.join("canary").exists(), "ran before approval");
+
+    // Stop the daemon while the run waits; the pause survives.
+    daemon.terminate();
+    let daemon = Daemon::start_with(&home, &env);
+    let ann = daemon.client(&ann_key);
+    let bob = daemon.client(&bob_key);
+    let path = format!("/v1/runs/{run_id}/approval");
+    // Another user's run is not found; a garbage decision is refused.
+    let (status, _) = bob.post(&path, json!({"decision": "approve_once"})).await;
+    assert_eq!(status, 404);
+    let (status, body) = ann.post(&path, json!({"decision": "yes please"})).await;
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = ann.post(&path, json!({"verdict": "deny"})).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(fake_home.join("canary").exists());
+
+    let (status, body) = ann.post(&path, json!({"decision": "approve_once"})).await;
+    assert_eq!(status, 202, "{body}");
+    let done = ann.until_state(&run_id, &["completed"]).await;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert!(!fake_home.exists(), "the approved command did not run");
+    // Nothing waits any more.
+    let (status, body) = ann.post(&path, json!({"decision": "deny"})).await;
+    assert_eq!(status, 409, "{body}");
+}
