@@ -10,6 +10,7 @@ mod cli_admin;
 use keel_config::{config, launch, resolve, worker};
 mod commands;
 mod output;
+mod prompt_human;
 mod remote;
 mod setup;
 mod sigterm;

@@ -195,3 +195,98 @@ async fn the_daemon_approves_a_waiting_run_through_the_api_after_a_restart() {
     let (status, body) = ann.post(&path, json!({"decision": "deny"})).await;
     assert_eq!(status, 409, "{body}");
 }
+
+/// `keel run --json … PROMPT` on a pseudo-terminal (`script`), typing `typed`: its exit code and
+/// everything the terminal showed.
+fn run_on_a_terminal(
+    home: &Path,
+    fake_home: &Path,
+    mock: &Mock,
+    workspace: &Path,
+    extra: &str,
+    typed: &str,
+) -> (Option<i32>, String) {
+    use std::io::Write;
+    let line = format!(
+        "'{}' run --json --provider mock --base-url '{}' --workspace '{}' {extra} 'clean my home'",
+        common::keel_bin(),
+        mock.url,
+        workspace.display()
+    );
+    let mut child = std::process::Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env("KEEL_HOME", home)
+        .env("HOME", fake_home)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("KEEL_PROVIDER")
+        .env_remove("KEEL_MODEL")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("`script` (util-linux) runs");
+    // Typed ahead: the terminal keeps the line until keel reads it. Stdin stays open until
+    // keel is done, as a person's keyboard would.
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(typed.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    let output = child.wait_with_output().unwrap();
+    drop(stdin);
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
+/// The `--json` report among what the terminal showed.
+fn report_on(shown: &str) -> Value {
+    let at = shown
+        .find("{\"run_id\"")
+        .unwrap_or_else(|| panic!("no report on the terminal:\n{shown}"));
+    let line = shown[at..].lines().next().unwrap_or_default();
+    serde_json::from_str(line.trim()).unwrap()
+}
+
+#[test]
+fn on_a_terminal_keel_run_asks_and_deny_runs_nothing() {
+    let script = json!({"steps": [rm_home(), {"text": "I will not."}]});
+    let mock = Mock::start(&script.to_string());
+    let (_h, home) = temp();
+    keel(&home); // writes the test configuration
+    let (_w, workspace) = temp();
+    let (_f, fake_home) = fake_home();
+    let (code, shown) = run_on_a_terminal(&home, &fake_home, &mock, &workspace, "", "d\n");
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains("needs your approval"), "{shown}");
+    assert!(shown.contains("[o]nce, [s]ession"), "{shown}");
+    let done = report_on(&shown);
+    assert_eq!(done["state"], "completed", "{done}");
+    assert!(fake_home.join("canary").exists(), "a denied command ran");
+    assert!(mock.requests()[1].to_string().contains("a person denied"));
+}
+
+#[test]
+fn on_a_terminal_approve_session_runs_a_second_matching_call_without_asking() {
+    let script = json!({"steps": [rm_home(), rm_home(), {"text": "Cleaned twice."}]});
+    let mock = Mock::start(&script.to_string());
+    let (_h, home) = temp();
+    keel(&home);
+    let (_w, workspace) = temp();
+    let (_f, fake_home) = fake_home();
+    // A garbage answer first: the menu asks again.
+    let (code, shown) = run_on_a_terminal(&home, &fake_home, &mock, &workspace, "", "maybe\ns\n");
+    assert_eq!(code, Some(0), "{shown}");
+    assert_eq!(
+        shown.matches("needs your approval").count(),
+        1,
+        "asked twice:\n{shown}"
+    );
+    assert!(shown.contains("type o, s or d"), "{shown}");
+    let done = report_on(&shown);
+    assert_eq!(done["state"], "completed", "{done}");
+    let calls = done["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2, "{done}");
+    assert!(calls.iter().all(|c| c["ok"] == true), "{done}");
+    assert!(!fake_home.exists(), "the approved command did not run");
+}

@@ -1,5 +1,6 @@
 //! `keel run`: one turn, streamed to the terminal or reported as JSON.
 
+use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -30,12 +31,17 @@ pub async fn run(config_file: Option<&Path>, args: RunArgs) -> anyhow::Result<Ex
         home: &home,
         flags: &args.agent,
     };
+    // A person at the terminal answers questions and approvals inline; without one the run
+    // waits for `keel answer` or `keel approve`.
+    let human = std::io::stdin()
+        .is_terminal()
+        .then(|| Arc::new(crate::prompt_human::PromptHuman) as Arc<dyn keel_core::HumanChannel>);
     let built = build(
         source,
         store.clone(),
         output.clone(),
         &session_id,
-        None,
+        human,
         reconciled,
     );
     let (agent, user) = match built {
