@@ -127,7 +127,7 @@ async fn a_denied_call_never_runs_and_the_model_is_told() {
     assert_eq!(done.state, AgentState::Completed);
     assert_eq!(appender.lines(), ["safe"]);
     let told = last_tool_message(&provider.requests()[1]);
-    assert!(told.contains("a person denied"), "{told}");
+    assert!(told.contains("was denied and not run"), "{told}");
     assert!(told.contains("it is dangerous"), "{told}");
     assert!(!done.tool_calls[1].ok);
 }
@@ -241,7 +241,7 @@ async fn a_person_at_hand_decides_inline_and_silence_denies_after_the_timeout() 
         assert_eq!(report.state, AgentState::Completed);
         assert_eq!(appender.lines().len(), usize::from(ran));
         if !ran {
-            assert!(last_tool_message(&provider.requests()[1]).contains("a person denied"));
+            assert!(last_tool_message(&provider.requests()[1]).contains("was denied and not run"));
         }
     }
 }

@@ -113,7 +113,7 @@ fn deny_tells_the_model_and_runs_nothing() {
     assert_eq!(done["tool_calls"][0]["ok"], false, "{done}");
     assert!(fake_home.join("canary").exists(), "a denied command ran");
     let told = mock.requests()[1].to_string();
-    assert!(told.contains("a person denied"), "{told}");
+    assert!(told.contains("was denied and not run"), "{told}");
 }
 
 #[test]
@@ -263,7 +263,11 @@ fn on_a_terminal_keel_run_asks_and_deny_runs_nothing() {
     let done = report_on(&shown);
     assert_eq!(done["state"], "completed", "{done}");
     assert!(fake_home.join("canary").exists(), "a denied command ran");
-    assert!(mock.requests()[1].to_string().contains("a person denied"));
+    assert!(
+        mock.requests()[1]
+            .to_string()
+            .contains("was denied and not run")
+    );
 }
 
 #[test]
@@ -289,4 +293,29 @@ fn on_a_terminal_approve_session_runs_a_second_matching_call_without_asking() {
     assert_eq!(calls.len(), 2, "{done}");
     assert!(calls.iter().all(|c| c["ok"] == true), "{done}");
     assert!(!fake_home.exists(), "the approved command did not run");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_daemon_denies_a_call_nobody_decides_within_the_approval_timeout() {
+    let script = json!({"steps": [rm_home(), {"text": "Not cleaned.", "forever": true}]});
+    let mock = Mock::start(&script.to_string());
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    let (_f, fake_home) = fake_home();
+    // The test configuration ends in `[tools]`: this key lands there.
+    daemon_config(&home, &mock, &workspace, "approval_timeout_secs = 0.3");
+    let output = run(keel(&home).args(["users", "set", "ann", "--permission", "admin"]));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let key = make_key(&home, &["--user", "ann"]);
+    let daemon = Daemon::start_with(&home, &[("HOME", fake_home.to_str().unwrap())]);
+    let ann = daemon.client(&key);
+    let conversation = ann.conversation(None).await;
+    let run_id = ann.send(&conversation, "clean my home").await;
+    ann.until_state(&run_id, &["completed"]).await;
+    assert!(
+        fake_home.join("canary").exists(),
+        "an unapproved command ran"
+    );
+    let told = mock.requests()[1].to_string();
+    assert!(told.contains("was denied and not run"), "{told}");
 }

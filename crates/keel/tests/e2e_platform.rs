@@ -246,7 +246,7 @@ async fn an_email_trigger_never_writes_and_personas_limit_modules() {
         "an untrusted session wrote a file"
     );
     let refusal = mock.requests()[1]["messages"].to_string();
-    assert!(refusal.contains("a person denied"), "{refusal}");
+    assert!(refusal.contains("was denied and not run"), "{refusal}");
     assert!(refusal.contains("untrusted source"), "{refusal}");
 
     // The same user in a chat may write.

@@ -53,8 +53,9 @@ impl Run {
                 call_id: pending.call_id,
                 ok: false,
                 content: format!(
-                    "Error: a person denied this `{}` call ({}); it was not run. Do not try it \
-                     again in another form; say what you would do instead, or ask.",
+                    "Error: this `{}` call was denied and not run: it needs a person's approval \
+                     ({}), and no one gave it. Do not try it again in another form; say what you \
+                     would do instead, or ask.",
                     pending.tool, pending.reason
                 ),
             }),

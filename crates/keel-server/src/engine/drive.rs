@@ -182,6 +182,9 @@ impl Engine {
                 if state != AgentState::WaitingOnHuman {
                     let _ = self.store.release_session(session_id, run_id).await;
                 }
+                if report.approval.is_some() {
+                    self.deny_when_due(run_id.to_string());
+                }
                 if let Some(sender) = self.lock_reports().remove(run_id) {
                     let _ = sender.send(Some(report));
                 }

@@ -3,6 +3,7 @@
 //! guard across processes), at most `workers` at once, resumes what a dead worker left at start
 //! and every few minutes, and stops at the runs' next boundaries on shutdown.
 
+mod approval_timeout;
 mod control;
 mod drive;
 mod lanes;
@@ -183,6 +184,7 @@ impl Engine {
         let report = self.reconcile_once().await?;
         self.accepting.store(true, Ordering::SeqCst);
         self.resume_abandoned().await?;
+        self.watch_waiting_approvals().await?;
         for session in self.store.queued_sessions().await? {
             let queued = self.store.queued_runs(&session).await?;
             {
