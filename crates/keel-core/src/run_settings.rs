@@ -67,8 +67,8 @@ pub struct RunSettings {
     pub tool_result_max_chars: usize,
     /// Cap on output tokens per call.
     pub max_tokens: Option<u32>,
-    /// The session came from an untrusted source: side-effecting tools need approval (and are
-    /// refused until an approval flow exists).
+    /// The session came from an untrusted source: side-effecting tools need a person's approval
+    /// (see [`crate::approval`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub untrusted: bool,
     /// The conversation's place on a platform, for tools that notify.
