@@ -119,6 +119,7 @@ pub fn agent(
         .budgets(settings.budgets.clone())
         .prices(settings.prices.clone())
         .tool_retry_delays(settings.tool_retry_delays.clone())
+        .approval_timeout(settings.approval_timeout)
         .context(settings.context.clone())
         .heartbeat_interval(settings.heartbeat)
         .reconcile_policy(settings.reconcile)

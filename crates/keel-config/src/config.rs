@@ -195,6 +195,9 @@ pub struct ToolsConfig {
     /// Waits before each retry of a transient failure of an idempotent tool, in milliseconds
     /// (default [500, 2000, 8000]).
     pub retry_delays_ms: Option<Vec<u64>>,
+    /// Seconds a tool call waits for a person's approval in a long-lived process (a chat, the
+    /// daemon) before it is denied (default 600).
+    pub approval_timeout_secs: Option<f64>,
     /// Hosts `http_get` may fetch from (and their subdomains); empty or absent: any host.
     pub http_allowed_hosts: Option<Vec<String>>,
     /// Whether `http_get` may fetch loopback, private, link-local and other non-public

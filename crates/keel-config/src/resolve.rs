@@ -10,7 +10,7 @@ use keel_core::context::ContextSettings;
 use keel_core::loop_guard::GuardConfig;
 use keel_core::reconcile::ReconcilePolicy;
 use keel_core::recovery::RetryPolicy;
-use keel_core::run_settings::default_tool_retry_delays;
+use keel_core::run_settings::{default_approval_timeout, default_tool_retry_delays};
 use keel_providers::Api;
 
 use crate::config::{BUILTIN_PROVIDERS, ConfigError, FileConfig, ProviderConfig};
@@ -91,6 +91,8 @@ pub struct Settings {
     pub hard_timeout: Option<Duration>,
     /// Waits before each retry of a transient tool failure.
     pub tool_retry_delays: Vec<Duration>,
+    /// How long a call waits for approval where a person could answer before it is denied.
+    pub approval_timeout: Duration,
     /// The user the run is for.
     pub user: Option<String>,
     /// Hosts `http_get` may fetch from; empty: any.
@@ -218,6 +220,11 @@ pub fn resolve(
             .as_ref()
             .map(|ms| ms.iter().copied().map(Duration::from_millis).collect())
             .unwrap_or_else(default_tool_retry_delays),
+        approval_timeout: seconds(
+            file.tools.approval_timeout_secs,
+            "[tools] approval_timeout_secs",
+        )?
+        .unwrap_or_else(default_approval_timeout),
         user: flags.user.clone(),
         http_allowed_hosts: file.tools.http_allowed_hosts.clone().unwrap_or_default(),
         http_allow_private: file.tools.http_allow_private.unwrap_or(false),

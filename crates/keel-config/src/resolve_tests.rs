@@ -254,6 +254,7 @@ output = 2.0
 soft_timeout_secs = 600
 [tools]
 retry_delays_ms = [1, 2]
+approval_timeout_secs = 30
 "#,
     )
     .unwrap();
@@ -275,6 +276,7 @@ retry_delays_ms = [1, 2]
     assert_eq!(s.soft_timeout, Some(std::time::Duration::from_secs(600)));
     assert_eq!(s.hard_timeout, Some(std::time::Duration::from_millis(1500)));
     assert_eq!(s.tool_retry_delays.len(), 2);
+    assert_eq!(s.approval_timeout, std::time::Duration::from_secs(30));
     assert_eq!(s.user.as_deref(), Some("ada"));
     let mut f = flags();
     f.base_url = Some("http://h:1".into());

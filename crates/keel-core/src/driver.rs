@@ -12,11 +12,13 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::approval::{ANY_CALL, ApprovalDecision, ApprovalNeed, PendingApproval, session_key};
 use crate::checkpoint::ToolCallRecord;
 use crate::clock::Clock;
 use crate::event::{Emitter, EventKind};
 use crate::heartbeat::HeartbeatTicker;
 use crate::human::HumanChannel;
+use crate::message::ToolCall;
 use crate::provider::{ChatResponse, DeltaSink, NoDeltas, Provider};
 use crate::provider_error::{ProviderError, ProviderErrorKind};
 use crate::registry::ToolRegistry;
@@ -158,7 +160,11 @@ impl Driver<'_> {
                         Raced::HardLimit => run.on_hard_limit(hard.unwrap_or_default()),
                     }
                 }
-                Step::RunTools(calls) => {
+                Step::RunTools(calls) => 'tools: {
+                    // A call that needs a person's yes stops the batch before any of it runs.
+                    if let Some(pending) = self.needs_approval(run, &calls).await? {
+                        break 'tools run.await_approval(pending);
+                    }
                     // On cancel the executor abandons idempotent calls and starts no more;
                     // side-effecting calls in flight finish and are stored, and the flag is seen
                     // at the next boundary. The hard limit ends the batch whatever it waits on.
@@ -170,6 +176,25 @@ impl Driver<'_> {
                             run.on_tool_results(results)
                         }
                         Raced::Done(BatchOutcome::Unsafe(call)) => run.halt_resume_unsafe(&call),
+                        Raced::Cancelled => run.cancel(),
+                        Raced::HardLimit => run.on_hard_limit(hard.unwrap_or_default()),
+                    }
+                }
+                Step::AwaitApproval(pending) => {
+                    let Some(human) = self.human else {
+                        // Paused: the boundary above stored the call; `keel approve` goes on.
+                        return Ok(());
+                    };
+                    let limit = run.settings().approval_timeout;
+                    let ask = async {
+                        // Nobody deciding within the limit is a denial.
+                        tokio::time::timeout(limit, human.approve(&pending))
+                            .await
+                            .unwrap_or(Some(ApprovalDecision::Deny))
+                    };
+                    match self.race(run.id(), None, Interruptible::Yes, ask).await {
+                        Raced::Done(Some(decision)) => self.decide(run, decision).await?,
+                        Raced::Done(None) => return Ok(()),
                         Raced::Cancelled => run.cancel(),
                         Raced::HardLimit => run.on_hard_limit(hard.unwrap_or_default()),
                     }
@@ -191,6 +216,70 @@ impl Driver<'_> {
                 }
             };
         }
+    }
+
+    /// The first call of `calls` that needs a person's approval and has none: its tool says
+    /// so for its arguments, or the session is untrusted and the tool has side effects. Calls
+    /// approved in this run, or matching an `approve_session` of the session, need none; calls
+    /// the executor will refuse anyway (unknown tool, bad arguments) are left to it.
+    async fn needs_approval(
+        &self,
+        run: &Run,
+        calls: &[ToolCall],
+    ) -> Result<Option<PendingApproval>, StoreError> {
+        let mut session: Option<Vec<String>> = None;
+        for call in calls {
+            if run.is_approved(&call.id) || !run.tools().iter().any(|t| t.name == call.name) {
+                continue;
+            }
+            let Ok(prepared) = self.registry.prepare(call) else {
+                continue;
+            };
+            let need = prepared.tool.approval(&prepared.args).or_else(|| {
+                (run.settings().untrusted && prepared.tool.spec().side_effecting()).then(|| {
+                    ApprovalNeed {
+                        reason: "this conversation comes from an untrusted source (an email or \
+                                 an event), and the tool changes things"
+                            .into(),
+                        pattern: ANY_CALL.into(),
+                    }
+                })
+            });
+            let Some(need) = need else { continue };
+            let key = session_key(&call.name, &need.pattern);
+            if session.is_none() {
+                session = Some(self.store.session_approvals(run.session_id()).await?);
+            }
+            if session.as_ref().is_some_and(|keys| keys.contains(&key)) {
+                continue;
+            }
+            return Ok(Some(PendingApproval {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                arguments: call.arguments.clone(),
+                reason: need.reason,
+                pattern: need.pattern,
+            }));
+        }
+        Ok(None)
+    }
+
+    /// Applies a decision about the run's pending call: an `approve_session` is kept in the
+    /// store first, for the rest of the session.
+    pub async fn decide(
+        &self,
+        run: &mut Run,
+        decision: ApprovalDecision,
+    ) -> Result<Step, StoreError> {
+        if decision == ApprovalDecision::ApproveSession
+            && let Some(pending) = run.pending_approval()
+        {
+            let key = pending.session_key();
+            self.store
+                .approve_for_session(run.session_id(), &key, self.clock.now())
+                .await?;
+        }
+        Ok(run.on_approval(decision))
     }
 
     /// Waits out a retry's backoff, then calls the model. `announce`: emit the model events

@@ -298,6 +298,24 @@ pub enum EventKind {
         /// The answer.
         answer: String,
     },
+    /// A tool call waits for a person's approval.
+    #[serde(rename = "agent.approval.requested")]
+    ApprovalRequested {
+        /// The call.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// Why it needs approval.
+        reason: String,
+    },
+    /// A person (or the approval timeout) decided about a call.
+    #[serde(rename = "agent.approval.decided")]
+    ApprovalDecided {
+        /// The call.
+        call_id: String,
+        /// `approve_once`, `approve_session` or `deny`.
+        decision: crate::approval::ApprovalDecision,
+    },
     /// A resume stopped before a side-effecting call that may already have run.
     #[serde(rename = "agent_run.resume_unsafe")]
     ResumeUnsafe {
@@ -389,6 +407,8 @@ impl EventKind {
             EventKind::Checkpoint { .. } => "agent.checkpoint",
             EventKind::HumanAsked { .. } => "agent.human.asked",
             EventKind::HumanAnswered { .. } => "agent.human.answered",
+            EventKind::ApprovalRequested { .. } => "agent.approval.requested",
+            EventKind::ApprovalDecided { .. } => "agent.approval.decided",
             EventKind::ResumeUnsafe { .. } => "agent_run.resume_unsafe",
             EventKind::Resumed { .. } => "agent_run.resumed",
             EventKind::Reconcile { .. } => "agent_run.reconcile",

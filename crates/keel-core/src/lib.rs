@@ -9,6 +9,7 @@
 pub mod agent;
 pub mod agent_tools;
 pub mod api_key;
+pub mod approval;
 pub mod budget;
 pub mod checkpoint;
 pub mod clock;
@@ -48,6 +49,7 @@ pub use agent::{
     Agent, AgentBuilder, AgentError, ResumeOptions, RunReport, RunRequest, UnsafeCall,
 };
 pub use api_key::ApiKeyRecord;
+pub use approval::{ApprovalDecision, ApprovalNeed, PendingApproval};
 pub use checkpoint::{Boundary, Checkpoint, ToolCallRecord};
 pub use clock::{Clock, SystemClock};
 pub use conversation::{

@@ -67,8 +67,8 @@ pub struct RunSettings {
     pub tool_result_max_chars: usize,
     /// Cap on output tokens per call.
     pub max_tokens: Option<u32>,
-    /// The session came from an untrusted source: side-effecting tools need approval (and are
-    /// refused until an approval flow exists).
+    /// The session came from an untrusted source: side-effecting tools need a person's approval
+    /// (see [`crate::approval`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub untrusted: bool,
     /// The conversation's place on a platform, for tools that notify.
@@ -110,6 +110,10 @@ pub struct RunSettings {
     /// The waits before each retry of a transient failure of an idempotent tool.
     #[serde(default = "default_tool_retry_delays", with = "millis_list")]
     pub tool_retry_delays: Vec<Duration>,
+    /// How long a call waits for approval where someone could answer (a chat prompt) before
+    /// it is denied.
+    #[serde(default = "default_approval_timeout", with = "millis")]
+    pub approval_timeout: Duration,
     /// How the context is kept under the model's window.
     #[serde(default)]
     pub context: ContextSettings,
@@ -130,6 +134,11 @@ pub fn default_tool_retry_delays() -> Vec<Duration> {
         Duration::from_secs(2),
         Duration::from_secs(8),
     ]
+}
+
+/// How long a call waits for approval at a prompt before it is denied: 600 s.
+pub fn default_approval_timeout() -> Duration {
+    Duration::from_secs(600)
 }
 
 fn default_iteration_cap() -> u32 {
@@ -166,6 +175,7 @@ impl RunSettings {
             human_reachable: false,
             permission: crate::tool::Permission::Owner,
             tool_retry_delays: default_tool_retry_delays(),
+            approval_timeout: default_approval_timeout(),
             context: ContextSettings::default(),
             launch: None,
             worker: None,
@@ -194,6 +204,20 @@ mod optional_millis {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
         Ok(Option::<u64>::deserialize(d)?.map(Duration::from_millis))
+    }
+}
+
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(value.as_millis() as u64)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_millis(u64::deserialize(d)?))
     }
 }
 

@@ -316,6 +316,19 @@ pub trait Store: Send + Sync {
     /// The session's run journal.
     async fn journal(&self, session_id: &str) -> Result<Option<Journal>, StoreError>;
 
+    /// What a person approved for the rest of session `session_id`: keys made by
+    /// [`crate::approval::session_key`].
+    async fn session_approvals(&self, session_id: &str) -> Result<Vec<String>, StoreError>;
+
+    /// Keeps an `approve_session` decision: calls of session `session_id` with this key run
+    /// without asking from now on.
+    async fn approve_for_session(
+        &self,
+        session_id: &str,
+        key: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+
     /// Shows the run's worker is alive; returns whether the run was asked to stop.
     async fn heartbeat(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError>;
 

@@ -250,4 +250,12 @@ pub trait Tool: Send + Sync {
         args: serde_json::Value,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError>;
+
+    /// Whether a call with `args` needs a person's approval before it runs, and why; `None`
+    /// (the default) when it does not. The loop asks before calling [`Tool::call`], so a tool
+    /// that says so here runs the call when it comes.
+    fn approval(&self, args: &serde_json::Value) -> Option<crate::approval::ApprovalNeed> {
+        let _ = args;
+        None
+    }
 }

@@ -162,19 +162,6 @@ impl ToolExecutor<'_> {
                 "Error: `{}` is not one of your tools here: it was not run.",
                 call.name
             ))
-        } else if self.context.untrusted_source
-            && self
-                .registry
-                .get(&call.name)
-                .is_some_and(|tool| tool.spec().side_effecting())
-        {
-            // Seed 000: a trigger-originated session never acts on the world unasked.
-            Err(format!(
-                "Error: `{}` was not run: this conversation comes from an untrusted source (an \
-                 email or an event), and a tool that changes things needs a person's approval \
-                 there. Say what you would do instead.",
-                call.name
-            ))
         } else {
             self.registry.prepare(call)
         };

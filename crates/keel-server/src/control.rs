@@ -6,7 +6,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use keel_core::platform::register_attachments;
-use keel_core::{AgentState, LanePolicy, NewConversation, ResumeOptions, UnsafeCall};
+use keel_core::{
+    AgentState, ApprovalDecision, LanePolicy, NewConversation, ResumeOptions, UnsafeCall,
+};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -27,6 +29,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(send_message))
         .routes(routes!(cancel_run))
         .routes(routes!(answer_run))
+        .routes(routes!(approve_run))
         .routes(routes!(resume_run))
         .routes(routes!(run_report))
 }
@@ -231,6 +234,44 @@ async fn answer_run(
 ) -> Result<Response, ApiError> {
     caller.run(&state, &id).await?;
     state.engine.answer(&id, body.text).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        axum::Json(ContinuedView { run_id: id }),
+    )
+        .into_response())
+}
+
+/// `POST /v1/runs/{id}/approval`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalBody {
+    /// `approve_once`, `approve_session` or `deny`.
+    pub decision: String,
+}
+
+/// Decides about the tool call a run waits to have approved; the run goes on.
+#[utoipa::path(post, path = "/v1/runs/{id}/approval", request_body = ApprovalBody,
+    params(("id" = String, Path, description = "The run")),
+    responses((status = 202, body = ContinuedView), (status = 400, body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+async fn approve_run(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<ApprovalBody>,
+) -> Result<Response, ApiError> {
+    caller.run(&state, &id).await?;
+    let decision = match body.decision.as_str() {
+        "approve_once" => ApprovalDecision::ApproveOnce,
+        "approve_session" => ApprovalDecision::ApproveSession,
+        "deny" => ApprovalDecision::Deny,
+        other => {
+            return Err(ApiError::invalid(format!(
+                "decision must be `approve_once`, `approve_session` or `deny`, not `{other}`"
+            )));
+        }
+    };
+    state.engine.approve(&id, decision).await?;
     Ok((
         StatusCode::ACCEPTED,
         axum::Json(ContinuedView { run_id: id }),

@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+mod approvals;
 mod batch;
 mod checkpointer;
 mod codec;

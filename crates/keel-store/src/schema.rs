@@ -93,6 +93,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0012_files.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            13,
+            "approvals".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0013_approvals.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

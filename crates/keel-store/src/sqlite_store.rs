@@ -489,6 +489,19 @@ impl Store for SqliteStore {
         crate::personas::list(&self.conns).await
     }
 
+    async fn session_approvals(&self, session_id: &str) -> Result<Vec<String>, StoreError> {
+        crate::approvals::of_session(&self.conns, session_id).await
+    }
+
+    async fn approve_for_session(
+        &self,
+        session_id: &str,
+        key: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        crate::approvals::approve(&self.conns, session_id, key, at).await
+    }
+
     async fn save_file(&self, record: &FileRecord, content: &[u8]) -> Result<(), StoreError> {
         crate::files::save(&self.conns, record, content).await
     }

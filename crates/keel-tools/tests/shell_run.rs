@@ -288,9 +288,9 @@ async fn non_utf8_output_is_replaced_not_refused() {
 }
 
 #[tokio::test]
-async fn refused_commands_and_those_needing_approval_are_not_run() {
+async fn refused_commands_are_not_run_and_those_needing_approval_say_so() {
     let (dir, tool) = shell();
-    let error = run(&tool, json!({"command": "touch ran; rm -rf ~"}))
+    let error = run(&tool, json!({"command": "touch ran; rm -rf /"}))
         .await
         .unwrap_err();
     assert_eq!(error.kind, ToolErrorKind::Denied);
@@ -302,24 +302,24 @@ async fn refused_commands_and_those_needing_approval_are_not_run() {
         error.message
     );
     assert!(
-        error.message.contains("the home directory"),
-        "{}",
-        error.message
-    );
-    let error = run(&tool, json!({"command": "touch ran; git push --force"}))
-        .await
-        .unwrap_err();
-    assert_eq!(error.kind, ToolErrorKind::Denied);
-    assert!(
-        error
-            .message
-            .contains("needs approval, which this run cannot ask for"),
-        "{}",
-        error.message
-    );
-    assert!(
         !dir.path().join("ran").exists(),
         "a refused line ran in part"
+    );
+    // The loop asks a person before such a call runs: the tool says why and what an
+    // `approve_session` would allow.
+    let need = tool
+        .approval(&json!({"command": "touch ran;   rm -rf ~"}))
+        .expect("rm -rf ~ needs approval");
+    assert!(
+        need.reason.contains("the home directory"),
+        "{}",
+        need.reason
+    );
+    assert_eq!(need.pattern, "touch ran; rm -rf ~");
+    assert!(tool.approval(&json!({"command": "ls"})).is_none());
+    assert!(
+        tool.approval(&json!({"command": "rm -rf /"})).is_none(),
+        "refused, not asked"
     );
 }
 

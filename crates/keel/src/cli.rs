@@ -38,6 +38,8 @@ pub enum Command {
     Resume(ResumeArgs),
     /// Answer the question a run is waiting on, and let it go on.
     Answer(AnswerArgs),
+    /// Decide about the tool call a run waits to have approved (once, session or deny).
+    Approve(ApproveArgs),
     /// List users with their monthly token budget and this month's usage, or set a budget.
     Users(UsersArgs),
     /// A built-in scripted scenario on the in-process mock model; needs no key and no network.
@@ -398,6 +400,37 @@ pub struct AnswerArgs {
     /// The answer.
     #[arg(value_name = "TEXT", required = true, num_args = 1..)]
     pub answer: Vec<String>,
+
+    /// Print one JSON object describing the run at the end, instead of text.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Model and loop options.
+    #[command(flatten)]
+    pub agent: AgentArgs,
+}
+
+/// A decision about a tool call waiting for approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApprovalChoice {
+    /// Run this call.
+    Once,
+    /// Run it, and the same call (for `shell`, the same command line) for the rest of the
+    /// session without asking.
+    Session,
+    /// Do not run it; the model is told.
+    Deny,
+}
+
+/// `keel approve`.
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// The run waiting for approval.
+    pub run_id: String,
+
+    /// The decision.
+    #[arg(value_enum)]
+    pub decision: ApprovalChoice,
 
     /// Print one JSON object describing the run at the end, instead of text.
     #[arg(long)]

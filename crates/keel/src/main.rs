@@ -10,6 +10,7 @@ mod cli_admin;
 use keel_config::{config, launch, resolve, worker};
 mod commands;
 mod output;
+mod prompt_human;
 mod remote;
 mod setup;
 mod sigterm;
@@ -74,6 +75,7 @@ fn main() -> ExitCode {
         Command::Runs(args) => runtime.block_on(commands::runs::runs(config, args)),
         Command::Resume(args) => runtime.block_on(commands::resume::resume(config, args)),
         Command::Answer(args) => runtime.block_on(commands::resume::answer(config, args)),
+        Command::Approve(args) => runtime.block_on(commands::resume::approve(config, args)),
         Command::Demo => runtime.block_on(commands::demo::demo()),
         Command::MockProvider(args) => runtime.block_on(commands::mock_provider::serve(args)),
         Command::Bench(args) => runtime.block_on(commands::bench::bench(args)),

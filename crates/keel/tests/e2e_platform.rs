@@ -223,12 +223,30 @@ async fn an_email_trigger_never_writes_and_personas_limit_modules() {
     let (status, report) = admin.post("/v1/messages?wait=true", email).await;
     assert_eq!(status, 200, "{report}");
     assert_eq!(report["session_id"], "email_trigger:slack:C9");
-    assert_eq!(report["tool_calls"][0]["ok"], false, "{report}");
+    // A side effect in an untrusted session waits for a person's approval; denied, it never runs.
+    assert_eq!(report["state"], "waiting_on_human", "{report}");
+    assert!(
+        report["approval"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("untrusted source"),
+        "{report}"
+    );
+    let run_id = report["run_id"].as_str().unwrap();
+    let (status, body) = admin
+        .post(
+            &format!("/v1/runs/{run_id}/approval"),
+            json!({"decision": "deny"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    admin.until_state(run_id, &["completed"]).await;
     assert!(
         !workspace.join("out.txt").exists(),
         "an untrusted session wrote a file"
     );
     let refusal = mock.requests()[1]["messages"].to_string();
+    assert!(refusal.contains("was denied and not run"), "{refusal}");
     assert!(refusal.contains("untrusted source"), "{refusal}");
     // Sent straight to the untrusted conversation, a message is no more trusted.
     let (status, report) = admin

@@ -1,5 +1,6 @@
 //! End to end: the model runs a command with `shell` — its file lands in the workspace and its
-//! result reaches the next model request — and `rm -rf ~` is refused with nothing run.
+//! result reaches the next model request — and `rm -rf /` is refused with nothing run (`rm -rf
+//! ~` needs approval: see e2e_approval.rs).
 
 mod common;
 
@@ -10,7 +11,7 @@ use serde_json::{Value, json};
 fn the_model_runs_a_command_and_a_dangerous_one_is_refused() {
     let script = json!({"steps": [
         {"tool_calls": [{"name": "shell", "arguments": {"command": "echo hi > out.txt && echo done"}}]},
-        {"tool_calls": [{"name": "shell", "arguments": {"command": "touch ran-anyway; rm -rf ~"}}]},
+        {"tool_calls": [{"name": "shell", "arguments": {"command": "touch ran-anyway; rm -rf /"}}]},
         {"text": "Wrote out.txt; the cleanup was refused."}
     ]});
     let mock = Mock::start(&script.to_string());
@@ -59,7 +60,7 @@ fn the_model_runs_a_command_and_a_dangerous_one_is_refused() {
         refusal.contains("refused by keel's command policy"),
         "{refusal}"
     );
-    assert!(refusal.contains("the home directory"), "{refusal}");
+    assert!(refusal.contains("the root directory"), "{refusal}");
 
     // Each result reaches the model in the next request.
     let requests = mock.requests();

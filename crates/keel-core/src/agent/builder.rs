@@ -121,6 +121,12 @@ impl AgentBuilder {
         self.tune(move |s| s.tool_retry_delays = delays)
     }
 
+    /// How long a call waits for approval where a [`HumanChannel`] could answer before it is
+    /// denied (default 600 s).
+    pub fn approval_timeout(self, limit: Duration) -> Self {
+        self.tune(move |s| s.approval_timeout = limit)
+    }
+
     /// How the context is kept under the model's window.
     pub fn context(self, context: crate::context::ContextSettings) -> Self {
         self.tune(move |s| s.context = context)

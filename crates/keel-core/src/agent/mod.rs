@@ -128,6 +128,9 @@ pub struct RunReport {
     /// The question the run waits on, when it waits for a human.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub question: Option<String>,
+    /// The tool call the run waits on, when it waits for a person's approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<crate::approval::PendingApproval>,
     /// The files the run's tools produced, returned with the answer (seed 003).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<crate::files::FileRecord>,
@@ -158,6 +161,7 @@ impl RunReport {
             usage: run.usage(),
             cost: run.cost(),
             question: run.question().map(str::to_string),
+            approval: run.pending_approval().cloned(),
             files: Vec::new(),
         }
     }

@@ -1,9 +1,10 @@
 //! Coming back to a run: resuming one whose worker died or that halted for a human decision,
-//! and answering one that asked a question.
+//! answering one that asked a question, and deciding about a call waiting for approval.
 
 use tokio_util::sync::CancellationToken;
 
 use super::{Agent, AgentError, RunReport};
+use crate::approval::ApprovalDecision;
 use crate::checkpoint::ToolCallRecord;
 use crate::driver::Resume;
 use crate::reconcile::abandoned;
@@ -77,7 +78,8 @@ impl Agent {
             _ if halted => {}
             AgentState::WaitingOnHuman => {
                 return Err(AgentError::NotResumable(format!(
-                    "run `{run_id}` waits for an answer: `keel answer {run_id} \"...\"`"
+                    "run `{run_id}` waits for a person: `keel answer {run_id} \"...\"` for its \
+                     question, or `keel approve {run_id} once|session|deny` for a tool call"
                 )));
             }
             state => {
@@ -160,6 +162,43 @@ impl Agent {
         let cancel = CancellationToken::new();
         let driver = self.driver(&emitter, &cancel, run.user_id().map(str::to_string));
         let step = run.on_human_answer(answer);
+        let resume = Resume {
+            step,
+            replay: self.replay(run_id).await?,
+            checkpoint_seq: seq,
+        };
+        driver.drive_from(&mut run, resume).await?;
+        Ok(RunReport::of(&run, self.store.as_ref()).await?)
+    }
+
+    /// Gives a run waiting for approval of a tool call the person's decision and drives it on:
+    /// `approve_once` runs the call, `approve_session` also keeps its pattern for the rest of
+    /// the session, `deny` tells the model and never runs it.
+    pub async fn approve(
+        &self,
+        run_id: &str,
+        decision: ApprovalDecision,
+        switch_models: bool,
+    ) -> Result<RunReport, AgentError> {
+        let record = self.record(run_id).await?;
+        let not_waiting = || {
+            AgentError::NotResumable(format!(
+                "run `{run_id}` is {} and is not waiting for approval",
+                record.state
+            ))
+        };
+        if record.state != AgentState::WaitingOnHuman || record.reason.is_some() {
+            return Err(not_waiting());
+        }
+        let (mut run, seq, _) = self.restore(&record).await?;
+        if run.pending_approval().is_none() {
+            return Err(not_waiting());
+        }
+        self.take_over(&mut run, switch_models)?;
+        let emitter = self.emitter(run_id, &record.session_id);
+        let cancel = CancellationToken::new();
+        let driver = self.driver(&emitter, &cancel, run.user_id().map(str::to_string));
+        let step = driver.decide(&mut run, decision).await?;
         let resume = Resume {
             step,
             replay: self.replay(run_id).await?,

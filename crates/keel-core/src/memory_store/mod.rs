@@ -38,6 +38,8 @@ struct Data {
     tool_calls: HashMap<String, Vec<ToolCallRecord>>,
     events: HashMap<String, Vec<Event>>,
     journals: HashMap<String, Journal>,
+    /// `approve_session` keys by session.
+    approvals: HashMap<String, Vec<String>>,
     /// Each session's lane holder (its `paused` filled in when read).
     lanes: HashMap<String, LaneHolder>,
     /// Queued runs of every session, oldest first.
@@ -404,6 +406,29 @@ impl Store for MemoryStore {
 
     async fn journal(&self, session_id: &str) -> Result<Option<Journal>, StoreError> {
         Ok(self.lock()?.journals.get(session_id).cloned())
+    }
+
+    async fn session_approvals(&self, session_id: &str) -> Result<Vec<String>, StoreError> {
+        Ok(self
+            .lock()?
+            .approvals
+            .get(session_id)
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    async fn approve_for_session(
+        &self,
+        session_id: &str,
+        key: &str,
+        _at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut data = self.lock()?;
+        let keys = data.approvals.entry(session_id.to_string()).or_default();
+        if !keys.iter().any(|k| k == key) {
+            keys.push(key.to_string());
+        }
+        Ok(())
     }
 
     async fn heartbeat(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {

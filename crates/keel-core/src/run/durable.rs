@@ -30,6 +30,8 @@ pub enum NextStep {
     Summarize,
     /// Wait for the human's answer.
     AskHuman,
+    /// Wait for a person's approval of a pending tool call.
+    AwaitApproval,
     /// Nothing: the run is over.
     Finish,
 }
@@ -113,6 +115,7 @@ impl Run {
             Step::RunTools(_) => NextStep::RunTools,
             Step::Summarize(_) => NextStep::Summarize,
             Step::AskHuman(_) => NextStep::AskHuman,
+            Step::AwaitApproval(_) => NextStep::AwaitApproval,
             Step::Finish => NextStep::Finish,
         };
         if self.state.is_terminal() {
@@ -280,19 +283,7 @@ impl Run {
     pub fn resume(&mut self) -> Step {
         let step = match self.next {
             NextStep::CallModel => Step::CallModel(self.model_call(Duration::ZERO)),
-            NextStep::RunTools => {
-                let answered = |call: &ToolCall| {
-                    self.answered_by_loop.iter().any(|r| r.call_id == call.id)
-                        || self.question.as_ref().is_some_and(|(id, _)| *id == call.id)
-                };
-                Step::RunTools(
-                    self.pending
-                        .iter()
-                        .filter(|c| !answered(c))
-                        .cloned()
-                        .collect(),
-                )
-            }
+            NextStep::RunTools => self.pending_tools(),
             NextStep::Summarize => match &self.pending_summary {
                 Some(pending) => Step::Summarize(pending.call.clone()),
                 None => self.next_model_call(),
@@ -300,6 +291,10 @@ impl Run {
             NextStep::AskHuman => match self.question() {
                 Some(question) => Step::AskHuman(question.to_string()),
                 None => self.finish_batch(),
+            },
+            NextStep::AwaitApproval => match self.approval.clone() {
+                Some(pending) => Step::AwaitApproval(pending),
+                None => self.pending_tools(),
             },
             NextStep::Finish => Step::Finish,
         };
@@ -310,6 +305,21 @@ impl Run {
             };
         }
         self.remember(step)
+    }
+
+    /// The pending calls the loop did not answer itself, to run.
+    pub(super) fn pending_tools(&self) -> Step {
+        let answered = |call: &ToolCall| {
+            self.answered_by_loop.iter().any(|r| r.call_id == call.id)
+                || self.question.as_ref().is_some_and(|(id, _)| *id == call.id)
+        };
+        Step::RunTools(
+            self.pending
+                .iter()
+                .filter(|c| !answered(c))
+                .cloned()
+                .collect(),
+        )
     }
 
     /// Feeds back the human's answer to the pending `ask_human` call and returns the next step.

@@ -240,6 +240,64 @@ fn ask_human_waits_for_the_answer_and_keeps_call_order() {
 }
 
 #[test]
+fn an_approval_pause_survives_a_checkpoint_and_a_denial_answers_the_call() {
+    use crate::approval::{ApprovalDecision, PendingApproval};
+    let mut run = run();
+    run.start();
+    let Step::RunTools(to_run) = run.on_model_result(Ok(calls(&[
+        ("a", "append", json!({"text": "x"})),
+        ("b", "append", json!({"text": "y"})),
+    ]))) else {
+        panic!("the batch is owed")
+    };
+    assert_eq!(to_run.len(), 2);
+    let pending = PendingApproval {
+        call_id: "b".into(),
+        tool: "append".into(),
+        arguments: "{}".into(),
+        reason: "why".into(),
+        pattern: "*".into(),
+    };
+    assert_eq!(
+        run.await_approval(pending.clone()),
+        Step::AwaitApproval(pending.clone())
+    );
+    assert_eq!(run.state(), AgentState::WaitingOnHuman);
+    assert_eq!(run.boundary(), Boundary::HumanPause);
+
+    run.mark_persisted();
+    let checkpoint = run
+        .checkpoint(3, DateTime::from_timestamp(0, 0).unwrap())
+        .unwrap();
+    let mut restored = Run::restore(&checkpoint, stored(&run)).unwrap();
+    assert_eq!(restored.resume(), Step::AwaitApproval(pending.clone()));
+    assert_eq!(restored.pending_approval(), Some(&pending));
+
+    // Denied: only the other call is left to run, and the denied one has its refusal.
+    let Step::RunTools(left) = restored.on_approval(ApprovalDecision::Deny) else {
+        panic!("the rest of the batch runs")
+    };
+    assert_eq!(
+        left.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+        ["a"]
+    );
+    assert!(restored.pending_approval().is_none());
+    assert!(!restored.is_approved("b"));
+    let call = model_call(restored.on_tool_results(vec![ok("a", "appended")]));
+    let denied = call
+        .request
+        .messages
+        .iter()
+        .find(|m| m.tool_call_id.as_deref() == Some("b"))
+        .unwrap();
+    assert!(
+        denied.content.contains("was denied and not run"),
+        "{}",
+        denied.content
+    );
+}
+
+#[test]
 fn the_journal_reaches_every_request_as_a_digest_and_in_full() {
     let mut run = run();
     run.start();

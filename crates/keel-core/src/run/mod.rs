@@ -29,6 +29,7 @@ use crate::store::StoredMessage;
 use crate::tokens::{self, Encoding};
 use crate::tool::ToolSpec;
 
+mod approval;
 mod context;
 mod durable;
 mod escalation;
@@ -160,6 +161,11 @@ pub struct Run {
     /// An `ask_human` call waiting for its answer: (call id, question).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     question: Option<(String, String)>,
+    /// A tool call waiting for a person's approval, and the calls of this run approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    approval: Option<crate::approval::PendingApproval>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    approved: Vec<String>,
     /// The user the run is for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     user_id: Option<String>,
@@ -237,6 +243,8 @@ impl Run {
             journal: Journal::default(),
             journal_changed: false,
             question: None,
+            approval: None,
+            approved: Vec::new(),
             user_id: None,
             encoding,
             fixed_tokens,

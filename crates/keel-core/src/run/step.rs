@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 #[cfg(doc)]
 use super::Run;
+use crate::approval::PendingApproval;
 use crate::message::ToolCall;
 use crate::provider::ChatRequest;
 
@@ -23,6 +24,10 @@ pub enum Step {
     /// Put this question to the human and feed the answer to [`Run::on_human_answer`]; with no
     /// human at hand, the run waits (`waiting_on_human`) until `keel answer`.
     AskHuman(String),
+    /// A tool call of the pending batch needs a person's approval: ask for it and feed the
+    /// decision to [`Run::on_approval`]; with no one at hand, the run waits (`waiting_on_human`)
+    /// until `keel approve`.
+    AwaitApproval(PendingApproval),
     /// The run is over; its state is terminal.
     Finish,
 }

@@ -115,6 +115,7 @@ impl Engine {
             let run = async {
                 match how {
                     Continue::Answer(text) => agent.answer(&run_id, &text).await,
+                    Continue::Approve(decision) => agent.approve(&run_id, decision, false).await,
                     Continue::Resume(mut options) => {
                         options.cancel = Some(control.cancel.clone());
                         agent.resume(&run_id, options).await
@@ -180,6 +181,9 @@ impl Engine {
                 let state = report.state;
                 if state != AgentState::WaitingOnHuman {
                     let _ = self.store.release_session(session_id, run_id).await;
+                }
+                if report.approval.is_some() {
+                    self.deny_when_due(run_id.to_string());
                 }
                 if let Some(sender) = self.lock_reports().remove(run_id) {
                     let _ = sender.send(Some(report));

@@ -3,6 +3,7 @@
 //! guard across processes), at most `workers` at once, resumes what a dead worker left at start
 //! and every few minutes, and stops at the runs' next boundaries on shutdown.
 
+mod approval_timeout;
 mod control;
 mod drive;
 mod lanes;
@@ -18,8 +19,8 @@ use keel_core::platform::RunOptions;
 use keel_core::reconcile::{ReconcilePolicy, ReconcileReport, reconcile_with};
 use keel_core::worker::{NoProbe, WorkerProbe};
 use keel_core::{
-    Agent, AgentState, EnqueueOutcome, EventSink, LanePolicy, QueuedRun, ResumeOptions, RunFilter,
-    RunReport, SessionInfo, Store, StoreError,
+    Agent, AgentState, ApprovalDecision, EnqueueOutcome, EventSink, LanePolicy, QueuedRun,
+    ResumeOptions, RunFilter, RunReport, SessionInfo, Store, StoreError,
 };
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
@@ -122,6 +123,7 @@ pub struct ShutdownReport {
 /// How a stored run is driven again.
 enum Continue {
     Answer(String),
+    Approve(ApprovalDecision),
     Resume(ResumeOptions),
 }
 
@@ -182,6 +184,7 @@ impl Engine {
         let report = self.reconcile_once().await?;
         self.accepting.store(true, Ordering::SeqCst);
         self.resume_abandoned().await?;
+        self.watch_waiting_approvals().await?;
         for session in self.store.queued_sessions().await? {
             let queued = self.store.queued_runs(&session).await?;
             {
@@ -364,6 +367,31 @@ impl Engine {
             )));
         }
         if !self.continue_run(run.id, run.session_id, Continue::Answer(text)) {
+            return Err(EngineError::Conflict(format!("run `{run_id}` is running")));
+        }
+        Ok(())
+    }
+
+    /// Gives a run waiting for approval of a tool call the decision; it goes on in the
+    /// background.
+    pub async fn approve(
+        self: &Arc<Self>,
+        run_id: &str,
+        decision: ApprovalDecision,
+    ) -> Result<(), EngineError> {
+        let run = self.continuable(run_id).await?;
+        let waits = run.state == AgentState::WaitingOnHuman
+            && run.reason.is_none()
+            && report::pending_approval(self.store.as_ref(), run_id)
+                .await?
+                .is_some();
+        if !waits {
+            return Err(EngineError::Conflict(format!(
+                "run `{run_id}` is {} and waits for no approval",
+                run.state
+            )));
+        }
+        if !self.continue_run(run.id, run.session_id, Continue::Approve(decision)) {
             return Err(EngineError::Conflict(format!("run `{run_id}` is running")));
         }
         Ok(())

@@ -1,7 +1,21 @@
 //! A run's report (the `keel run --json` object) from the store, for a run that ended or waits
 //! for a human while no one was waiting on it here.
 
-use keel_core::{AgentState, EventKind, RunReport, Store, StoreError, ToolCallReport};
+use keel_core::{
+    AgentState, EventKind, PendingApproval, RunReport, Store, StoreError, ToolCallReport,
+};
+
+/// The tool call `run_id` waits to have approved, as its latest checkpoint keeps it.
+pub async fn pending_approval(
+    store: &dyn Store,
+    run_id: &str,
+) -> Result<Option<PendingApproval>, StoreError> {
+    Ok(store
+        .latest_checkpoint(run_id)
+        .await?
+        .and_then(|checkpoint| serde_json::from_str::<serde_json::Value>(&checkpoint.state).ok())
+        .and_then(|state| serde_json::from_value(state["approval"].clone()).ok()))
+}
 
 /// The report of `run_id`, when it ended or waits for a human; `Ok(None)` while it is queued or
 /// running, or when there is no such run.
@@ -42,6 +56,12 @@ pub async fn stored_report(
     } else {
         None
     };
+    let approval = if run.state == AgentState::WaitingOnHuman {
+        pending_approval(store, run_id).await?
+    } else {
+        None
+    };
+    let question = question.filter(|_| approval.is_none());
     let files = store.run_files(run_id).await?;
     Ok(Some(RunReport {
         model: run.model_used.clone().unwrap_or(run.model.clone()),
@@ -56,6 +76,7 @@ pub async fn stored_report(
         usage: run.usage,
         cost: run.cost,
         question,
+        approval,
         files,
     }))
 }

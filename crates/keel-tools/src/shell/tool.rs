@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use keel_core::{Permission, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use keel_core::{ApprovalNeed, Permission, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -76,6 +76,19 @@ impl Tool for Shell {
         &self.spec
     }
 
+    /// The policy's `NeedsApproval`: the pattern an `approve_session` allows is the command
+    /// line with its whitespace collapsed (the same command, however spaced).
+    fn approval(&self, args: &serde_json::Value) -> Option<ApprovalNeed> {
+        let command = args.get("command")?.as_str()?;
+        match self.config.policy.classify(command) {
+            Verdict::NeedsApproval { reason } => Some(ApprovalNeed {
+                reason,
+                pattern: command.split_whitespace().collect::<Vec<_>>().join(" "),
+            }),
+            Verdict::Allow | Verdict::Refuse { .. } => None,
+        }
+    }
+
     async fn call(
         &self,
         args: serde_json::Value,
@@ -84,19 +97,12 @@ impl Tool for Shell {
         let args: ShellArgs = parse_args("shell", args)?;
         validate(&args.command)?;
         let timeout = self.timeout(args.timeout_secs)?;
-        match self.config.policy.classify(&args.command) {
-            Verdict::Allow => {}
-            Verdict::Refuse { reason } => {
-                return Err(ToolError::denied(format!(
-                    "refused by keel's command policy: {reason}. The command was not run."
-                )));
-            }
-            Verdict::NeedsApproval { reason } => {
-                return Err(ToolError::denied(format!(
-                    "this command needs approval, which this run cannot ask for: {reason}. The \
-                     command was not run."
-                )));
-            }
+        // A command that needs approval reaches here only once the loop got a person's yes
+        // (see `approval` below).
+        if let Verdict::Refuse { reason } = self.config.policy.classify(&args.command) {
+            return Err(ToolError::denied(format!(
+                "refused by keel's command policy: {reason}. The command was not run."
+            )));
         }
         let launch = Launch {
             program: &self.config.program,

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use keel_core::{HumanChannel, RunRequest};
+use keel_core::RunRequest;
 use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
 use tokio::runtime::Runtime;
@@ -63,7 +63,7 @@ pub fn chat(
             store.clone(),
             output.clone(),
             &session,
-            Some(Arc::new(PromptHuman)),
+            Some(Arc::new(crate::prompt_human::PromptHuman)),
             reconciled,
         )?
     };
@@ -154,27 +154,3 @@ pub fn chat(
 
 /// How often a chat session runs the reconciler.
 const RECONCILE_EVERY: std::time::Duration = std::time::Duration::from_secs(300);
-
-/// Asks `ask_human` questions at the terminal, while the run waits.
-struct PromptHuman;
-
-#[async_trait::async_trait]
-impl HumanChannel for PromptHuman {
-    async fn ask(&self, question: &str) -> Option<String> {
-        let question = question.to_string();
-        tokio::task::spawn_blocking(move || {
-            use std::io::Write;
-            println!("\n? {}", crate::terminal_text::terminal_safe(&question));
-            print!("answer › ");
-            let _ = std::io::stdout().flush();
-            let mut line = String::new();
-            match std::io::stdin().read_line(&mut line) {
-                Ok(0) | Err(_) => None,
-                Ok(_) => Some(line.trim().to_string()),
-            }
-        })
-        .await
-        .ok()
-        .flatten()
-    }
-}

@@ -1,14 +1,16 @@
-//! `keel resume` and `keel answer`: going on with a run that stopped — its worker died, it
-//! halted for a decision, or it waits for an answer.
+//! `keel resume`, `keel answer` and `keel approve`: going on with a run that stopped — its
+//! worker died, it halted for a decision, it waits for an answer or for approval of a call.
 
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use keel_core::{AgentError, ResumeOptions, UnsafeCall};
+use keel_core::{AgentError, ApprovalDecision, ResumeOptions, UnsafeCall};
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{AgentArgs, AnswerArgs, ResumeArgs, UnsafeCallChoice};
+use crate::cli::{
+    AgentArgs, AnswerArgs, ApprovalChoice, ApproveArgs, ResumeArgs, UnsafeCallChoice,
+};
 use crate::commands::lane::{self, LaneRequest};
 use crate::commands::run::{
     SettingsSource, build, exit_code, release_unless_paused, show_result, watch_ctrl_c,
@@ -26,6 +28,7 @@ enum GoOn {
         force: bool,
     },
     Answer(String),
+    Approve(ApprovalDecision),
 }
 
 /// Runs `keel resume`.
@@ -44,6 +47,16 @@ pub async fn resume(config_file: Option<&Path>, args: ResumeArgs) -> anyhow::Res
 /// Runs `keel answer`.
 pub async fn answer(config_file: Option<&Path>, args: AnswerArgs) -> anyhow::Result<ExitCode> {
     let how = GoOn::Answer(args.answer.join(" "));
+    go_on(config_file, &args.run_id, &args.agent, args.json, how).await
+}
+
+/// Runs `keel approve`.
+pub async fn approve(config_file: Option<&Path>, args: ApproveArgs) -> anyhow::Result<ExitCode> {
+    let how = GoOn::Approve(match args.decision {
+        ApprovalChoice::Once => ApprovalDecision::ApproveOnce,
+        ApprovalChoice::Session => ApprovalDecision::ApproveSession,
+        ApprovalChoice::Deny => ApprovalDecision::Deny,
+    });
     go_on(config_file, &args.run_id, &args.agent, args.json, how).await
 }
 
@@ -116,6 +129,7 @@ async fn go_on(
             agent.resume(run_id, options).await
         }
         GoOn::Answer(text) => agent.answer_with(run_id, &text, switch_models).await,
+        GoOn::Approve(decision) => agent.approve(run_id, decision, switch_models).await,
     };
     watcher.abort();
     let released = release_unless_paused(

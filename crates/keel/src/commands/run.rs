@@ -1,5 +1,6 @@
 //! `keel run`: one turn, streamed to the terminal or reported as JSON.
 
+use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -30,12 +31,17 @@ pub async fn run(config_file: Option<&Path>, args: RunArgs) -> anyhow::Result<Ex
         home: &home,
         flags: &args.agent,
     };
+    // A person at the terminal answers questions and approvals inline; without one the run
+    // waits for `keel answer` or `keel approve`.
+    let human = std::io::stdin()
+        .is_terminal()
+        .then(|| Arc::new(crate::prompt_human::PromptHuman) as Arc<dyn keel_core::HumanChannel>);
     let built = build(
         source,
         store.clone(),
         output.clone(),
         &session_id,
-        None,
+        human,
         reconciled,
     );
     let (agent, user) = match built {
@@ -125,13 +131,20 @@ pub fn show_result(report: &RunReport, streamed: bool) {
     match report.state {
         AgentState::Completed => {}
         AgentState::Cancelled => eprintln!("keel: run cancelled (session {})", report.session_id),
-        AgentState::WaitingOnHuman => match &report.question {
-            Some(question) => eprintln!(
+        AgentState::WaitingOnHuman => match (&report.approval, &report.question) {
+            (Some(call), _) => eprintln!(
+                "keel: the run waits for your approval of `{}` {}: {}\n  decide with: keel approve {} once|session|deny",
+                terminal_safe(&call.tool),
+                terminal_safe(&call.arguments),
+                terminal_safe(&call.reason),
+                report.run_id
+            ),
+            (None, Some(question)) => eprintln!(
                 "keel: the run waits for your answer: {}\n  answer with: keel answer {} \"...\"",
                 terminal_safe(question),
                 report.run_id
             ),
-            None => eprintln!(
+            (None, None) => eprintln!(
                 "keel: the run is halted: {}\n  decide, then: keel resume {} (see `keel runs show {}`)",
                 terminal_safe(report.error.as_deref().unwrap_or("it needs a decision")),
                 report.run_id,

@@ -1,7 +1,7 @@
 //! keel's built-in list of dangerous commands, judged on one [`Invocation`] at a time.
 //!
 //! Refused outright: recursive deletes (`rm -r`, `find -delete`, `find -exec rm`) of `/`, a
-//! top-level directory, the home directory, the whole working directory or a parent directory
+//! top-level directory, the whole working directory or a parent directory
 //! (and `rm --no-preserve-root`); `sudo`, `su`, `doas`, `pkexec`, `run0`; formatting and
 //! partitioning disks (`mkfs*`, `mke2fs`, `mkswap`, `wipefs`, `fdisk`, `sfdisk`, `parted`,
 //! `gdisk`, `sgdisk`) and `dd of=` a disk or memory device; `chmod`, `chown` and `chgrp` on `/`,
@@ -11,7 +11,7 @@
 //! `shutdown`, `reboot`, `halt`, `poweroff`, `init`/`telinit 0` or `6`, `systemctl poweroff` and
 //! the like; `kill` of process 1 or of every process (`-1`), `killall5`.
 //!
-//! Needing approval: recursive deletes of other paths outside the workspace or of paths only
+//! Needing approval: recursive deletes of the home directory itself (`rm -rf ~`) and of other paths outside the workspace or of paths only
 //! known at run time (`rm -rf "$DIR"`, `xargs rm -r`); `chmod -R` granting write to everyone
 //! (`777`, `o+w`); recursive `chown`/`chgrp` outside the workspace; `git push --force`, `-f`,
 //! `--force-with-lease`, `--force-if-includes`, `--mirror`, `--delete`, `+ref` and `:ref`;
@@ -154,7 +154,8 @@ fn deletion(scope: Scope, path: &str, filtered: bool) -> Verdict {
     match scope {
         Scope::Inside => Verdict::Allow,
         Scope::Workspace if filtered => Verdict::Allow,
-        _ if scope.is_broad() && !filtered => Verdict::refuse(format!(
+        // The home directory is the user's to lose: a person may approve it (seed 004).
+        _ if scope.is_broad() && scope != Scope::Home && !filtered => Verdict::refuse(format!(
             "deletes recursively `{path}`, {}",
             scope.describe()
         )),

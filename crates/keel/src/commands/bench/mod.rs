@@ -333,6 +333,7 @@ mod tests {
             usage: Default::default(),
             cost: 0.0,
             question: None,
+            approval: None,
             files: Vec::new(),
         };
         let failure = check(Ok(report), 3).unwrap_err();
