@@ -256,11 +256,22 @@ async fn an_email_trigger_never_writes_and_personas_limit_modules() {
         )
         .await;
     assert_eq!(status, 200, "{report}");
-    assert_eq!(report["tool_calls"][0]["ok"], false, "{report}");
+    assert_eq!(report["state"], "waiting_on_human", "{report}");
+    assert_eq!(report["approval"]["tool"], "write_file", "{report}");
     assert!(
         !workspace.join("out.txt").exists(),
         "an untrusted conversation wrote a file"
     );
+    let run_id = report["run_id"].as_str().unwrap();
+    let (status, body) = admin
+        .post(
+            &format!("/v1/runs/{run_id}/approval"),
+            json!({"decision": "deny"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    admin.until_state(run_id, &["completed"]).await;
+    assert!(!workspace.join("out.txt").exists());
 
     // The same user in a chat may write.
     let (status, report) = admin
