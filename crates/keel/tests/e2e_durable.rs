@@ -138,8 +138,13 @@ fn keel_chat_asks_the_question_at_the_prompt() {
         .unwrap();
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    // The question is asked on stderr, with the approval menu; the answer is on stdout.
+    let asked = stderr(&output);
+    assert!(
+        asked.contains("? Whose name goes in the greeting?"),
+        "{asked}"
+    );
     let out = stdout(&output);
-    assert!(out.contains("? Whose name goes in the greeting?"), "{out}");
     assert!(out.contains("Done: greeting.txt greets Ada."), "{out}");
     assert_eq!(
         std::fs::read_to_string(workspace.join("greeting.txt")).unwrap(),
