@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use chrono::Utc;
-use keel_core::{AgentState, ApprovalDecision, RunFilter, StoreError};
+use keel_core::{AgentState, ApprovalDecision, StoreError};
 
 use super::Engine;
 
@@ -55,24 +55,11 @@ impl Engine {
 
     /// Starts the approval clock of every run waiting (at start, after a restart).
     pub(super) async fn watch_waiting_approvals(self: &Arc<Self>) -> Result<(), StoreError> {
-        let mut before = None;
-        loop {
-            let page = self
-                .store
-                .find_runs(&RunFilter {
-                    state: Some(AgentState::WaitingOnHuman),
-                    before: before.clone(),
-                    limit: 200,
-                    ..RunFilter::default()
-                })
-                .await?;
-            let Some(last) = page.last() else {
-                return Ok(());
-            };
-            before = Some(last.id.clone());
-            for run in page.into_iter().filter(|run| run.reason.is_none()) {
+        for run in self.runs_in(AgentState::WaitingOnHuman).await? {
+            if run.reason.is_none() {
                 self.deny_when_due(run.id);
             }
         }
+        Ok(())
     }
 }

@@ -20,7 +20,7 @@ use keel_core::reconcile::{ReconcilePolicy, ReconcileReport, reconcile_with};
 use keel_core::worker::{NoProbe, WorkerProbe};
 use keel_core::{
     Agent, AgentState, ApprovalDecision, EnqueueOutcome, EventSink, LanePolicy, QueuedRun,
-    ResumeOptions, RunFilter, RunReport, SessionInfo, Store, StoreError,
+    ResumeOptions, RunFilter, RunRecord, RunReport, SessionInfo, Store, StoreError,
 };
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
@@ -510,30 +510,35 @@ impl Engine {
 
     /// Resumes every run a dead worker left at a resumable checkpoint.
     async fn resume_abandoned(self: &Arc<Self>) -> Result<(), StoreError> {
-        let mut before = None;
+        for run in self.runs_in(AgentState::TimedOut).await? {
+            if run.resume_available && self.boundaries.get(&run.id).is_none() {
+                self.continue_run(
+                    run.id,
+                    run.session_id,
+                    Continue::Resume(ResumeOptions::default()),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Every run in `state`, read a page at a time.
+    async fn runs_in(&self, state: AgentState) -> Result<Vec<RunRecord>, StoreError> {
+        let mut runs: Vec<RunRecord> = Vec::new();
         loop {
             let page = self
                 .store
                 .find_runs(&RunFilter {
-                    state: Some(AgentState::TimedOut),
-                    before: before.clone(),
+                    state: Some(state),
+                    before: runs.last().map(|run| run.id.clone()),
                     limit: 200,
                     ..RunFilter::default()
                 })
                 .await?;
-            let Some(last) = page.last() else {
-                return Ok(());
-            };
-            before = Some(last.id.clone());
-            for run in page.into_iter().filter(|run| run.resume_available) {
-                if self.boundaries.get(&run.id).is_none() {
-                    self.continue_run(
-                        run.id,
-                        run.session_id,
-                        Continue::Resume(ResumeOptions::default()),
-                    );
-                }
+            if page.is_empty() {
+                return Ok(runs);
             }
+            runs.extend(page);
         }
     }
 
