@@ -44,6 +44,25 @@ fn message(
     })
 }
 
+/// Makes `user` a user (permission `user`) linked to `slack_id` on Slack.
+fn slack_user(home: &std::path::Path, user: &str, slack_id: &str) {
+    for args in [
+        vec!["users", "set", user, "--permission", "user"],
+        vec![
+            "users",
+            "link",
+            user,
+            "--platform",
+            "slack",
+            "--platform-user-id",
+            slack_id,
+        ],
+    ] {
+        let output = run(keel(home).args(&args));
+        assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
+    }
+}
+
 /// The system prompt and tool names of a request the mock received.
 fn prompt_and_tools(request: &Value) -> (String, Vec<String>) {
     let body = request;
@@ -201,21 +220,7 @@ async fn an_email_trigger_never_writes_and_personas_limit_modules() {
     ]})
     .to_string();
     let (daemon, mock, workspace, _guards) = platform_daemon(&script);
-    for args in [
-        vec!["users", "set", "ann", "--permission", "user"],
-        vec![
-            "users",
-            "link",
-            "ann",
-            "--platform",
-            "slack",
-            "--platform-user-id",
-            "U2",
-        ],
-    ] {
-        let output = run(keel(&daemon.home).args(&args));
-        assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
-    }
+    slack_user(&daemon.home, "ann", "U2");
     let admin = daemon.client(&make_key(&daemon.home, &["--admin"]));
 
     let mut email = message("slack", "U2", None, "C9", None);
@@ -318,21 +323,7 @@ async fn attachments_are_kept_once_read_by_a_tool_and_produced_files_come_back()
     ]})
     .to_string();
     let (daemon, mock, workspace, _guards) = platform_daemon(&script);
-    for args in [
-        vec!["users", "set", "ann", "--permission", "user"],
-        vec![
-            "users",
-            "link",
-            "ann",
-            "--platform",
-            "slack",
-            "--platform-user-id",
-            "U3",
-        ],
-    ] {
-        let output = run(keel(&daemon.home).args(&args));
-        assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
-    }
+    slack_user(&daemon.home, "ann", "U3");
     let admin = daemon.client(&make_key(&daemon.home, &["--admin"]));
     let mut with_files = message("slack", "U3", None, "C5", None);
     with_files["attachments"] = json!([
