@@ -1,7 +1,8 @@
 //! The run engine on `MemoryStore` and keel-mock's in-process model, in tokio's paused time:
 //! lanes run one run at a time in arrival order while conversations overlap, a queued run
 //! cancelled never starts, the interrupt policy cancels the running run, a full lane refuses,
-//! and shutdown leaves a run in a model call resumable for the next engine, which completes it.
+//! shutdown leaves a run in a model call resumable for the next engine, which completes it, and
+//! a report comes only once its run is free to answer.
 
 use std::sync::{Arc, Mutex};
 
@@ -412,4 +413,27 @@ async fn the_periodic_reconciler_resumes_a_run_whose_worker_died_later() {
     let resumed = this.wait(&run.run_id).await.unwrap();
     assert_eq!(resumed.state, AgentState::Completed);
     assert_eq!(resumed.final_text.as_deref(), Some("done"));
+}
+
+/// On many threads, a waiter that acts on a paused run's report at once finds the run let go:
+/// the report is sent only after its driver stops holding it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_report_comes_only_once_its_run_is_free_to_answer() {
+    for round in 0..40 {
+        let store = Arc::new(MemoryStore::new());
+        let script = Script::new(vec![
+            Step::tool_call("ask_human", serde_json::json!({"question": "Which file?"})),
+            Step::text("Thanks."),
+        ]);
+        let (engine, agent, _) = engine(&store, script, EngineOptions::default(), alive());
+        engine.start(agent).await.unwrap();
+        let lane = conversation(&store, "lane", LanePolicy::Queue).await;
+        let run = engine.submit(&lane, "ask".into(), None).await.unwrap();
+        let paused = engine.wait(&run.run_id).await.unwrap();
+        assert_eq!(paused.state, AgentState::WaitingOnHuman);
+        let answered = engine.answer(&run.run_id, "a.txt".into()).await;
+        assert!(answered.is_ok(), "round {round}: {answered:?}");
+        let done = engine.wait(&run.run_id).await.unwrap();
+        assert_eq!(done.state, AgentState::Completed, "round {round}");
+    }
 }

@@ -53,8 +53,8 @@ impl Engine {
                 .store
                 .release_session(&run.session_id, &run.run_id)
                 .await;
-            self.publish_stored(&run.run_id).await;
             self.forget(&run.session_id, &run.run_id);
+            self.publish_stored(&run.run_id).await;
             return self.pump(&run.session_id);
         }
         let Some(agent) = self.agent.get().cloned() else {
@@ -168,15 +168,16 @@ impl Engine {
         }
     }
 
-    /// After a run stopped being driven: its report to whoever waits, the hub told, the lane
-    /// freed and its next run started.
+    /// After a run stopped being driven: the run let go here, the hub told, its report to
+    /// whoever waits (so a waiter that acts on it at once finds the run free), and the lane's
+    /// next run started.
     pub(super) async fn finish(
         self: &Arc<Self>,
         session_id: &str,
         run_id: &str,
         outcome: Option<Result<RunReport, AgentError>>,
     ) {
-        let state = match outcome {
+        let (state, report) = match outcome {
             Some(Ok(report)) => {
                 let state = report.state;
                 if state != AgentState::WaitingOnHuman {
@@ -185,10 +186,7 @@ impl Engine {
                 if report.approval.is_some() {
                     self.deny_when_due(run_id.to_string());
                 }
-                if let Some(sender) = self.lock_reports().remove(run_id) {
-                    let _ = sender.send(Some(report));
-                }
-                state
+                (state, Some(report))
             }
             Some(Err(error)) => {
                 tracing::error!(%error, run_id, "a run failed");
@@ -201,22 +199,29 @@ impl Engine {
                     tracing::error!(run_id, "the run never started; it is cancelled");
                 }
                 let _ = self.store.release_session(session_id, run_id).await;
-                self.publish_stored(run_id).await;
-                self.store
+                let report = stored_report(self.store.as_ref(), run_id)
+                    .await
+                    .ok()
+                    .flatten();
+                let state = self
+                    .store
                     .run(run_id)
                     .await
                     .ok()
                     .flatten()
-                    .map_or(AgentState::Error, |run| run.state)
+                    .map_or(AgentState::Error, |run| run.state);
+                (state, report)
             }
             None => {
                 *self.interrupted.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-                self.lock_reports().remove(run_id);
-                AgentState::Running
+                (AgentState::Running, None)
             }
         };
         self.live.run_stopped(run_id, state);
         self.forget(session_id, run_id);
+        if let Some(sender) = self.lock_reports().remove(run_id) {
+            let _ = sender.send(report);
+        }
         self.pump(session_id);
     }
 
