@@ -45,7 +45,10 @@ pub fn load_settings(
     flags: &Overrides,
 ) -> Result<Configured, ConfigError> {
     let loaded = config::load(config_file, home)?;
-    let settings = resolve::resolve(loaded.file, &|key| std::env::var(key).ok(), flags)?;
+    let mut settings = resolve::resolve(loaded.file, &|key| std::env::var(key).ok(), flags)?;
+    if settings.skills.enabled {
+        settings.skills.roots = keel_tools::skill_roots(home, &settings.workspace);
+    }
     Ok(Configured {
         settings,
         lastgood: Arc::new(config::LastGoodSaver::new(loaded.source)),
@@ -90,9 +93,13 @@ pub fn agent(
             settings.workspace.display()
         ))
     })?;
+    // The workspace's `.keel` (its skills) is keel's: a skill written by the model would reach
+    // the system prompt of later runs.
+    let skills_dir = workspace.root().join(".keel");
     let workspace = Arc::new(
         own_files
             .iter()
+            .chain([&skills_dir])
             .fold(workspace, |workspace, path| workspace.protect(path)),
     );
     let launch = LaunchSpec::of(settings, workspace.root());
@@ -129,6 +136,21 @@ pub fn agent(
             workspace,
             crate::shell_settings::tool_config(settings),
         ));
+    }
+    // A skill that cannot be read is left out; `keel skills list` says why. With no skill
+    // installed, runs are offered no skill tools.
+    let (skills, _problems) = keel_tools::SkillSet::load(&settings.skills.roots);
+    if settings.skills.enabled && !skills.all().is_empty() {
+        let skills = Arc::new(skills);
+        builder = builder
+            .tools(keel_tools::skill_tools(skills.clone()))
+            .prompt_part(Arc::new(keel_tools::SkillPrompt::new(
+                skills,
+                settings.skills.max_tokens,
+            )));
+    }
+    if let Some(policy) = &settings.routing {
+        builder = builder.routing(policy.clone());
     }
     if !settings.mcp_servers.is_empty() {
         // Started by the first run, which waits for them (see `keel_mcp::McpServers`).

@@ -83,6 +83,12 @@ pub struct FileConfig {
     /// `[mcp.servers.NAME]`: MCP servers whose tools the agent offers.
     #[serde(default)]
     pub mcp: crate::mcp_settings::McpConfig,
+    /// `[skills]`: skills in the system prompt.
+    #[serde(default)]
+    pub skills: crate::skills_routing::SkillsConfig,
+    /// `[routing]`: a model per tier of message.
+    #[serde(default)]
+    pub routing: crate::skills_routing::RoutingConfig,
 }
 
 /// `[runs]`.
@@ -246,6 +252,8 @@ impl FileConfig {
         crate::hooks_settings::resolve(&self.hooks)?;
         self.tools.shell.validate()?;
         self.mcp.servers()?;
+        self.skills.settings()?;
+        self.routing.policy()?;
         if self.max_iterations == Some(0) {
             return Err("max_iterations must be at least 1".into());
         }

@@ -18,8 +18,10 @@ pub mod overrides;
 pub mod resolve;
 pub mod serve_settings;
 pub mod shell_settings;
+pub mod skills_routing;
 pub mod test_hooks;
 pub mod worker;
 
+pub use assembly::load_settings;
 pub use config::ConfigError;
 pub use overrides::Overrides;

@@ -113,6 +113,10 @@ pub struct Settings {
     pub hooks: Vec<crate::hooks_settings::HookSettings>,
     /// The MCP servers whose tools the agent offers.
     pub mcp_servers: Vec<keel_mcp::McpServerConfig>,
+    /// Skills in the system prompt.
+    pub skills: crate::skills_routing::SkillsSettings,
+    /// A model per tier of message; `None` when none is configured or `--model` names one.
+    pub routing: Option<keel_core::routing::RoutingPolicy>,
 }
 
 /// Combines file, environment and flags into the effective settings.
@@ -235,6 +239,11 @@ pub fn resolve(
         reconcile: reconcile_policy(&file),
         hooks: crate::hooks_settings::resolve(&file.hooks).map_err(ConfigError)?,
         mcp_servers: file.mcp.servers().map_err(ConfigError)?,
+        skills: file.skills.settings().map_err(ConfigError)?,
+        routing: match &flags.model {
+            Some(_) => None,
+            None => file.routing.policy().map_err(ConfigError)?,
+        },
     })
 }
 

@@ -378,6 +378,35 @@ pub enum EventKind {
         /// Model calls made.
         iterations: u32,
     },
+    // — routing and skills (issue 17) —
+    /// The model was chosen by the message's tier (no model was named by the caller).
+    #[serde(rename = "agent.route.decided")]
+    RouteDecided {
+        /// The tier.
+        tier: crate::routing::Tier,
+        /// The model it maps to.
+        model: String,
+        /// The rules that put the message in the tier.
+        reasons: Vec<String>,
+    },
+    /// Skills went into the system prompt for this message.
+    #[serde(rename = "agent.skills.matched")]
+    SkillsMatched {
+        /// Each skill injected, with why it matched.
+        skills: Vec<MatchedSkill>,
+        /// Skills that matched but did not fit the token budget.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        left_out: Vec<String>,
+    },
+}
+
+/// A skill in the system prompt, and why (see [`EventKind::SkillsMatched`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MatchedSkill {
+    /// The skill's name.
+    pub name: String,
+    /// `trigger "deploy"`, or `description (score 2.3)`.
+    pub why: String,
 }
 
 impl EventKind {
@@ -416,6 +445,8 @@ impl EventKind {
             EventKind::RunCompleted { .. } => "agent_run.completed",
             EventKind::RunCancelled { .. } => "agent_run.cancelled",
             EventKind::RunFailed { .. } => "agent_run.failed",
+            EventKind::RouteDecided { .. } => "agent.route.decided",
+            EventKind::SkillsMatched { .. } => "agent.skills.matched",
         }
     }
 }

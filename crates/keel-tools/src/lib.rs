@@ -16,7 +16,10 @@
 //!   its environment, judged first by the command policy ([`ShellPolicy`]). A side effect,
 //!   never retried.
 //!
-//! MCP tool servers will join as a sibling module.
+//! - [`skills`]: `SKILL.md` directories: the ones a message matches go into the system prompt
+//!   ([`SkillPrompt`]); `skills_list` and `skill_view` open the others.
+//!
+//! MCP tool servers are in the `keel-mcp` crate.
 //!
 //! It depends on no keel crate but `keel-core`, whose `Tool` trait and `ToolRegistry` it serves.
 //! It never prints; failures go back to the model as [`keel_core::ToolError`]s.
@@ -27,6 +30,7 @@ pub mod hooks;
 pub mod http;
 mod schema;
 pub mod shell;
+pub mod skills;
 pub mod workspace;
 
 pub use attachments::ReadAttachment;
@@ -34,4 +38,5 @@ pub use files::{AppendFile, FILES_MODULE, ListDir, ReadFile, WriteFile, file_too
 pub use hooks::{CommandHook, DEFAULT_HOOK_TIMEOUT, MAX_HOOK_STDOUT};
 pub use http::{HTTP_MODULE, HttpGet, HttpGetConfig, http_tools};
 pub use shell::{SHELL_MODULE, Shell, ShellConfig, ShellPolicy, Verdict, shell_tools};
+pub use skills::{SkillPrompt, SkillSet, skill_roots, skill_tools};
 pub use workspace::{Access, Workspace, WorkspaceError};

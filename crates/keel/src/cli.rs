@@ -59,6 +59,8 @@ pub enum Command {
     Personas(PersonasArgs),
     /// MCP servers: start each configured one and list its state and tools.
     Mcp(crate::commands::mcp::McpArgs),
+    /// Skills: list the SKILL.md directories keel reads, and the ones it skipped.
+    Skills(crate::commands::skills::SkillsArgs),
 }
 
 /// `keel serve`.

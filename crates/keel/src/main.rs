@@ -72,6 +72,7 @@ fn main() -> ExitCode {
         Command::Usage(args) => runtime.block_on(commands::usage::usage(args)),
         Command::Personas(args) => runtime.block_on(commands::personas::personas(args)),
         Command::Mcp(args) => runtime.block_on(commands::mcp::mcp(config, args)),
+        Command::Skills(args) => commands::skills::skills(config, args),
         Command::Runs(args) => runtime.block_on(commands::runs::runs(config, args)),
         Command::Resume(args) => runtime.block_on(commands::resume::resume(config, args)),
         Command::Answer(args) => runtime.block_on(commands::resume::answer(config, args)),

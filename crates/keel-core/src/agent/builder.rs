@@ -48,6 +48,7 @@ pub struct AgentBuilder {
     pub(super) tune: Vec<SettingsChange>,
     pub(super) workers: Arc<dyn WorkerProbe>,
     pub(super) hooks: crate::tool_hooks::ToolHooks,
+    pub(super) shaping: super::shaping::Shaping,
 }
 
 impl AgentBuilder {
@@ -336,6 +337,7 @@ impl AgentBuilder {
             reconcile: self.reconcile,
             workers: self.workers,
             hooks: self.hooks,
+            shaping: self.shaping,
         })
     }
 }

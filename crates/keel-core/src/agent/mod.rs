@@ -23,6 +23,7 @@ use crate::store::{Store, StoreError, usage_month};
 
 mod builder;
 mod resume;
+mod shaping;
 
 pub use builder::AgentBuilder;
 pub use resume::{ResumeOptions, UnsafeCall};
@@ -182,6 +183,7 @@ pub struct Agent {
     settings: RunSettings,
     chat_session: Mutex<Option<String>>,
     hooks: crate::tool_hooks::ToolHooks,
+    shaping: shaping::Shaping,
 }
 
 impl Agent {
@@ -208,6 +210,7 @@ impl Agent {
             reconcile: crate::reconcile::ReconcilePolicy::default(),
             workers: Arc::new(crate::worker::NoProbe),
             hooks: crate::tool_hooks::ToolHooks::default(),
+            shaping: shaping::Shaping::default(),
         }
     }
 
@@ -257,6 +260,21 @@ impl Agent {
         };
         settings.permission = permission;
         request.options.apply(&mut settings);
+        // The prompt the run is checked against on resume is the configured one, before the
+        // persona's and the per-message sections.
+        let base_prompt_hash = crate::run::prompt_hash(self.settings.system_prompt.as_deref());
+        let shaped = self
+            .shaping
+            .shape(
+                &mut settings,
+                request.options.model.is_some(),
+                crate::prompt_parts::PromptRequest {
+                    session_id: &session_id,
+                    user_id: request.user_id.as_deref(),
+                    message: &request.message,
+                },
+            )
+            .await;
         // A session is untrusted by its kind (`email_trigger`, `event_…`) or as stored.
         settings.untrusted = settings.untrusted
             || crate::platform::SessionKind::of(&session_id).untrusted()
@@ -284,8 +302,12 @@ impl Agent {
             self.clock.now(),
         )
         .with_journal(journal)
-        .with_user(request.user_id.clone());
+        .with_user(request.user_id.clone())
+        .with_prompt_hash(base_prompt_hash);
         let emitter = self.emitter(&run_id, &session_id);
+        for kind in shaped {
+            emitter.emit(kind);
+        }
         let cancel = request.cancel.unwrap_or_default();
         let driver = self.driver(&emitter, &cancel, request.user_id.clone());
         match over_budget {

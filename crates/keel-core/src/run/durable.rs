@@ -134,6 +134,13 @@ impl Run {
         self
     }
 
+    /// The hash resume checks the configured prompt against, when the run's own prompt adds
+    /// per-run parts to it (a persona's prompt, skills, facts), before it starts.
+    pub fn with_prompt_hash(mut self, hash: String) -> Self {
+        self.prompt_hash = hash;
+        self
+    }
+
     /// The run for `user_id`, before it starts.
     pub fn with_user(mut self, user_id: Option<String>) -> Self {
         self.user_id = user_id;

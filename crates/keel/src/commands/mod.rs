@@ -13,5 +13,6 @@ pub mod run;
 pub mod runs;
 pub mod serve;
 pub mod sessions;
+pub mod skills;
 pub mod usage;
 pub mod users;
