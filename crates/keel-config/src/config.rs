@@ -83,6 +83,9 @@ pub struct FileConfig {
     /// `[mcp.servers.NAME]`: MCP servers whose tools the agent offers.
     #[serde(default)]
     pub mcp: crate::mcp_settings::McpConfig,
+    /// `[delegation]`: sub-agents (`delegate_task`).
+    #[serde(default)]
+    pub delegation: crate::delegation_settings::DelegationConfig,
 }
 
 /// `[runs]`.
@@ -246,6 +249,7 @@ impl FileConfig {
         crate::hooks_settings::resolve(&self.hooks)?;
         self.tools.shell.validate()?;
         self.mcp.servers()?;
+        self.delegation.policy()?;
         if self.max_iterations == Some(0) {
             return Err("max_iterations must be at least 1".into());
         }

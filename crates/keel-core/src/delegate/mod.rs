@@ -28,9 +28,11 @@ use crate::tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 
 mod hook;
 mod outcome;
+mod tree;
 
 pub use hook::Delegation;
 pub use outcome::{ChildOutcome, batch_result};
+pub use tree::{ChildRun, child_runs};
 
 /// The name of the delegation tool.
 pub const DELEGATE_TASK: &str = "delegate_task";
