@@ -50,19 +50,31 @@ mod tests {
         assert_eq!(read("").unwrap(), None);
         assert_eq!(read("max_parallel = 2").unwrap(), None);
         let on = read("enabled = true").unwrap().unwrap();
-        assert_eq!((on.max_parallel, on.max_depth, on.max_iterations), (3, 2, 50));
+        assert_eq!(
+            (on.max_parallel, on.max_depth, on.max_iterations),
+            (3, 2, 50)
+        );
         let tuned = read("enabled = true\nmax_parallel = 5\nmodel = \"cheap\"")
             .unwrap()
             .unwrap();
-        assert_eq!((tuned.max_parallel, tuned.model.as_deref()), (5, Some("cheap")));
+        assert_eq!(
+            (tuned.max_parallel, tuned.model.as_deref()),
+            (5, Some("cheap"))
+        );
     }
 
     #[test]
     fn zero_absurd_and_unknown_settings_are_errors() {
         for (text, expected) in [
-            ("enabled = true\nmax_parallel = 0", "max_parallel must be between 1 and"),
+            (
+                "enabled = true\nmax_parallel = 0",
+                "max_parallel must be between 1 and",
+            ),
             ("max_depth = 0", "max_depth must be between 1 and"),
-            ("max_iterations = 100000", "max_iterations must be between 1 and"),
+            (
+                "max_iterations = 100000",
+                "max_iterations must be between 1 and",
+            ),
             ("max_parallel = -1", "invalid value"),
             ("model = \"\"", "model must not be empty"),
             ("max_parallell = 2", "unknown field"),

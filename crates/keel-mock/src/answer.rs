@@ -450,8 +450,14 @@ mod tests {
             echo_user: true,
             ..Step::default()
         });
-        assert_eq!(echoed(step, || "task".into()).text.as_deref(), Some("done: task"));
+        assert_eq!(
+            echoed(step, || "task".into()).text.as_deref(),
+            Some("done: task")
+        );
         let plain = std::sync::Arc::new(Step::text("same"));
-        assert_eq!(echoed(plain, || unreachable!()).text.as_deref(), Some("same"));
+        assert_eq!(
+            echoed(plain, || unreachable!()).text.as_deref(),
+            Some("same")
+        );
     }
 }

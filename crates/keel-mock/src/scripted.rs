@@ -128,10 +128,12 @@ impl Provider for ScriptedProvider {
         // the estimate its minimum.
         let size = || serde_json::to_vec(request).map_or(0, |json| json.len());
         let step = crate::answer::echoed(step, || {
-            let user = request.messages.iter().rev().find(|message| {
-                message.role == keel_core::Role::User && !message.is_internal()
-            });
-            user.map(|message| message.content.clone()).unwrap_or_default()
+            let user =
+                request.messages.iter().rev().find(|message| {
+                    message.role == keel_core::Role::User && !message.is_internal()
+                });
+            user.map(|message| message.content.clone())
+                .unwrap_or_default()
         });
         let answer = Answer::from_step(&step, ids, size, &request.model, "call");
         let cut = step.cut_after_chunks;
