@@ -202,7 +202,7 @@ fn three_tasks_run_concurrently_each_sees_only_its_goal_and_answers_come_back_in
             {"text": "all three done", "usage": usage(50, 5)}
         ],
         "models": {CHILD_MODEL: {"steps": [
-            {"text": "done: ", "echo_user": true, "delay_ms": 400, "usage": usage(100, 10), "forever": true}
+            {"text": "done: ", "echo_user": true, "delay_ms": 800, "usage": usage(100, 10), "forever": true}
         ]}}
     }));
     let output =
@@ -550,4 +550,99 @@ fn cancelling_the_parent_cancels_its_children() {
         1,
         "the parent was not asked again"
     );
+}
+
+/// A daemon with delegation on and one worker slot: a sub-agent needing a slot of its own
+/// would wait for its parent's forever.
+fn delegating_daemon(script: Value) -> (common::daemon::Daemon, Mock, Vec<tempfile::TempDir>) {
+    let mock = Mock::start(&script.to_string());
+    let (home_guard, home) = temp();
+    let (workspace_guard, workspace) = temp();
+    common::daemon::daemon_config(
+        &home,
+        &mock,
+        &workspace,
+        &format!(
+            "[delegation]\nenabled = true\nmodel = \"{CHILD_MODEL}\"\n\n[runs]\nheartbeat_secs = 0.1\n\n[serve]\nworkers = 1\n"
+        ),
+    );
+    let daemon = common::daemon::Daemon::start(&home);
+    (daemon, mock, vec![home_guard, workspace_guard])
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_daemon_runs_sub_agents_concurrently_inside_the_parents_worker_slot() {
+    let (daemon, mock, _guards) = delegating_daemon(json!({
+        "steps": [
+            {"tool_calls": [delegate("d1", json!({"tasks": [{"goal": "one"}, {"goal": "two"}]}))]},
+            {"text": "both done"}
+        ],
+        "models": {CHILD_MODEL: {"steps": [
+            {"text": "done: ", "echo_user": true, "delay_ms": 800, "forever": true}
+        ]}}
+    }));
+    let key = common::daemon::make_key(&daemon.home, &["--user", "ann"]);
+    let api = daemon.client(&key);
+    let conversation = api.conversation(None).await;
+    let run_id = api.send(&conversation, "split it").await;
+    let run = api
+        .until_state(&run_id, &["completed", "failed", "cancelled"])
+        .await;
+    assert_eq!(run["state"], "completed", "{run}");
+    let children = requests_of(&mock, Some(CHILD_MODEL));
+    assert_eq!(children.len(), 2);
+    let last_arrival = children
+        .iter()
+        .map(|(_, t)| t["received_ms"].as_u64().unwrap())
+        .max();
+    let first_answer = children
+        .iter()
+        .map(|(_, t)| t["answered_ms"].as_u64().unwrap())
+        .min();
+    assert!(last_arrival < first_answer, "not overlapping: {children:?}");
+    let result = tool_results(&requests_of(&mock, None)[1].0);
+    let (one, two) = (
+        result.find("done: one").unwrap(),
+        result.find("done: two").unwrap(),
+    );
+    assert!(one < two, "{result}");
+    let lines = tree(&daemon.home, &run_id);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines.iter().all(|l| l.contains("completed")), "{lines:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancelling_a_daemon_run_cancels_its_sub_agents() {
+    let (daemon, mock, _guards) = delegating_daemon(json!({
+        "steps": [
+            {"tool_calls": [delegate("d1", json!({"tasks": [{"goal": "wait one"}, {"goal": "wait two"}]}))]},
+            {"text": "too late", "forever": true}
+        ],
+        "models": {CHILD_MODEL: {"steps": [
+            {"text": "never", "delay_ms": 600000, "forever": true}
+        ]}}
+    }));
+    let key = common::daemon::make_key(&daemon.home, &["--user", "ann"]);
+    let api = daemon.client(&key);
+    let conversation = api.conversation(None).await;
+    let run_id = api.send(&conversation, "wait for two").await;
+    let deadline = Instant::now() + PATIENCE;
+    while requests_of(&mock, Some(CHILD_MODEL)).len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the children never called their model"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, body) = api
+        .post(&format!("/v1/runs/{run_id}/cancel"), json!({}))
+        .await;
+    assert!(status < 300, "{status} {body}");
+    let run = api
+        .until_state(&run_id, &["cancelled", "completed", "failed"])
+        .await;
+    assert_eq!(run["state"], "cancelled", "{run}");
+    let lines = tree(&daemon.home, &run_id);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines.iter().all(|l| l.contains("cancelled")), "{lines:?}");
 }
