@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Agent, AgentError, ResumeOptions, RunReport};
 use crate::delegate::{
     ChildOutcome, DelegateCall, DelegateResult, DelegationPolicy, Delegator, Task, batch_result,
-    child_ids, child_settings, child_tools, depth_of, parse_tasks,
+    child_ids, child_settings, child_tools, depth_of, depth_refusal, parse_tasks,
 };
 use crate::event::EventKind;
 use crate::lane::{LaneClaim, LaneOutcome};
@@ -43,12 +43,7 @@ impl Delegator for Agent {
         };
         let depth = depth_of(&call.context.session_id);
         if depth >= policy.max_depth {
-            return refuse(format!(
-                "Error: `delegate_task` was refused: this run is a sub-agent at depth {depth}, \
-                 and delegation stops at depth {} ([delegation] max_depth). Do the task \
-                 yourself.",
-                policy.max_depth
-            ));
+            return refuse(depth_refusal(depth, policy.max_depth));
         }
         let tasks = match parse_tasks(call.args, &policy) {
             Ok(tasks) => tasks,

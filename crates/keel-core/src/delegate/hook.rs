@@ -82,11 +82,7 @@ impl<'a> Delegation<'a> {
 
     /// The refusal for a run whose depth allows no `delegate_task`.
     pub fn refusal(&self, session_id: &str) -> String {
-        let depth = super::depth_of(session_id);
         let max = self.settings.delegation.as_ref().map_or(0, |p| p.max_depth);
-        format!(
-            "Error: `delegate_task` was refused: this run is a sub-agent at depth {depth}, and \
-             delegation stops at depth {max} ([delegation] max_depth). Do the task yourself."
-        )
+        super::depth_refusal(super::depth_of(session_id), max)
     }
 }

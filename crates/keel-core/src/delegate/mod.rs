@@ -298,6 +298,15 @@ pub fn depth_of(session_id: &str) -> u32 {
         .unwrap_or(0)
 }
 
+/// The tool error for a `delegate_task` call of a run at `depth` when delegation stops at
+/// `max_depth`.
+pub fn depth_refusal(depth: u32, max_depth: u32) -> String {
+    format!(
+        "Error: `delegate_task` was refused: this run is a sub-agent at depth {depth}, and \
+         delegation stops at depth {max_depth} ([delegation] max_depth). Do the task yourself."
+    )
+}
+
 /// The ids of the `index`-th child of call `call_id` of run `parent_run_id`: (run id, session
 /// id `sub-{depth}-{uuid}`). The same inputs always give the same ids, so a parent that runs
 /// its delegate step again finds its children.

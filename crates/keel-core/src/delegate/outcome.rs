@@ -62,7 +62,10 @@ impl ChildOutcome {
             return text;
         }
         if self.state == AgentState::WaitingOnHuman {
-            text.push_str("\nIt stopped to ask a person something; nobody answers a sub-agent.");
+            text.push_str(
+                "\nIt stopped to wait for a person (a question, or approval of a tool call); \
+                 nobody answers a sub-agent.",
+            );
         }
         if self.state == AgentState::MaxSteps {
             text.push_str("\nIt hit its iteration limit before finishing.");
