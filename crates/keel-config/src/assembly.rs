@@ -158,6 +158,9 @@ pub fn agent(
             .map_err(|e| ConfigError(format!("[mcp] {e}")))?;
         builder = builder.tool_source(Arc::new(servers));
     }
+    if let Some(policy) = &settings.delegation {
+        builder = builder.delegation(policy.clone());
+    }
     if let Some(summary) = &settings.summary {
         builder = match &summary.provider {
             None => builder.summary_model(summary.model.clone()),

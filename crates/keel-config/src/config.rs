@@ -89,6 +89,9 @@ pub struct FileConfig {
     /// `[routing]`: a model per tier of message.
     #[serde(default)]
     pub routing: crate::skills_routing::RoutingConfig,
+    /// `[delegation]`: sub-agents (`delegate_task`).
+    #[serde(default)]
+    pub delegation: crate::delegation_settings::DelegationConfig,
 }
 
 /// `[runs]`.
@@ -254,6 +257,7 @@ impl FileConfig {
         self.mcp.servers()?;
         self.skills.settings()?;
         self.routing.policy()?;
+        self.delegation.policy()?;
         if self.max_iterations == Some(0) {
             return Err("max_iterations must be at least 1".into());
         }

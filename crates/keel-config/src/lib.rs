@@ -10,6 +10,7 @@
 
 pub mod assembly;
 pub mod config;
+pub mod delegation_settings;
 pub mod guarded_settings;
 pub mod hooks_settings;
 pub mod launch;

@@ -117,6 +117,8 @@ pub struct Settings {
     pub skills: crate::skills_routing::SkillsSettings,
     /// A model per tier of message; `None` when none is configured or `--model` names one.
     pub routing: Option<keel_core::routing::RoutingPolicy>,
+    /// How runs may delegate to sub-agents; no `delegate_task` when `None`.
+    pub delegation: Option<keel_core::delegate::DelegationPolicy>,
 }
 
 /// Combines file, environment and flags into the effective settings.
@@ -244,6 +246,7 @@ pub fn resolve(
             Some(_) => None,
             None => file.routing.policy().map_err(ConfigError)?,
         },
+        delegation: file.delegation.policy().map_err(ConfigError)?,
     })
 }
 

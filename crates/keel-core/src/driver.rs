@@ -50,6 +50,8 @@ pub struct Driver<'a> {
     pub heartbeat: &'a HeartbeatTicker,
     /// The hooks around tool calls.
     pub hooks: &'a crate::tool_hooks::ToolHooks,
+    /// Who starts sub-agents for `delegate_task`, when the agent delegates.
+    pub delegator: Option<&'a dyn crate::delegate::Delegator>,
 }
 
 /// Whether cancelling may interrupt a step in flight.
@@ -108,6 +110,13 @@ impl Driver<'_> {
             place: run.settings().place.clone(),
             cancel: self.cancel.clone(),
         };
+        let delegation = match (self.delegator, run.settings().delegation.is_some()) {
+            (Some(delegator), true) => Some(crate::delegate::Delegation::new(
+                delegator,
+                run.settings().clone(),
+            )),
+            _ => None,
+        };
         let executor = ToolExecutor {
             registry: self.registry,
             context: &context,
@@ -118,6 +127,7 @@ impl Driver<'_> {
             clock: self.clock,
             offered: run.tools().clone(),
             hooks: self.hooks,
+            delegation: delegation.as_ref(),
         };
         let Resume {
             mut step,
@@ -168,8 +178,17 @@ impl Driver<'_> {
                     // On cancel the executor abandons idempotent calls and starts no more;
                     // side-effecting calls in flight finish and are stored, and the flag is seen
                     // at the next boundary. The hard limit ends the batch whatever it waits on.
+                    if let Some(delegation) = &delegation {
+                        delegation.begin_batch(run.usage().total(), run.cost());
+                    }
                     let work = executor.run_batch(&calls, &replay);
-                    match self.race(run.id(), hard_at, Interruptible::No, work).await {
+                    let raced = self.race(run.id(), hard_at, Interruptible::No, work).await;
+                    if let Some(delegation) = &delegation {
+                        // What the sub-agents spent counts against this run's budgets.
+                        let (usage, cost) = delegation.take_spent();
+                        run.add_delegated_usage(usage, cost);
+                    }
+                    match raced {
                         Raced::Done(BatchOutcome::Done(results, records)) => {
                             envelope.extend(records);
                             note_soft_limit(run, soft);

@@ -360,6 +360,37 @@ pub enum EventKind {
         /// Tokens used.
         usage: Usage,
     },
+    /// A `delegate_task` call started a sub-agent, resumed one a crash interrupted, or found
+    /// one finished (`reused`: its stored answer is the answer; it is not run again).
+    #[serde(rename = "agent.delegate.started")]
+    DelegateStarted {
+        /// The parent's tool call.
+        call_id: String,
+        /// The child's run.
+        child_run_id: String,
+        /// The child's session, `sub-{depth}-{uuid}`.
+        child_session_id: String,
+        /// Its goal.
+        goal: String,
+        /// Its delegation depth (1 for a top-level run's child).
+        depth: u32,
+        /// `start`, `resume` or `reuse`.
+        how: String,
+    },
+    /// A sub-agent ended (or stopped without an end); its outcome goes to the parent.
+    #[serde(rename = "agent.delegate.finished")]
+    DelegateFinished {
+        /// The parent's tool call.
+        call_id: String,
+        /// The child's run.
+        child_run_id: String,
+        /// Where it ended.
+        state: AgentState,
+        /// Model calls it made.
+        iterations: u32,
+        /// Tokens it used.
+        usage: Usage,
+    },
     /// The run stopped at a user's request.
     #[serde(rename = "agent_run.cancelled")]
     RunCancelled {
@@ -443,6 +474,8 @@ impl EventKind {
             EventKind::Reconcile { .. } => "agent_run.reconcile",
             EventKind::RecoveryFired { .. } => "agent.recovery.fired",
             EventKind::RunCompleted { .. } => "agent_run.completed",
+            EventKind::DelegateStarted { .. } => "agent.delegate.started",
+            EventKind::DelegateFinished { .. } => "agent.delegate.finished",
             EventKind::RunCancelled { .. } => "agent_run.cancelled",
             EventKind::RunFailed { .. } => "agent_run.failed",
             EventKind::RouteDecided { .. } => "agent.route.decided",

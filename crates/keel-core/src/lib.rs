@@ -15,6 +15,7 @@ pub mod checkpoint;
 pub mod clock;
 pub mod context;
 pub mod conversation;
+pub mod delegate;
 pub mod driver;
 pub mod event;
 pub mod files;

@@ -125,6 +125,9 @@ pub struct RunSettings {
     /// The process driving the run, copied to the run's record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker: Option<Worker>,
+    /// How far the run may delegate (`delegate_task`); no delegation when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation: Option<crate::delegate::DelegationPolicy>,
 }
 
 /// The waits before each retry of a transient tool failure (seed 001): 0.5 s, 2 s, 8 s.
@@ -179,6 +182,7 @@ impl RunSettings {
             context: ContextSettings::default(),
             launch: None,
             worker: None,
+            delegation: None,
         }
     }
 

@@ -55,6 +55,9 @@ pub struct ToolExecutor<'a> {
     pub offered: Arc<[crate::tool::ToolSpec]>,
     /// The hooks around each call that passed the checks.
     pub hooks: &'a ToolHooks,
+    /// Answers `delegate_task` calls by starting sub-agents; `None` when the run may not
+    /// delegate.
+    pub delegation: Option<&'a crate::delegate::Delegation<'a>>,
 }
 
 /// What a resumed run knows about calls made before its worker died.
@@ -158,10 +161,15 @@ impl ToolExecutor<'_> {
         } else if self.registry.get(&call.name).is_some()
             && !self.offered.iter().any(|tool| tool.name == call.name)
         {
-            Err(format!(
-                "Error: `{}` is not one of your tools here: it was not run.",
-                call.name
-            ))
+            Err(match self.delegation {
+                Some(delegation) if call.name == crate::delegate::DELEGATE_TASK => {
+                    delegation.refusal(&self.context.session_id)
+                }
+                _ => format!(
+                    "Error: `{}` is not one of your tools here: it was not run.",
+                    call.name
+                ),
+            })
         } else {
             self.registry.prepare(call)
         };
@@ -193,6 +201,18 @@ impl ToolExecutor<'_> {
                             call.name
                         ),
                     ),
+                    Ok(())
+                        if call.name == crate::delegate::DELEGATE_TASK
+                            && let Some(delegation) = self.delegation =>
+                    {
+                        // Never abandoned on cancel: the children see the cancel themselves
+                        // and end as cancelled, so none is left running without its parent.
+                        let mut context = self.context.clone();
+                        context.call_id = call.id.clone();
+                        delegation
+                            .call(&prepared.args, &context, &self.offered, self.emitter)
+                            .await
+                    }
                     Ok(()) => {
                         let mut context = self.context.clone();
                         context.call_id = call.id.clone();

@@ -544,6 +544,7 @@ async fn a_call_a_resume_replays_meets_no_hook_again() {
         clock: &SystemClock,
         offered: registry.specs().into(),
         hooks: &hooks,
+        delegation: None,
     };
     let call = ToolCall {
         id: "c1".into(),

@@ -260,6 +260,50 @@ pub(crate) fn exhausted_message(served: usize, model: Option<&str>) -> String {
     }
 }
 
+/// `step` with the request's last user message appended to its text when it asks for that
+/// (`echo_user`); `user` reads the message.
+pub(crate) fn echoed(
+    step: std::sync::Arc<Step>,
+    user: impl FnOnce() -> String,
+) -> std::sync::Arc<Step> {
+    if !step.echo_user {
+        return step;
+    }
+    let mut echoed = (*step).clone();
+    let text = echoed.text.take().unwrap_or_default();
+    echoed.text = Some(format!("{text}{}", user()));
+    std::sync::Arc::new(echoed)
+}
+
+/// The text of the last user message of a request body of any of the three APIs: its string
+/// content, or its text parts joined (a message of tool results alone has none and is passed).
+pub(crate) fn last_user_text(body: &[u8]) -> String {
+    let Ok(request) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return String::new();
+    };
+    let entries = request["messages"]
+        .as_array()
+        .or_else(|| request["input"].as_array());
+    let text_of = |content: &serde_json::Value| match content {
+        serde_json::Value::String(text) => text.clone(),
+        serde_json::Value::Array(parts) => parts
+            .iter()
+            .filter(|part| matches!(part["type"].as_str(), Some("text" | "input_text")))
+            .filter_map(|part| part["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    };
+    entries
+        .into_iter()
+        .flatten()
+        .rev()
+        .filter(|entry| entry["role"] == "user")
+        .map(|entry| text_of(&entry["content"]))
+        .find(|text| !text.is_empty())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -384,5 +428,36 @@ mod tests {
         assert_eq!(wait("0.5"), Some(Duration::from_millis(500)));
         assert_eq!(wait("soon"), None);
         assert_eq!(retry_after(Step::error(429).error.as_ref().unwrap()), None);
+    }
+
+    #[test]
+    fn the_last_user_text_of_each_api() {
+        let chat = br#"{"messages": [{"role": "user", "content": "first"}, {"role": "assistant", "content": "a"},
+            {"role": "user", "content": "second"}, {"role": "tool", "content": "r"}]}"#;
+        assert_eq!(last_user_text(chat), "second");
+        let anthropic = br#"{"messages": [{"role": "user", "content": [{"type": "text", "text": "goal"}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": "r"}]}]}"#;
+        assert_eq!(last_user_text(anthropic), "goal");
+        let responses = br#"{"input": [{"role": "user", "content": [{"type": "input_text", "text": "asked"}]}]}"#;
+        assert_eq!(last_user_text(responses), "asked");
+        assert_eq!(last_user_text(b"not json"), "");
+    }
+
+    #[test]
+    fn an_echo_step_appends_the_user_text() {
+        let step = std::sync::Arc::new(Step {
+            text: Some("done: ".into()),
+            echo_user: true,
+            ..Step::default()
+        });
+        assert_eq!(
+            echoed(step, || "task".into()).text.as_deref(),
+            Some("done: task")
+        );
+        let plain = std::sync::Arc::new(Step::text("same"));
+        assert_eq!(
+            echoed(plain, || unreachable!()).text.as_deref(),
+            Some("same")
+        );
     }
 }

@@ -122,6 +122,10 @@ pub struct Step {
     /// later position of a turn.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub forever: bool,
+    /// Append the text of the request's last user message to `text`, so concurrent
+    /// conversations sharing a step list each get an answer that names what they were asked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub echo_user: bool,
 }
 
 fn is_zero(value: &u64) -> bool {
@@ -436,6 +440,7 @@ impl Step {
                 ("chunk_delay_ms", self.chunk_delay_ms > 0),
                 ("cut_after_chunks", self.cut_after_chunks.is_some()),
                 ("stream_error", self.stream_error.is_some()),
+                ("echo_user", self.echo_user),
             ];
             if let Some((name, _)) = others.iter().find(|(_, set)| *set) {
                 return Err(format!("an `error` step cannot also have `{name}`"));

@@ -127,6 +127,14 @@ impl Provider for ScriptedProvider {
         // the input tokens to estimate); keel's own types always serialize, and 0 only makes
         // the estimate its minimum.
         let size = || serde_json::to_vec(request).map_or(0, |json| json.len());
+        let step = crate::answer::echoed(step, || {
+            let user =
+                request.messages.iter().rev().find(|message| {
+                    message.role == keel_core::Role::User && !message.is_internal()
+                });
+            user.map(|message| message.content.clone())
+                .unwrap_or_default()
+        });
         let answer = Answer::from_step(&step, ids, size, &request.model, "call");
         let cut = step.cut_after_chunks;
         let failure = step.stream_error.as_ref();

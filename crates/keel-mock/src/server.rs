@@ -55,6 +55,18 @@ struct Shared {
     cursor: Cursor,
     requests: Mutex<Vec<Value>>,
     record: bool,
+    /// When each recorded request arrived and was answered, beside it (same index).
+    timeline: Mutex<Vec<Timing>>,
+    started: std::time::Instant,
+}
+
+/// When one request arrived and when its answer began, in milliseconds since the server
+/// started, with the model it asked for.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+struct Timing {
+    received_ms: u64,
+    answered_ms: Option<u64>,
+    model: Option<String>,
 }
 
 /// How a [`MockServer`] serves, besides its script.
@@ -77,16 +89,47 @@ impl Shared {
             cursor: Cursor::new(script),
             requests: Mutex::new(Vec::new()),
             record: options.record,
+            timeline: Mutex::new(Vec::new()),
+            started: std::time::Instant::now(),
         })
     }
 
-    fn record(&self, body: &[u8]) {
+    /// Records a request body; returns its index in the log (for [`Shared::answered`]).
+    fn record(&self, body: &[u8]) -> Option<usize> {
         if !self.record {
-            return;
+            return None;
         }
         let value = serde_json::from_slice(body)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
-        self.recorded().push(value);
+        let mut requests = self.recorded();
+        requests.push(value);
+        // Pushed under the requests' lock, so both logs keep the same order.
+        self.timings().push(Timing {
+            received_ms: self.elapsed_ms(),
+            ..Timing::default()
+        });
+        Some(requests.len() - 1)
+    }
+
+    /// Notes that the answer to request `index` (asking for `model`) begins now.
+    fn answered(&self, index: Option<usize>, model: &str) {
+        let now = self.elapsed_ms();
+        if let Some(i) = index {
+            let mut timings = self.timings();
+            if let Some(timing) = timings.get_mut(i) {
+                timing.answered_ms = Some(now);
+                timing.model = Some(model.to_string());
+            }
+        }
+    }
+
+    fn elapsed_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    fn timings(&self) -> std::sync::MutexGuard<'_, Vec<Timing>> {
+        // Pushing to or setting a field of a Vec cannot leave it half-updated.
+        self.timeline.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn recorded(&self) -> std::sync::MutexGuard<'_, Vec<Value>> {
@@ -206,6 +249,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/messages", post(answer::<Messages>))
         .route("/v1/responses", post(answer::<Responses>))
         .route("/v1/_mock/requests", get(recorded_requests))
+        .route("/v1/_mock/timeline", get(recorded_timeline))
         .fallback(unknown_route)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(shared)
@@ -214,6 +258,11 @@ fn router(shared: Arc<Shared>) -> Router {
 async fn recorded_requests(State(shared): State<Arc<Shared>>) -> Response {
     let requests = Value::Array(shared.recorded().clone());
     json_response(StatusCode::OK, requests.to_string())
+}
+
+async fn recorded_timeline(State(shared): State<Arc<Shared>>) -> Response {
+    let timeline = serde_json::to_string(&*shared.timings()).unwrap_or_else(|_| "[]".into());
+    json_response(StatusCode::OK, timeline)
 }
 
 async fn unknown_route(method: Method, uri: Uri) -> Response {
@@ -232,7 +281,7 @@ async fn answer<A: WireApi>(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    shared.record(&body);
+    let index = shared.record(&body);
     let request = match A::check_headers(&headers).and_then(|()| A::read_request(&body)) {
         Ok(request) => request,
         Err(invalid) => {
@@ -250,9 +299,11 @@ async fn answer<A: WireApi>(
     if step.delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(step.delay_ms)).await;
     }
+    shared.answered(index, &request.model);
     if let Some(error) = &step.error {
         return error_response::<A>(error, &request);
     }
+    let step = crate::answer::echoed(step, || crate::answer::last_user_text(&body));
     let answer = Answer::from_step(
         &step,
         ids,

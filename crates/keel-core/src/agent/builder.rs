@@ -269,6 +269,14 @@ impl AgentBuilder {
         self
     }
 
+    /// Lets runs hand tasks to sub-agents with `delegate_task`, within `policy` (see
+    /// [`crate::delegate`]); off by default.
+    pub fn delegation(mut self, policy: crate::delegate::DelegationPolicy) -> Self {
+        self.tools
+            .push(Arc::new(crate::delegate::DelegateTaskTool::new(&policy)));
+        self.tune(move |s| s.delegation = Some(policy))
+    }
+
     /// Checks the configuration and builds the agent.
     pub fn build(self) -> Result<Agent, AgentError> {
         let provider = self
@@ -312,6 +320,9 @@ impl AgentBuilder {
         }
         for change in self.tune {
             change(&mut settings);
+        }
+        if let Some(policy) = &settings.delegation {
+            policy.validate().map_err(AgentError::Config)?;
         }
         settings.worker = self.workers.this_process();
         let mut providers: HashMap<String, Arc<dyn Provider>> = HashMap::new();

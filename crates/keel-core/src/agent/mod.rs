@@ -22,6 +22,7 @@ use crate::state::{AgentState, ErrorReason};
 use crate::store::{Store, StoreError, usage_month};
 
 mod builder;
+mod delegate;
 mod resume;
 mod shaping;
 
@@ -343,6 +344,7 @@ impl Agent {
             human: self.human.as_deref(),
             heartbeat: &self.heartbeat,
             hooks: &self.hooks,
+            delegator: Some(self),
         }
     }
 

@@ -31,6 +31,7 @@ use crate::tool::ToolSpec;
 
 mod approval;
 mod context;
+mod delegated;
 mod durable;
 mod escalation;
 mod relaunch;

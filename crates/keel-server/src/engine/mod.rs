@@ -511,7 +511,9 @@ impl Engine {
     /// Resumes every run a dead worker left at a resumable checkpoint.
     async fn resume_abandoned(self: &Arc<Self>) -> Result<(), StoreError> {
         for run in self.runs_in(AgentState::TimedOut).await? {
-            if run.resume_available && self.boundaries.get(&run.id).is_none() {
+            // A sub-agent is resumed by its parent's delegate step, never beside it.
+            let child = keel_core::delegate::depth_of(&run.session_id) > 0;
+            if run.resume_available && !child && self.boundaries.get(&run.id).is_none() {
                 self.continue_run(
                     run.id,
                     run.session_id,

@@ -59,6 +59,11 @@ pub async fn runs(
             if run.resume_available {
                 let _ = writeln!(out, "resume with: keel resume {}", run.id);
             }
+            let children = keel_core::delegate::child_runs(store.as_ref(), &run).await?;
+            if !children.is_empty() {
+                let _ = writeln!(out, "\nsub-agents:");
+                write_tree(&mut out, &children, 1);
+            }
             if ended_badly(&run)
                 && let Some(handoff) = store
                     .journal(&run.session_id)
@@ -138,6 +143,27 @@ pub async fn runs(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One line per sub-agent — id, state, iterations, goal — its own below it, indented.
+fn write_tree(out: &mut String, children: &[keel_core::delegate::ChildRun], level: usize) {
+    for child in children {
+        let run = &child.record;
+        let state = match run.reason {
+            Some(reason) => format!("{} ({reason})", run.state),
+            None => run.state.to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "{}{}  {:<22} {:>3} iter  {}",
+            "  ".repeat(level),
+            run.id,
+            state,
+            run.iterations,
+            one_line(&child.goal, 60)
+        );
+        write_tree(out, &child.children, level + 1);
+    }
 }
 
 fn no_run(id: &str) -> anyhow::Error {

@@ -1,0 +1,98 @@
+//! Sub-agents in process: what they spend counts against the parent run's budget and the
+//! user's month, and the library's own builder refuses an absurd delegation policy.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use keel_core::budget::Budgets;
+use keel_core::delegate::DelegationPolicy;
+use keel_core::store::UserRecord;
+use keel_core::{Agent, AgentState, MemoryStore, Permission, RunRequest, Store};
+use keel_mock::{Script, ScriptedProvider, Step};
+use serde_json::json;
+
+const CHILD: &str = "child-model";
+
+fn agent(provider: Arc<ScriptedProvider>, store: Arc<MemoryStore>) -> Agent {
+    Agent::builder()
+        .provider(provider)
+        .model("m")
+        .store(store)
+        .system_prompt("test")
+        .budgets(Budgets {
+            token_budget: Some(500),
+            ..Budgets::default()
+        })
+        .delegation(DelegationPolicy {
+            model: Some(CHILD.into()),
+            ..DelegationPolicy::default()
+        })
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn what_children_spend_counts_against_the_parent_run_and_the_user() {
+    let script = Script::new(vec![
+        Step::tool_call("delegate_task", json!({"goal": "spend a lot"})).with_usage(50, 5),
+        Step::text("never reached").with_usage(1, 1),
+    ])
+    .with_model(CHILD, vec![Step::text("spent").with_usage(1000, 10)]);
+    let provider = Arc::new(ScriptedProvider::new(script));
+    let store = Arc::new(MemoryStore::new());
+    let now = Utc::now();
+    store
+        .save_user(&UserRecord {
+            id: "ada".into(),
+            monthly_token_budget: None,
+            created_at: now,
+            updated_at: now,
+            permission: Permission::User,
+        })
+        .await
+        .unwrap();
+    let agent = agent(provider.clone(), store.clone());
+    let report = agent.run(RunRequest::new("go").user("ada")).await.unwrap();
+
+    // The child answered; its 1010 tokens put the parent over its 500 before its next call.
+    assert_eq!(report.tool_calls[0].output.lines().last(), Some("spent"));
+    assert_eq!(report.state, AgentState::BudgetExceeded, "{report:?}");
+    assert_eq!(report.usage.total(), 55 + 1010);
+    assert_eq!(
+        provider.requests().len(),
+        2,
+        "the parent made no second call"
+    );
+    // The user's month has both runs' tokens, each counted once.
+    let month = keel_core::token_log::usage_month(now);
+    assert_eq!(
+        store.monthly_usage("ada", &month).await.unwrap().total(),
+        55 + 1010
+    );
+    // The child ran as the same user, under a token budget of what the parent had left.
+    let child = store
+        .list_runs(None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|run| run.session_id.starts_with("sub-1-"))
+        .unwrap();
+    assert_eq!(child.state, AgentState::Completed);
+}
+
+#[test]
+fn the_builder_refuses_an_absurd_policy() {
+    let provider = Arc::new(ScriptedProvider::from_steps(vec![]));
+    let built = Agent::builder()
+        .provider(provider)
+        .model("m")
+        .delegation(DelegationPolicy {
+            max_parallel: 0,
+            ..DelegationPolicy::default()
+        })
+        .build();
+    let Err(error) = built else {
+        panic!("built with max_parallel = 0")
+    };
+    assert!(error.to_string().contains("max_parallel"), "{error}");
+}
