@@ -22,6 +22,7 @@ use crate::state::{AgentState, ErrorReason};
 use crate::store::{Store, StoreError, usage_month};
 
 mod builder;
+mod memory;
 mod resume;
 
 pub use builder::AgentBuilder;
@@ -182,6 +183,8 @@ pub struct Agent {
     settings: RunSettings,
     chat_session: Mutex<Option<String>>,
     hooks: crate::tool_hooks::ToolHooks,
+    /// Where the `memory` tool keeps its notes, for the sessions' snapshots.
+    memory: Option<Arc<dyn crate::memory_notes::MemoryBackend>>,
 }
 
 impl Agent {
@@ -208,6 +211,7 @@ impl Agent {
             reconcile: crate::reconcile::ReconcilePolicy::default(),
             workers: Arc::new(crate::worker::NoProbe),
             hooks: crate::tool_hooks::ToolHooks::default(),
+            memory: None,
         }
     }
 
@@ -274,6 +278,14 @@ impl Agent {
             .filter(|tool| request.options.allows(tool))
             .collect();
         let journal = self.store.journal(&session_id).await?.unwrap_or_default();
+        let tools: Vec<_> = tools;
+        let snapshot = self
+            .memory_snapshot(&journal, &tools, request.user_id.as_deref())
+            .await;
+        settings.system_prompt = Self::prompt_with_memory(
+            settings.system_prompt,
+            snapshot.as_ref().map(|(snapshot, _)| snapshot),
+        );
         let mut run = Run::new(
             run_id.clone(),
             session_id.clone(),
@@ -285,6 +297,9 @@ impl Agent {
         )
         .with_journal(journal)
         .with_user(request.user_id.clone());
+        if let Some((snapshot, true)) = snapshot {
+            run = run.with_new_memory_snapshot(snapshot);
+        }
         let emitter = self.emitter(&run_id, &session_id);
         let cancel = request.cancel.unwrap_or_default();
         let driver = self.driver(&emitter, &cancel, request.user_id.clone());

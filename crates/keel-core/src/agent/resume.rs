@@ -98,7 +98,11 @@ impl Agent {
         let emitter = self.emitter(run_id, &record.session_id);
         let cancel = options.cancel.clone().unwrap_or_default();
         let driver = self.driver(&emitter, &cancel, run.user_id().map(str::to_string));
-        let current_prompt = self.settings.system_prompt.clone();
+        // The prompt the run would start with now: the session's memory snapshot is part of it.
+        let current_prompt = Self::prompt_with_memory(
+            self.settings.system_prompt.clone(),
+            run.journal().memory_snapshot.as_ref(),
+        );
         let drifted = prompt_hash(current_prompt.as_deref()) != run.prompt_hash();
         let (step, replay) = if drifted && !options.accept_prompt_change {
             (run.halt_prompt_drift(), Replay::default())

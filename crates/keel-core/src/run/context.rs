@@ -224,6 +224,8 @@ impl Run {
             if let Some(step) = self.recover() {
                 return Some(step);
             }
+        } else {
+            self.reset_flush();
         }
         let estimate = self.context_tokens();
         if estimate * 10 >= threshold * 9 {
@@ -238,21 +240,24 @@ impl Run {
 
     /// Climbs the ladder one rung; `None` when the run can go on without a model call.
     fn recover(&mut self) -> Option<Step> {
-        if self.settings.context.strategy == Strategy::SlidingWindow {
-            self.slide();
-            return None;
-        }
+        let sliding = self.settings.context.strategy == Strategy::SlidingWindow;
         let gap = self.settings.context.recovery_gap;
         let recent =
             |at: Option<u32>| at.is_some_and(|at| self.iteration.saturating_sub(at) <= gap);
-        if recent(self.ladder.last_r2) {
+        let (r1_recent, r2_recent) = (recent(self.ladder.last_r1), recent(self.ladder.last_r2));
+        if !sliding && r2_recent {
             return self.ask_for_help();
         }
-        let tier = if recent(self.ladder.last_r1) {
-            Tier::R2
-        } else {
-            Tier::R1
-        };
+        // Messages are about to leave the context: the model saves what it must first.
+        if let Some(step) = self.flush_before_compaction() {
+            return Some(step);
+        }
+        if sliding {
+            self.slide();
+            self.reset_flush();
+            return None;
+        }
+        let tier = if r1_recent { Tier::R2 } else { Tier::R1 };
         self.summarize(tier, Then::NextCall, "threshold")
             .or_else(|| self.ask_for_help())
     }
@@ -387,6 +392,7 @@ impl Run {
         self.push(summary);
         self.summary_index = Some(self.messages.len() - 1);
         self.context_start = pending.cut;
+        self.reset_flush();
         let (after_tokens, after_messages) = (self.context_tokens(), self.context_len());
         self.events.push(match pending.tier {
             Tier::R1 => EventKind::CompactionRun {

@@ -33,12 +33,14 @@ mod approval;
 mod context;
 mod durable;
 mod escalation;
+mod flush;
 mod relaunch;
 mod step;
 mod stopping;
 mod view;
 
 pub use durable::{NextStep, RestoreError, prompt_hash};
+pub use flush::FLUSH_PROMPT;
 pub use step::{ModelCall, Step, ToolCallReport, ToolResult};
 
 pub use crate::run_settings::{
@@ -110,6 +112,9 @@ pub struct Run {
     ladder: context::Ladder,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pending_summary: Option<context::PendingSummary>,
+    /// The memory flush owed before the coming compaction.
+    #[serde(default, skip_serializing_if = "crate::checkpoint::is_default")]
+    flush: flush::Flush,
     iteration: u32,
     iteration_limit: u32,
     state: AgentState,
@@ -210,6 +215,7 @@ impl Run {
             tools.push(agent_tools::request_more_iterations_spec());
         }
         tools.extend(crate::journal::journal_tool_specs());
+        tools.push(crate::todo::todo_spec());
         if !tools.iter().any(|tool| tool.name == agent_tools::ASK_HUMAN) {
             tools.push(agent_tools::ask_human_spec());
         }
@@ -253,6 +259,7 @@ impl Run {
             first_user: None,
             ladder: context::Ladder::default(),
             pending_summary: None,
+            flush: flush::Flush::Idle,
             iteration: 0,
             state: AgentState::Running,
             reason: None,
@@ -382,6 +389,10 @@ impl Run {
 
         let calls = message.tool_calls.clone();
         self.push_assistant(message);
+        if calls.is_empty() && self.flushing() {
+            // The flush turn's answer is not the run's: the compaction comes next.
+            return self.next_model_call();
+        }
         if calls.is_empty() {
             let limit = self.settings.max_tokens_recoveries;
             if response.stop_reason == StopReason::MaxTokens && self.max_tokens_recoveries < limit {
@@ -416,14 +427,19 @@ impl Run {
         // Tools were forbidden on this turn (a directive); a provider that ignores tool_choice
         // still gets no side effect: the loop answers every call with a refusal.
         let forbidden = self.tool_choice == ToolChoice::None;
-        let (by_loop, for_tools): (Vec<ToolCall>, Vec<ToolCall>) = self
-            .pending
-            .iter()
-            .cloned()
-            .partition(|call| forbidden || agent_tools::is_agent_tool(&call.name));
+        let (by_loop, for_tools): (Vec<ToolCall>, Vec<ToolCall>) =
+            self.pending.iter().cloned().partition(|call| {
+                forbidden
+                    || agent_tools::is_agent_tool(&call.name)
+                    || self.refuse_outside_flush(call).is_some()
+            });
         self.answered_by_loop = Vec::new();
         for call in &by_loop {
-            if let Some(result) = self.answer_agent_tool(call) {
+            let answer = match self.refuse_outside_flush(call) {
+                Some(refusal) => Some(refusal),
+                None => self.answer_agent_tool(call),
+            };
+            if let Some(result) = answer {
                 self.answered_by_loop.push(result);
             }
         }
@@ -644,3 +660,6 @@ mod guardrail_tests;
 
 #[cfg(test)]
 mod context_tests;
+
+#[cfg(test)]
+mod flush_tests;
