@@ -45,7 +45,8 @@ pub fn load_settings(
     flags: &Overrides,
 ) -> Result<Configured, ConfigError> {
     let loaded = config::load(config_file, home)?;
-    let settings = resolve::resolve(loaded.file, &|key| std::env::var(key).ok(), flags)?;
+    let mut settings = resolve::resolve(loaded.file, &|key| std::env::var(key).ok(), flags)?;
+    settings.memory.dir = Some(home.join("memory"));
     Ok(Configured {
         settings,
         lastgood: Arc::new(config::LastGoodSaver::new(loaded.source)),
@@ -129,6 +130,9 @@ pub fn agent(
             workspace,
             crate::shell_settings::tool_config(settings),
         ));
+    }
+    if let Some(notes) = settings.memory.backend() {
+        builder = builder.memory(notes, settings.memory.limits);
     }
     if !settings.mcp_servers.is_empty() {
         // Started by the first run, which waits for them (see `keel_mcp::McpServers`).

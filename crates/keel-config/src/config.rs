@@ -83,6 +83,9 @@ pub struct FileConfig {
     /// `[mcp.servers.NAME]`: MCP servers whose tools the agent offers.
     #[serde(default)]
     pub mcp: crate::mcp_settings::McpConfig,
+    /// `[memory]`: the `memory` tool's notes.
+    #[serde(default)]
+    pub memory: crate::memory_settings::MemoryConfig,
 }
 
 /// `[runs]`.
@@ -245,6 +248,7 @@ impl FileConfig {
         self.serve.validate()?;
         crate::hooks_settings::resolve(&self.hooks)?;
         self.tools.shell.validate()?;
+        self.memory.settings()?;
         self.mcp.servers()?;
         if self.max_iterations == Some(0) {
             return Err("max_iterations must be at least 1".into());
