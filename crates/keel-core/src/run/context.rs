@@ -105,15 +105,20 @@ impl Run {
     }
 
     /// The indices of the messages sent verbatim, in order: the first user message when the
-    /// sliding window dropped it, then everything from the context start but summaries.
+    /// sliding window dropped it, then everything from the context start but summaries and
+    /// the requests of flush turns that are over.
     fn verbatim(&self) -> impl Iterator<Item = usize> + '_ {
         let first = self.first_user.filter(|&i| {
             i < self.context_start && self.settings.context.strategy == Strategy::SlidingWindow
         });
-        first.into_iter().chain(
-            (self.context_start..self.messages.len())
-                .filter(|&i| !context::is_summary(&self.messages[i])),
-        )
+        let spent_flush = |message: &Message| {
+            message.meta.internal == Some(InternalReason::MemoryFlush) && !self.flushing()
+        };
+        first
+            .into_iter()
+            .chain((self.context_start..self.messages.len()).filter(move |&i| {
+                !context::is_summary(&self.messages[i]) && !spent_flush(&self.messages[i])
+            }))
     }
 
     /// The messages the model sees: the summary, then the verbatim part, with oversized

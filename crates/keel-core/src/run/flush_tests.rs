@@ -143,6 +143,13 @@ fn the_model_saves_with_memory_and_todo_only_then_the_compaction_runs() {
         ]
     );
     assert!(flushed(&mut run).is_empty(), "one flush per compaction");
+    assert!(
+        next.request
+            .messages
+            .iter()
+            .all(|m| !m.content.contains(FLUSH_PROMPT)),
+        "a spent flush request is not sent again"
+    );
 }
 
 #[test]
@@ -153,6 +160,12 @@ fn a_flush_turn_that_only_answers_does_not_end_the_run() {
     assert!(matches!(step, Step::Summarize(_)), "{step:?}");
     assert_eq!(run.state(), AgentState::Running);
     assert_eq!(flushed(&mut run), [0]);
+    assert!(
+        run.messages()
+            .iter()
+            .all(|m| m.content != "nothing to save"),
+        "the flush turn's answer is not kept"
+    );
 }
 
 #[test]

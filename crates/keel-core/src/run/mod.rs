@@ -388,11 +388,12 @@ impl Run {
         }
 
         let calls = message.tool_calls.clone();
-        self.push_assistant(message);
         if calls.is_empty() && self.flushing() {
-            // The flush turn's answer is not the run's: the compaction comes next.
+            // A flush turn that saved nothing leaves nothing behind: its answer is not the
+            // run's, and the compaction comes next.
             return self.next_model_call();
         }
+        self.push_assistant(message);
         if calls.is_empty() {
             let limit = self.settings.max_tokens_recoveries;
             if response.stop_reason == StopReason::MaxTokens && self.max_tokens_recoveries < limit {
