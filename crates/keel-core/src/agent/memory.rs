@@ -22,6 +22,18 @@ impl Agent {
         }
     }
 
+    /// The snapshot a run offered `tools` shows: the session's, when the run offers `memory`
+    /// (what a resume checks the run's prompt against).
+    pub(super) fn shown_snapshot<'a>(
+        journal: &'a Journal,
+        tools: &[ToolSpec],
+    ) -> Option<&'a MemorySnapshot> {
+        journal
+            .memory_snapshot
+            .as_ref()
+            .filter(|_| tools.iter().any(|tool| tool.name == MEMORY))
+    }
+
     /// The session's memory snapshot for a run offered `tools`: the one kept in `journal`, or
     /// one taken now (`true`: new, to be kept). `None` when the run has no `memory` tool, or
     /// when the notes cannot be read (the run goes on without them and the next run tries
@@ -36,7 +48,7 @@ impl Agent {
         if !tools.iter().any(|tool| tool.name == MEMORY) {
             return None;
         }
-        if let Some(kept) = &journal.memory_snapshot {
+        if let Some(kept) = Self::shown_snapshot(journal, tools) {
             return Some((kept.clone(), false));
         }
         let snapshot = MemorySnapshot::take(backend.as_ref(), user).await.ok()?;

@@ -101,7 +101,7 @@ impl Agent {
         // The prompt the run would start with now: the session's memory snapshot is part of it.
         let current_prompt = Self::prompt_with_memory(
             self.settings.system_prompt.clone(),
-            run.journal().memory_snapshot.as_ref(),
+            Self::shown_snapshot(run.journal(), run.tools()),
         );
         let drifted = prompt_hash(current_prompt.as_deref()) != run.prompt_hash();
         let (step, replay) = if drifted && !options.accept_prompt_change {
