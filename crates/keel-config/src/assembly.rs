@@ -49,6 +49,7 @@ pub fn load_settings(
     if settings.skills.enabled {
         settings.skills.roots = keel_tools::skill_roots(home, &settings.workspace);
     }
+    settings.memory.dir = Some(home.join("memory"));
     Ok(Configured {
         settings,
         lastgood: Arc::new(config::LastGoodSaver::new(loaded.source)),
@@ -151,6 +152,9 @@ pub fn agent(
     }
     if let Some(policy) = &settings.routing {
         builder = builder.routing(policy.clone());
+    }
+    if let Some(notes) = settings.memory.backend() {
+        builder = builder.memory(notes, settings.memory.limits);
     }
     if !settings.mcp_servers.is_empty() {
         // Started by the first run, which waits for them (see `keel_mcp::McpServers`).

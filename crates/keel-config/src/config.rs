@@ -92,6 +92,9 @@ pub struct FileConfig {
     /// `[delegation]`: sub-agents (`delegate_task`).
     #[serde(default)]
     pub delegation: crate::delegation_settings::DelegationConfig,
+    /// `[memory]`: the `memory` tool's notes.
+    #[serde(default)]
+    pub memory: crate::memory_settings::MemoryConfig,
 }
 
 /// `[runs]`.
@@ -254,6 +257,7 @@ impl FileConfig {
         self.serve.validate()?;
         crate::hooks_settings::resolve(&self.hooks)?;
         self.tools.shell.validate()?;
+        self.memory.settings()?;
         self.mcp.servers()?;
         self.skills.settings()?;
         self.routing.policy()?;

@@ -119,6 +119,8 @@ pub struct Settings {
     pub routing: Option<keel_core::routing::RoutingPolicy>,
     /// How runs may delegate to sub-agents; no `delegate_task` when `None`.
     pub delegation: Option<keel_core::delegate::DelegationPolicy>,
+    /// The `memory` tool.
+    pub memory: crate::memory_settings::MemorySettings,
 }
 
 /// Combines file, environment and flags into the effective settings.
@@ -247,6 +249,7 @@ pub fn resolve(
             None => file.routing.policy().map_err(ConfigError)?,
         },
         delegation: file.delegation.policy().map_err(ConfigError)?,
+        memory: file.memory.settings().map_err(ConfigError)?,
     })
 }
 

@@ -262,6 +262,12 @@ pub enum EventKind {
         /// The summary model failed and the context was truncated instead.
         summary_failed: bool,
     },
+    /// Before a compaction, the model had its one turn to save what it must remember.
+    #[serde(rename = "agent.memory.flushed")]
+    MemoryFlushed {
+        /// The `memory` calls of that turn that saved something.
+        saved: usize,
+    },
     /// A deeper context recovery fired: R2 (deep prune) or R3 (ask the human).
     #[serde(rename = "agent.recovery.fired")]
     RecoveryFired {
@@ -464,6 +470,7 @@ impl EventKind {
             EventKind::SoftLimit { .. } => "agent.exhaustion.soft_limit",
             EventKind::ConfigFallback { .. } => "agent.config.fallback",
             EventKind::CompactionRun { .. } => "agent.compaction.run",
+            EventKind::MemoryFlushed { .. } => "agent.memory.flushed",
             EventKind::Checkpoint { .. } => "agent.checkpoint",
             EventKind::HumanAsked { .. } => "agent.human.asked",
             EventKind::HumanAnswered { .. } => "agent.human.answered",

@@ -6,6 +6,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::memory_notes::MemorySnapshot;
+use crate::todo::TodoList;
 use crate::tool::ToolSpec;
 
 /// Reads the journal.
@@ -47,6 +49,13 @@ pub struct Journal {
     pub blockers: Vec<String>,
     /// What should happen next if the work stops here.
     pub handoff_next_action: String,
+    /// The task list of the `todo` tool, kept with the journal (see [`crate::todo`]).
+    #[serde(skip_serializing_if = "TodoList::is_empty")]
+    pub todos: TodoList,
+    /// The durable memory as it was when the session started: what its system prompt shows
+    /// (see [`crate::memory_notes`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_snapshot: Option<MemorySnapshot>,
 }
 
 /// True when the loop itself answers calls to `name`.
@@ -98,9 +107,25 @@ pub fn journal_tool_specs() -> Vec<ToolSpec> {
 }
 
 impl Journal {
-    /// True when nothing was written yet.
+    /// True when nothing was written yet: no notes, no task list, no memory snapshot.
     pub fn is_empty(&self) -> bool {
         *self == Journal::default()
+    }
+
+    /// True when the model wrote something in the journal proper (its notes, not its task
+    /// list or the memory snapshot).
+    pub fn has_notes(&self) -> bool {
+        let lists = [
+            &self.verified_findings,
+            &self.decisions,
+            &self.artifacts,
+            &self.open_questions,
+            &self.blockers,
+        ];
+        !(self.objective.is_empty()
+            && self.current_state.is_empty()
+            && self.handoff_next_action.is_empty()
+            && lists.iter().all(|list| list.is_empty()))
     }
 
     /// Answers one journal tool call; returns the text for the model and whether the journal
@@ -151,7 +176,7 @@ impl Journal {
 
     /// The whole journal as Markdown.
     pub fn render(&self) -> String {
-        if self.is_empty() {
+        if !self.has_notes() {
             return "The run journal is empty.".into();
         }
         let mut out = String::from("# Run journal\n");
@@ -182,7 +207,7 @@ impl Journal {
     /// The short digest for the system prompt: objective, current state, first blocker, next
     /// action and the latest findings, at most [`DIGEST_MAX_CHARS`].
     pub fn digest(&self) -> String {
-        if self.is_empty() {
+        if !self.has_notes() {
             return String::new();
         }
         let mut parts = Vec::new();

@@ -57,6 +57,8 @@ pub enum InternalReason {
     TimeLimitSummary,
     /// A warning layer (budget, context pressure) added to one request, never stored.
     Warning,
+    /// The request to save durable memory before a compaction.
+    MemoryFlush,
     /// A reason written by a newer keel that this build does not know.
     #[serde(other)]
     Other,

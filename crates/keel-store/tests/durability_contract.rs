@@ -135,6 +135,7 @@ fn journal(objective: &str) -> Journal {
         open_questions: vec!["why?".into()],
         blockers: vec![],
         handoff_next_action: "write the test".into(),
+        ..Journal::default()
     }
 }
 

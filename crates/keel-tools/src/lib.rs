@@ -8,6 +8,8 @@
 //!   other non-public addresses unless `allow_private` is set. Its errors are classified so that keel
 //!   retries only what may pass next time (timeouts, network failures, 429, 5xx).
 //!
+//! - [`memory_files`]: [`FileMemory`], the `memory` tool's notes as `MEMORY.md` and `USER.md`
+//!   per user under `$KEEL_HOME/memory`, edited under a file lock;
 //! - [`attachments`]: `read_attachment`, the files sent with a message of the conversation;
 //! - [`hooks`]: [`CommandHook`], a configured tool hook run as a shell command in the
 //!   workspace, bounded in time and output, leaving no process behind;
@@ -28,6 +30,7 @@ pub mod attachments;
 pub mod files;
 pub mod hooks;
 pub mod http;
+pub mod memory_files;
 mod schema;
 pub mod shell;
 pub mod skills;
@@ -37,6 +40,7 @@ pub use attachments::ReadAttachment;
 pub use files::{AppendFile, FILES_MODULE, ListDir, ReadFile, WriteFile, file_tools};
 pub use hooks::{CommandHook, DEFAULT_HOOK_TIMEOUT, MAX_HOOK_STDOUT};
 pub use http::{HTTP_MODULE, HttpGet, HttpGetConfig, http_tools};
+pub use memory_files::FileMemory;
 pub use shell::{SHELL_MODULE, Shell, ShellConfig, ShellPolicy, Verdict, shell_tools};
 pub use skills::{SkillPrompt, SkillSet, skill_roots, skill_tools};
 pub use workspace::{Access, Workspace, WorkspaceError};

@@ -80,8 +80,8 @@ fn a_sixty_iteration_task_fits_a_4000_token_window_and_loses_nothing() {
     std::fs::write(
         home.join("keel.toml"),
         format!(
-            // The windows are sized for the file tools alone: no shell.
-            "[models]\nsummary = \"summary-model\"\n\n[tools.shell]\nenabled = false\n\n{}",
+            // The windows are sized for the file tools alone: no shell, no memory (and its flush turns).
+            "[models]\nsummary = \"summary-model\"\n\n[tools.shell]\nenabled = false\n\n[memory]\nenabled = false\n\n{}",
             common::FAST_RETRIES
         ),
     )
@@ -220,8 +220,8 @@ fn a_failing_summary_model_falls_back_to_truncation_and_the_task_still_completes
     std::fs::write(
         home.join("keel.toml"),
         format!(
-            // The windows are sized for the file tools alone: no shell.
-            "[models]\nsummary = \"summary-model\"\n\n[tools.shell]\nenabled = false\n\n{}",
+            // The windows are sized for the file tools alone: no shell, no memory (and its flush turns).
+            "[models]\nsummary = \"summary-model\"\n\n[tools.shell]\nenabled = false\n\n[memory]\nenabled = false\n\n{}",
             common::FAST_RETRIES
         ),
     )
@@ -237,8 +237,9 @@ fn a_failing_summary_model_falls_back_to_truncation_and_the_task_still_completes
             &mock.url,
         ])
         .args([
+            // Sized for the file tools and the loop's own (journal, todo, ask_human).
             "--context-window",
-            "3000",
+            "3200",
             "--max-iterations",
             "40",
             "--events",
@@ -296,8 +297,8 @@ fn a_context_overflow_error_deep_prunes_and_retries_once() {
     std::fs::write(
         home.join("keel.toml"),
         format!(
-            // The windows are sized for the file tools alone: no shell.
-            "[models]\nsummary = \"summary-model\"\n\n[tools.shell]\nenabled = false\n\n{}",
+            // The windows are sized for the file tools alone: no shell, no memory (and its flush turns).
+            "[models]\nsummary = \"summary-model\"\n\n[tools.shell]\nenabled = false\n\n[memory]\nenabled = false\n\n{}",
             common::FAST_RETRIES
         ),
     )

@@ -49,6 +49,7 @@ pub struct AgentBuilder {
     pub(super) workers: Arc<dyn WorkerProbe>,
     pub(super) hooks: crate::tool_hooks::ToolHooks,
     pub(super) shaping: super::shaping::Shaping,
+    pub(super) memory: Option<Arc<dyn crate::memory_notes::MemoryBackend>>,
 }
 
 impl AgentBuilder {
@@ -277,6 +278,22 @@ impl AgentBuilder {
         self.tune(move |s| s.delegation = Some(policy))
     }
 
+    /// Durable memory: the `memory` tool on `backend` within `limits`, and each session's
+    /// system prompt showing the notes as they were when it started (default: none).
+    pub fn memory(
+        mut self,
+        backend: Arc<dyn crate::memory_notes::MemoryBackend>,
+        limits: crate::memory_notes::MemoryLimits,
+    ) -> Self {
+        self.tools
+            .push(Arc::new(crate::memory_notes::MemoryTool::new(
+                backend.clone(),
+                limits,
+            )));
+        self.memory = Some(backend);
+        self
+    }
+
     /// Checks the configuration and builds the agent.
     pub fn build(self) -> Result<Agent, AgentError> {
         let provider = self
@@ -349,6 +366,7 @@ impl AgentBuilder {
             workers: self.workers,
             hooks: self.hooks,
             shaping: self.shaping,
+            memory: self.memory,
         })
     }
 }

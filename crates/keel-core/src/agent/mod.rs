@@ -23,6 +23,7 @@ use crate::store::{Store, StoreError, usage_month};
 
 mod builder;
 mod delegate;
+mod memory;
 mod resume;
 mod shaping;
 
@@ -185,6 +186,8 @@ pub struct Agent {
     chat_session: Mutex<Option<String>>,
     hooks: crate::tool_hooks::ToolHooks,
     shaping: shaping::Shaping,
+    /// Where the `memory` tool keeps its notes, for the sessions' snapshots.
+    memory: Option<Arc<dyn crate::memory_notes::MemoryBackend>>,
 }
 
 impl Agent {
@@ -212,6 +215,7 @@ impl Agent {
             workers: Arc::new(crate::worker::NoProbe),
             hooks: crate::tool_hooks::ToolHooks::default(),
             shaping: shaping::Shaping::default(),
+            memory: None,
         }
     }
 
@@ -293,6 +297,15 @@ impl Agent {
             .filter(|tool| request.options.allows(tool))
             .collect();
         let journal = self.store.journal(&session_id).await?.unwrap_or_default();
+        let tools: Vec<_> = tools;
+        // The session's memory, as it was when the session started, follows the sections.
+        let snapshot = self
+            .memory_snapshot(&journal, &tools, request.user_id.as_deref())
+            .await;
+        settings.system_prompt = Self::prompt_with_memory(
+            settings.system_prompt,
+            snapshot.as_ref().map(|(snapshot, _)| snapshot),
+        );
         let mut run = Run::new(
             run_id.clone(),
             session_id.clone(),
@@ -305,6 +318,9 @@ impl Agent {
         .with_journal(journal)
         .with_user(request.user_id.clone())
         .with_prompt_hash(base_prompt_hash);
+        if let Some((snapshot, true)) = snapshot {
+            run = run.with_new_memory_snapshot(snapshot);
+        }
         let emitter = self.emitter(&run_id, &session_id);
         for kind in shaped {
             emitter.emit(kind);

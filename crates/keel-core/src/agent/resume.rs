@@ -98,12 +98,26 @@ impl Agent {
         let emitter = self.emitter(run_id, &record.session_id);
         let cancel = options.cancel.clone().unwrap_or_default();
         let driver = self.driver(&emitter, &cancel, run.user_id().map(str::to_string));
+        // A run keeps the hash of the configured prompt it started under (before a persona's
+        // text and the per-run sections); a changed configuration halts the resume.
         let current_prompt = self.settings.system_prompt.clone();
         let drifted = prompt_hash(current_prompt.as_deref()) != run.prompt_hash();
         let (step, replay) = if drifted && !options.accept_prompt_change {
             (run.halt_prompt_drift(), Replay::default())
         } else {
-            run.clear_halt(drifted.then(|| current_prompt.unwrap_or_default()));
+            // Accepted: the new prompt, with the session's memory as the run showed it, checked
+            // from now on against the new configured prompt.
+            let changed = drifted.then(|| {
+                let shown = Self::prompt_with_memory(
+                    current_prompt.clone(),
+                    Self::shown_snapshot(run.journal(), run.tools()),
+                );
+                (
+                    shown.unwrap_or_default(),
+                    prompt_hash(current_prompt.as_deref()),
+                )
+            });
+            run.clear_halt(changed);
             let mut replay = self.replay(run_id).await?;
             if record.reason == Some(ErrorReason::ResumeUnsafe) || halted {
                 self.decide_unsafe(&run, &mut replay, options.unsafe_call)

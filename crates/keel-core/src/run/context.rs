@@ -105,15 +105,20 @@ impl Run {
     }
 
     /// The indices of the messages sent verbatim, in order: the first user message when the
-    /// sliding window dropped it, then everything from the context start but summaries.
+    /// sliding window dropped it, then everything from the context start but summaries and
+    /// the requests of flush turns that are over.
     fn verbatim(&self) -> impl Iterator<Item = usize> + '_ {
         let first = self.first_user.filter(|&i| {
             i < self.context_start && self.settings.context.strategy == Strategy::SlidingWindow
         });
-        first.into_iter().chain(
-            (self.context_start..self.messages.len())
-                .filter(|&i| !context::is_summary(&self.messages[i])),
-        )
+        let spent_flush = |message: &Message| {
+            message.meta.internal == Some(InternalReason::MemoryFlush) && !self.flushing()
+        };
+        first
+            .into_iter()
+            .chain((self.context_start..self.messages.len()).filter(move |&i| {
+                !context::is_summary(&self.messages[i]) && !spent_flush(&self.messages[i])
+            }))
     }
 
     /// The messages the model sees: the summary, then the verbatim part, with oversized
@@ -224,6 +229,8 @@ impl Run {
             if let Some(step) = self.recover() {
                 return Some(step);
             }
+        } else {
+            self.reset_flush();
         }
         let estimate = self.context_tokens();
         if estimate * 10 >= threshold * 9 {
@@ -238,21 +245,24 @@ impl Run {
 
     /// Climbs the ladder one rung; `None` when the run can go on without a model call.
     fn recover(&mut self) -> Option<Step> {
-        if self.settings.context.strategy == Strategy::SlidingWindow {
-            self.slide();
-            return None;
-        }
+        let sliding = self.settings.context.strategy == Strategy::SlidingWindow;
         let gap = self.settings.context.recovery_gap;
         let recent =
             |at: Option<u32>| at.is_some_and(|at| self.iteration.saturating_sub(at) <= gap);
-        if recent(self.ladder.last_r2) {
+        let (r1_recent, r2_recent) = (recent(self.ladder.last_r1), recent(self.ladder.last_r2));
+        if !sliding && r2_recent {
             return self.ask_for_help();
         }
-        let tier = if recent(self.ladder.last_r1) {
-            Tier::R2
-        } else {
-            Tier::R1
-        };
+        // Messages are about to leave the context: the model saves what it must first.
+        if let Some(step) = self.flush_before_compaction() {
+            return Some(step);
+        }
+        if sliding {
+            self.slide();
+            self.reset_flush();
+            return None;
+        }
+        let tier = if r1_recent { Tier::R2 } else { Tier::R1 };
         self.summarize(tier, Then::NextCall, "threshold")
             .or_else(|| self.ask_for_help())
     }
@@ -387,6 +397,7 @@ impl Run {
         self.push(summary);
         self.summary_index = Some(self.messages.len() - 1);
         self.context_start = pending.cut;
+        self.reset_flush();
         let (after_tokens, after_messages) = (self.context_tokens(), self.context_len());
         self.events.push(match pending.tier {
             Tier::R1 => EventKind::CompactionRun {

@@ -388,13 +388,15 @@ impl Run {
 
     /// Clears a halt (drift or unsafe call) so the run can be resumed. The human's decision is
     /// the run's new input: the resumed run's first checkpoint is an `input` one, so a worker
-    /// that dies right after it leaves a run the reconciler offers for resume.
-    pub fn clear_halt(&mut self, new_prompt: Option<String>) {
+    /// that dies right after it leaves a run the reconciler offers for resume. `new_prompt`,
+    /// when the human accepted a changed configuration: the prompt to send from now on, and
+    /// the hash of the configured prompt later resumes are checked against.
+    pub fn clear_halt(&mut self, new_prompt: Option<(String, String)>) {
         if self.boundary == Boundary::HumanPause {
             self.boundary = Boundary::Input;
         }
-        if let Some(prompt) = new_prompt {
-            self.prompt_hash = prompt_hash(Some(&prompt));
+        if let Some((prompt, hash)) = new_prompt {
+            self.prompt_hash = hash;
             self.settings.system_prompt = Some(prompt);
             self.frame_stored = false;
         }

@@ -90,6 +90,15 @@ impl Run {
             self.journal_changed |= changed;
             return result(!answer.starts_with("Error"), answer);
         }
+        if call.name == crate::todo::TODO {
+            return match self.journal.todos.apply(&args) {
+                Ok((answer, changed)) => {
+                    self.journal_changed |= changed;
+                    result(true, answer)
+                }
+                Err(why) => result(false, format!("Error: {why}; the task list is unchanged.")),
+            };
+        }
         if call.name == agent_tools::ASK_HUMAN {
             let question = args["question"].as_str().unwrap_or("").trim().to_string();
             if question.is_empty() {

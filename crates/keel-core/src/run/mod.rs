@@ -34,12 +34,14 @@ mod context;
 mod delegated;
 mod durable;
 mod escalation;
+mod flush;
 mod relaunch;
 mod step;
 mod stopping;
 mod view;
 
 pub use durable::{NextStep, RestoreError, prompt_hash};
+pub use flush::FLUSH_PROMPT;
 pub use step::{ModelCall, Step, ToolCallReport, ToolResult};
 
 pub use crate::run_settings::{
@@ -111,6 +113,9 @@ pub struct Run {
     ladder: context::Ladder,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pending_summary: Option<context::PendingSummary>,
+    /// The memory flush owed before the coming compaction.
+    #[serde(default, skip_serializing_if = "crate::checkpoint::is_default")]
+    flush: flush::Flush,
     iteration: u32,
     iteration_limit: u32,
     state: AgentState,
@@ -211,6 +216,7 @@ impl Run {
             tools.push(agent_tools::request_more_iterations_spec());
         }
         tools.extend(crate::journal::journal_tool_specs());
+        tools.push(crate::todo::todo_spec());
         if !tools.iter().any(|tool| tool.name == agent_tools::ASK_HUMAN) {
             tools.push(agent_tools::ask_human_spec());
         }
@@ -254,6 +260,7 @@ impl Run {
             first_user: None,
             ladder: context::Ladder::default(),
             pending_summary: None,
+            flush: flush::Flush::Idle,
             iteration: 0,
             state: AgentState::Running,
             reason: None,
@@ -382,6 +389,11 @@ impl Run {
         }
 
         let calls = message.tool_calls.clone();
+        if calls.is_empty() && self.flushing() {
+            // A flush turn that saved nothing leaves nothing behind: its answer is not the
+            // run's, and the compaction comes next.
+            return self.next_model_call();
+        }
         self.push_assistant(message);
         if calls.is_empty() {
             let limit = self.settings.max_tokens_recoveries;
@@ -417,14 +429,19 @@ impl Run {
         // Tools were forbidden on this turn (a directive); a provider that ignores tool_choice
         // still gets no side effect: the loop answers every call with a refusal.
         let forbidden = self.tool_choice == ToolChoice::None;
-        let (by_loop, for_tools): (Vec<ToolCall>, Vec<ToolCall>) = self
-            .pending
-            .iter()
-            .cloned()
-            .partition(|call| forbidden || agent_tools::is_agent_tool(&call.name));
+        let (by_loop, for_tools): (Vec<ToolCall>, Vec<ToolCall>) =
+            self.pending.iter().cloned().partition(|call| {
+                forbidden
+                    || agent_tools::is_agent_tool(&call.name)
+                    || self.refuse_outside_flush(call).is_some()
+            });
         self.answered_by_loop = Vec::new();
         for call in &by_loop {
-            if let Some(result) = self.answer_agent_tool(call) {
+            let answer = match self.refuse_outside_flush(call) {
+                Some(refusal) => Some(refusal),
+                None => self.answer_agent_tool(call),
+            };
+            if let Some(result) = answer {
                 self.answered_by_loop.push(result);
             }
         }
@@ -645,3 +662,6 @@ mod guardrail_tests;
 
 #[cfg(test)]
 mod context_tests;
+
+#[cfg(test)]
+mod flush_tests;

@@ -100,6 +100,7 @@ fn first_step_calls_the_model_with_system_prompt_history_and_input() {
             "get_run_journal",
             "update_run_journal",
             "append_run_journal_entry",
+            "todo",
             "ask_human"
         ]
     );

@@ -30,7 +30,7 @@ impl Run {
             (None, true) => {}
         }
         let mut context = self.context_messages();
-        if !self.journal.is_empty() {
+        if self.journal.has_notes() {
             // The full journal, after the summary and before the live messages: what survives
             // an iteration-limit halt into the next turn. Never stored.
             let at = usize::from(self.summary_index.is_some());
@@ -43,6 +43,27 @@ impl Run {
             context.insert(
                 at + 1,
                 Message::assistant("Noted; continuing from the journal."),
+            );
+        }
+        if !self.journal.todos.is_empty()
+            && (self.summary_index.is_some() || self.context_start > 0)
+        {
+            // Older messages were dropped or summarized: the task list comes back whole, after
+            // the summary (and journal) and before the live messages. Never stored.
+            let at = usize::from(self.summary_index.is_some())
+                + if self.journal.has_notes() { 2 } else { 0 };
+            let mut list = Message::internal_user(
+                format!(
+                    "Your task list (kept through the summary):\n{}",
+                    self.journal.todos.render()
+                ),
+                InternalReason::Warning,
+            );
+            list.meta.pinned = true;
+            context.insert(at, list);
+            context.insert(
+                at + 1,
+                Message::assistant("Noted; continuing with the task list."),
             );
         }
         messages.extend(context);
@@ -61,7 +82,7 @@ impl Run {
             request: ChatRequest {
                 model: target.model.clone(),
                 messages,
-                tools: self.tools.clone(),
+                tools: self.offered_tools(),
                 tool_choice: self.tool_choice.clone(),
                 max_tokens: self.settings.max_tokens,
                 temperature: self.settings.temperature,
