@@ -185,7 +185,7 @@ impl EventSink for Hub {
                 },
                 |frame| frame.id,
             );
-            let id = if matches!(event.kind, EventKind::StreamDelta { .. }) {
+            let id = if !event.kind.is_durable() {
                 EventId {
                     seq: last.seq,
                     delta: last.delta + 1,
