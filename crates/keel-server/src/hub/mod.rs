@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use keel_core::{AgentState, Event, EventKind, EventSink, Store};
+use keel_core::{AgentState, Event, EventSink, Store};
 use tokio::sync::{broadcast, watch};
 
 pub use id::{EventId, parse_conversation_id};
