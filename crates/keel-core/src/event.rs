@@ -602,6 +602,10 @@ impl Emitter {
 
 impl crate::provider::DeltaSink for Emitter {
     fn delta(&self, delta: &StreamDelta) {
+        // Deltas are never kept: without a sink there is nothing to build.
+        if !self.has_sinks() {
+            return;
+        }
         self.emit(EventKind::StreamDelta {
             delta: delta.clone(),
         });
