@@ -10,8 +10,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use keel_core::{
-    Agent, MemoryStore, Provider, RunRequest, Store, Tool, ToolContext, ToolError, ToolOutput,
-    ToolSpec,
+    Agent, AgentBuilder, MemoryStore, Provider, RunRequest, Store, Tool, ToolContext, ToolError,
+    ToolOutput, ToolSpec,
 };
 use keel_mock::{MockServer, Script, ScriptedProvider, ServeOptions, Step};
 use keel_providers::{OpenAiChat, OpenAiConfig};
@@ -43,6 +43,42 @@ fn steps() -> Vec<Step> {
 }
 
 fn agent(provider: Arc<dyn Provider>, store: Arc<dyn Store>, stream: bool) -> Agent {
+    builder(provider, store, stream).build().expect("agent")
+}
+
+/// The agent with all seven typed callbacks counting what they see: their cost next to
+/// `agent`'s (the events they read are built either way when any sink listens).
+fn watched(provider: Arc<dyn Provider>, store: Arc<dyn Store>, stream: bool) -> Agent {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    let seen = Arc::new(AtomicU64::new(0));
+    let count = |seen: &Arc<AtomicU64>| {
+        let seen = seen.clone();
+        move || {
+            seen.fetch_add(1, Relaxed);
+        }
+    };
+    let (a, b, c, d, e, f, g) = (
+        count(&seen),
+        count(&seen),
+        count(&seen),
+        count(&seen),
+        count(&seen),
+        count(&seen),
+        count(&seen),
+    );
+    builder(provider, store, stream)
+        .on_tool_progress(move |_| a())
+        .on_thinking(move |_| b())
+        .on_reasoning(move |_| c())
+        .on_step(move |_| d())
+        .on_stream_delta(move |_| e())
+        .on_tool_call_parsed(move |_| f())
+        .on_status(move |_| g())
+        .build()
+        .expect("agent")
+}
+
+fn builder(provider: Arc<dyn Provider>, store: Arc<dyn Store>, stream: bool) -> AgentBuilder {
     Agent::builder()
         .provider(provider)
         .model("bench")
@@ -54,8 +90,6 @@ fn agent(provider: Arc<dyn Provider>, store: Arc<dyn Store>, stream: bool) -> Ag
         ))))
         .max_iterations(ITERATIONS)
         .stream(stream)
-        .build()
-        .expect("agent")
 }
 
 fn bench(c: &mut Criterion) {
@@ -84,6 +118,14 @@ fn bench(c: &mut Criterion) {
         (
             "in_process/memory",
             agent(in_process.clone(), Arc::new(MemoryStore::new()), false),
+        ),
+        (
+            "in_process/memory/stream",
+            agent(in_process.clone(), Arc::new(MemoryStore::new()), true),
+        ),
+        (
+            "in_process/memory/stream/callbacks",
+            watched(in_process.clone(), Arc::new(MemoryStore::new()), true),
         ),
         (
             "in_process/sqlite",

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{ANY_CALL, ApprovalDecision, ApprovalNeed, PendingApproval, session_key};
+use crate::callbacks::progress::Progress;
 use crate::checkpoint::ToolCallRecord;
 use crate::clock::Clock;
 use crate::event::{Emitter, EventKind};
@@ -136,7 +137,9 @@ impl Driver<'_> {
         } = resume;
         let mut seq = checkpoint_seq;
         let mut envelope: Vec<ToolCallRecord> = Vec::new();
+        let mut progress = Progress::default();
         loop {
+            progress.before_boundary(&step, run, self.emitter);
             // Safe boundary: everything the run decided so far becomes durable before anything
             // else happens.
             seq += 1;
@@ -148,6 +151,7 @@ impl Driver<'_> {
                 step = run.cancel();
                 continue;
             }
+            progress.entering(&step, run, self.emitter);
             step = match step {
                 Step::Finish => Step::Finish,
                 Step::CallModel(call) => {
@@ -155,6 +159,9 @@ impl Driver<'_> {
                     match self.race(run.id(), hard_at, Interruptible::Yes, work).await {
                         Raced::Done(result) => {
                             note_soft_limit(run, soft);
+                            if let Ok(response) = &result {
+                                progress.answered(run, response, self.emitter);
+                            }
                             run.on_model_result(result)
                         }
                         // An in-flight call is abandoned at once; no partial reply is kept.

@@ -96,6 +96,19 @@ pub enum EventKind {
         #[serde(flatten)]
         delta: StreamDelta,
     },
+    // Callbacks (issue 16): what the loop tells an embedder as it goes (see `crate::callbacks`).
+    /// The run's status changed. Live only.
+    #[serde(rename = "agent.status")]
+    StatusChanged(crate::callbacks::StatusChange),
+    /// The reasoning text of a model answer. Live only.
+    #[serde(rename = "agent.model.reasoning")]
+    ModelReasoning(crate::callbacks::ModelReasoning),
+    /// A tool call parsed from a model answer. Live only.
+    #[serde(rename = "agent.tool_call.parsed")]
+    ToolCallParsed(crate::callbacks::ParsedToolCall),
+    /// A complete agent turn: the model answered and its tool calls have their results.
+    #[serde(rename = "agent.step.completed")]
+    StepCompleted(crate::callbacks::StepSummary),
     /// A tool call began.
     #[serde(rename = "agent.tool.started")]
     ToolStarted {
@@ -456,6 +469,10 @@ impl EventKind {
             EventKind::ModelResponse { .. } => "agent.model.response",
             EventKind::ModelError { .. } => "agent.model.error",
             EventKind::StreamDelta { .. } => "agent.stream.delta",
+            EventKind::StatusChanged(_) => "agent.status",
+            EventKind::ModelReasoning(_) => "agent.model.reasoning",
+            EventKind::ToolCallParsed(_) => "agent.tool_call.parsed",
+            EventKind::StepCompleted(_) => "agent.step.completed",
             EventKind::ToolStarted { .. } => "agent.tool.started",
             EventKind::ToolCompleted { .. } => "agent.tool.completed",
             EventKind::ToolHook { .. } => "agent.tool.hook",
@@ -488,6 +505,21 @@ impl EventKind {
             EventKind::RouteDecided { .. } => "agent.route.decided",
             EventKind::SkillsMatched { .. } => "agent.skills.matched",
         }
+    }
+}
+
+impl EventKind {
+    /// Whether the event is stored with its run (and counts in SSE event ids). Stream deltas
+    /// and the live callback events are not: what they carry is stored on the messages, or is
+    /// news only while the run goes.
+    pub fn is_durable(&self) -> bool {
+        !matches!(
+            self,
+            EventKind::StreamDelta { .. }
+                | EventKind::StatusChanged(_)
+                | EventKind::ModelReasoning(_)
+                | EventKind::ToolCallParsed(_)
+        )
     }
 }
 
@@ -557,8 +589,8 @@ mod tests {
 }
 
 /// Stamps events of one run and hands them to every sink. Also a [`DeltaSink`](crate::provider::DeltaSink), so stream
-/// deltas become `agent.stream.delta` events. When keeping, it also holds every event but the
-/// deltas until the driver stores them with the next boundary.
+/// deltas become `agent.stream.delta` events. When keeping, it also holds the durable events
+/// until the driver stores them with the next boundary.
 #[derive(Clone)]
 pub struct Emitter {
     sinks: std::sync::Arc<[std::sync::Arc<dyn EventSink>]>,
@@ -585,7 +617,8 @@ impl Emitter {
         }
     }
 
-    /// The same emitter, keeping events (but deltas) for [`Emitter::take_kept`].
+    /// The same emitter, keeping durable events (see [`EventKind::is_durable`]) for
+    /// [`Emitter::take_kept`].
     pub fn keeping(mut self) -> Self {
         self.kept = Some(std::sync::Arc::new(Mutex::new(Vec::new())));
         self
@@ -593,7 +626,7 @@ impl Emitter {
 
     /// Stamps `kind` and sends it to every sink (and keeps it, when keeping).
     pub fn emit(&self, kind: EventKind) {
-        let keep = self.kept.is_some() && !matches!(kind, EventKind::StreamDelta { .. });
+        let keep = self.kept.is_some() && kind.is_durable();
         if self.sinks.is_empty() && !keep {
             return;
         }
@@ -605,6 +638,11 @@ impl Emitter {
         {
             kept.push(event);
         }
+    }
+
+    /// Whether any sink listens (live-only events need not be built otherwise).
+    pub fn has_sinks(&self) -> bool {
+        !self.sinks.is_empty()
     }
 
     /// `kind` as an event of this run, stamped now.
@@ -635,6 +673,10 @@ impl Emitter {
 
 impl crate::provider::DeltaSink for Emitter {
     fn delta(&self, delta: &StreamDelta) {
+        // Deltas are never kept: without a sink there is nothing to build.
+        if !self.has_sinks() {
+            return;
+        }
         self.emit(EventKind::StreamDelta {
             delta: delta.clone(),
         });

@@ -11,6 +11,7 @@ pub mod agent_tools;
 pub mod api_key;
 pub mod approval;
 pub mod budget;
+pub mod callbacks;
 pub mod checkpoint;
 pub mod clock;
 pub mod context;
@@ -55,6 +56,9 @@ pub use agent::{
 };
 pub use api_key::ApiKeyRecord;
 pub use approval::{ApprovalDecision, ApprovalNeed, PendingApproval};
+pub use callbacks::{
+    ModelReasoning, ParsedToolCall, RunStatus, StatusChange, StepSummary, Thinking, ToolProgress,
+};
 pub use checkpoint::{Boundary, Checkpoint, ToolCallRecord};
 pub use clock::{Clock, SystemClock};
 pub use conversation::{

@@ -271,6 +271,11 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_wait: bool,
 
+    /// Show the model's reasoning (models that think) on stderr, marked `[reasoning]` and
+    /// dimmed on a terminal; it is never part of the answer.
+    #[arg(long)]
+    pub show_reasoning: bool,
+
     /// Run on a daemon instead of here.
     #[command(flatten)]
     pub remote: RemoteArgs,
@@ -290,6 +295,11 @@ pub struct ChatArgs {
     /// Continue this stored session (default: a new one).
     #[arg(long, value_name = "ID", allow_hyphen_values = true)]
     pub session: Option<String>,
+
+    /// Show the model's reasoning (models that think) on stderr, marked `[reasoning]` and
+    /// dimmed on a terminal; it is never part of the answer.
+    #[arg(long)]
+    pub show_reasoning: bool,
 
     /// Talk to a daemon instead of running here.
     #[command(flatten)]

@@ -58,12 +58,13 @@ fn main() -> ExitCode {
                 args.session.as_deref(),
                 &args.prompt.join(" "),
                 args.json,
+                args.show_reasoning,
             ))
         }
         Command::Run(args) => runtime.block_on(commands::run::run(config, args)),
-        Command::Chat(args) if args.remote.server.is_some() => {
-            runtime.block_on(remote::chat::chat(&args.remote, args.session.as_deref()))
-        }
+        Command::Chat(args) if args.remote.server.is_some() => runtime.block_on(
+            remote::chat::chat(&args.remote, args.session.as_deref(), args.show_reasoning),
+        ),
         Command::Chat(args) => commands::chat::chat(&runtime, config, args),
         Command::Keys(args) => runtime.block_on(commands::keys::keys(args)),
         Command::Serve(args) => runtime.block_on(commands::serve::serve(config, args)),

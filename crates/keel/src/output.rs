@@ -14,6 +14,10 @@ use crate::terminal_text::terminal_safe;
 pub struct TerminalOutput {
     print_text: bool,
     spinner_allowed: bool,
+    /// Show the model's reasoning on stderr (`--show-reasoning`), dimmed on a terminal.
+    show_reasoning: bool,
+    /// stderr is a terminal: reasoning is dimmed rather than only marked.
+    stderr_terminal: bool,
     state: Mutex<State>,
 }
 
@@ -24,7 +28,14 @@ struct State {
     streamed_text: bool,
     /// Text of the model call in flight reached stdout: if that call fails, it is withdrawn.
     attempt_text: bool,
+    /// Streamed reasoning of the model call in flight is being written to stderr.
+    reasoning_open: bool,
+    /// The model call in flight streamed its reasoning (so its whole text is not shown again).
+    reasoning_streamed: bool,
 }
+
+/// Marks the model's reasoning on stderr, so it is never mistaken for the answer.
+pub const REASONING_MARK: &str = "[reasoning] ";
 
 /// Printed on stdout after the text of a model call that failed (a retry or fallback follows,
 /// or the run ends): that text was cut off and is not the answer.
@@ -34,10 +45,53 @@ pub const WITHDRAWN: &str =
 impl TerminalOutput {
     /// `print_text`: write assistant text to stdout (off for `--json`).
     pub fn new(print_text: bool) -> Self {
+        let stderr_terminal = std::io::stderr().is_terminal();
         TerminalOutput {
             print_text,
-            spinner_allowed: std::io::stderr().is_terminal(),
+            spinner_allowed: stderr_terminal,
+            show_reasoning: false,
+            stderr_terminal,
             state: Mutex::new(State::default()),
+        }
+    }
+
+    /// Also show the model's reasoning, on stderr: marked `[reasoning]`, and dimmed on a
+    /// terminal; streamed as it arrives, or whole when the answer came whole.
+    pub fn with_reasoning(mut self, show: bool) -> Self {
+        self.show_reasoning = show;
+        self
+    }
+
+    /// Writes a piece of reasoning to stderr, opening the block (its mark) when it is the first.
+    fn write_reasoning(&self, state: &mut State, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        Self::stop_spinner(state);
+        if state.stdout_mid_line {
+            println!();
+            state.stdout_mid_line = false;
+        }
+        let text = terminal_safe(text);
+        let mut err = std::io::stderr().lock();
+        if !state.reasoning_open {
+            let _ = err.write_all(REASONING_MARK.as_bytes());
+        }
+        let _ = if self.stderr_terminal {
+            write!(err, "\x1b[2m{text}\x1b[0m")
+        } else {
+            err.write_all(text.as_bytes())
+        };
+        let _ = err.flush();
+        state.reasoning_open = true;
+    }
+
+    /// Ends the reasoning block on stderr, if one is open.
+    fn close_reasoning(state: &mut State) {
+        if std::mem::take(&mut state.reasoning_open) {
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(b"\n");
+            let _ = err.flush();
         }
     }
 
@@ -50,6 +104,7 @@ impl TerminalOutput {
         if let Some(spinner) = state.spinner.take() {
             spinner.finish_and_clear();
         }
+        Self::close_reasoning(&mut state);
         if state.stdout_mid_line {
             println!();
         }
@@ -96,6 +151,7 @@ impl TerminalOutput {
     }
 
     fn activity(&self, state: &mut State, line: String) {
+        Self::close_reasoning(state);
         let line = terminal_safe(&line).into_owned();
         if state.stdout_mid_line {
             println!();
@@ -137,21 +193,42 @@ impl EventSink for TerminalOutput {
         match &event.kind {
             EventKind::ModelRequest { .. } => {
                 state.attempt_text = false;
+                state.reasoning_streamed = false;
                 self.spin(&mut state, "thinking…".into());
             }
-            EventKind::ModelResponse { .. } => state.attempt_text = false,
+            EventKind::ModelResponse { .. } => {
+                Self::close_reasoning(&mut state);
+                state.attempt_text = false;
+            }
             EventKind::ModelError { .. }
             | EventKind::RunCancelled { .. }
             | EventKind::RunFailed { .. } => {
+                Self::close_reasoning(&mut state);
                 self.withdraw_attempt_text(&mut state);
                 Self::stop_spinner(&mut state);
             }
             EventKind::StreamDelta {
+                delta: StreamDelta::Reasoning { text },
+            } if self.show_reasoning => {
+                state.reasoning_streamed = true;
+                self.write_reasoning(&mut state, text);
+            }
+            EventKind::ModelReasoning(reasoning)
+                if self.show_reasoning && !state.reasoning_streamed =>
+            {
+                self.write_reasoning(&mut state, &reasoning.text);
+                Self::close_reasoning(&mut state);
+            }
+            EventKind::StreamDelta {
                 delta: StreamDelta::Text { text },
             } => {
+                Self::close_reasoning(&mut state);
                 Self::stop_spinner(&mut state);
                 self.write_text(&mut state, text);
             }
+            EventKind::StreamDelta {
+                delta: StreamDelta::ToolCallStarted { .. } | StreamDelta::Finished { .. },
+            } => Self::close_reasoning(&mut state),
             EventKind::StreamDelta {
                 delta: StreamDelta::Warning { message },
             } => self.activity(&mut state, format!("warning: {message}")),

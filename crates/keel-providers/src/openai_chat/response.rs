@@ -32,7 +32,7 @@ struct WireMessage {
     #[serde(default)]
     refusal: Option<String>,
     #[serde(default)]
-    reasoning_content: Option<String>,
+    reasoning_content: Option<Value>,
     #[serde(default)]
     reasoning: Option<Value>,
     #[serde(default)]
@@ -142,10 +142,11 @@ pub fn parse_completion(body: &[u8]) -> Result<ChatResponse, ProviderError> {
             .map(content_text)
             .unwrap_or_default(),
         refusal: message.refusal.unwrap_or_default(),
-        reasoning: message
-            .reasoning_content
-            .or_else(|| message.reasoning.as_ref().and_then(reasoning_text))
-            .unwrap_or_default(),
+        reasoning: reasoning_text(
+            message.reasoning_content.as_ref(),
+            message.reasoning.as_ref(),
+        )
+        .unwrap_or_default(),
         tool_calls,
         usage: completion
             .usage
@@ -254,9 +255,15 @@ fn content_text(content: &Value) -> String {
     }
 }
 
-/// Reasoning sent as `reasoning` (OpenRouter, newer vLLM): only its string form is text.
-pub(crate) fn reasoning_text(reasoning: &Value) -> Option<String> {
-    reasoning.as_str().map(str::to_string)
+/// The reasoning text of a message or delta: `reasoning_content` (DeepSeek, vLLM, llama.cpp),
+/// else `reasoning` (OpenRouter, newer vLLM). Only a string is text; any other value (a server's
+/// own structure, a malformed field) is ignored rather than failing the answer.
+pub(crate) fn reasoning_text(
+    reasoning_content: Option<&Value>,
+    reasoning: Option<&Value>,
+) -> Option<String> {
+    let text = |value: Option<&Value>| value.and_then(Value::as_str).map(str::to_string);
+    text(reasoning_content).or_else(|| text(reasoning))
 }
 
 pub(crate) fn malformed(message: String) -> ProviderError {
@@ -320,6 +327,31 @@ mod tests {
         let call = &response.message.tool_calls[0];
         assert_eq!(call.id, "call_0");
         assert_eq!(call.arguments, r#"{"path":"."}"#);
+    }
+
+    #[test]
+    fn reasoning_is_read_from_either_field_and_a_malformed_one_is_ignored() {
+        let with = |fields: Value| {
+            let mut message = serde_json::json!({"role": "assistant", "content": "ok"});
+            message
+                .as_object_mut()
+                .unwrap()
+                .extend(fields.as_object().unwrap().clone());
+            parse(answer(message, "stop")).unwrap()
+        };
+        let openrouter = with(serde_json::json!({"reasoning": "thought"}));
+        assert_eq!(openrouter.message.reasoning.unwrap().text, "thought");
+        let both = with(serde_json::json!({"reasoning_content": "first", "reasoning": "second"}));
+        assert_eq!(both.message.reasoning.unwrap().text, "first");
+        for malformed in [
+            serde_json::json!({"reasoning_content": 42}),
+            serde_json::json!({"reasoning_content": {"text": "x"}, "reasoning": ["y"]}),
+            serde_json::json!({"reasoning_content": null}),
+        ] {
+            let response = with(malformed.clone());
+            assert_eq!(response.message.content, "ok", "{malformed}");
+            assert_eq!(response.message.reasoning, None, "{malformed}");
+        }
     }
 
     #[test]

@@ -46,7 +46,7 @@ struct WireDelta {
     #[serde(default)]
     refusal: Option<String>,
     #[serde(default)]
-    reasoning_content: Option<String>,
+    reasoning_content: Option<Value>,
     #[serde(default)]
     reasoning: Option<Value>,
     #[serde(default)]
@@ -171,9 +171,7 @@ impl ChunkAccumulator {
     }
 
     fn on_delta(&mut self, delta: WireDelta, sink: &dyn DeltaSink) {
-        let reasoning = delta
-            .reasoning_content
-            .or_else(|| delta.reasoning.as_ref().and_then(reasoning_text));
+        let reasoning = reasoning_text(delta.reasoning_content.as_ref(), delta.reasoning.as_ref());
         if let Some(text) = reasoning.filter(|text| !text.is_empty()) {
             self.parts.reasoning.push_str(&text);
             sink.delta(&StreamDelta::Reasoning { text });
@@ -362,6 +360,26 @@ mod tests {
         assert_eq!(response.message.reasoning.unwrap().text, "hmm");
         assert_eq!(response.message.content, "ok");
         assert_eq!(deltas[0], StreamDelta::Reasoning { text: "hmm".into() });
+    }
+
+    #[test]
+    fn a_malformed_reasoning_field_is_skipped_and_the_stream_goes_on() {
+        let body = concat!(
+            "data: {\"choices\":[{\"delta\":{\"reasoning_content\":{\"odd\":1}}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"reasoning\":\"fine\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let (result, deltas) = run(body);
+        let response = result.unwrap();
+        assert_eq!(response.message.content, "ok");
+        assert_eq!(response.message.reasoning.unwrap().text, "fine");
+        assert_eq!(
+            deltas[0],
+            StreamDelta::Reasoning {
+                text: "fine".into()
+            }
+        );
     }
 
     #[test]

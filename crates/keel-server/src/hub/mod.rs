@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use keel_core::{AgentState, Event, EventKind, EventSink, Store};
+use keel_core::{AgentState, Event, EventSink, Store};
 use tokio::sync::{broadcast, watch};
 
 pub use id::{EventId, parse_conversation_id};
@@ -185,7 +185,7 @@ impl EventSink for Hub {
                 },
                 |frame| frame.id,
             );
-            let id = if matches!(event.kind, EventKind::StreamDelta { .. }) {
+            let id = if !event.kind.is_durable() {
                 EventId {
                     seq: last.seq,
                     delta: last.delta + 1,

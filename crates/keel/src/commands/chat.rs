@@ -50,7 +50,7 @@ pub fn chat(
         args.session.as_deref(),
     ))?;
     let stale_after = setup::reconcile_policy(config_file, &home).stale_after;
-    let output = Arc::new(TerminalOutput::new(true));
+    let output = Arc::new(TerminalOutput::new(true).with_reasoning(args.show_reasoning));
     let (agent, user) = {
         let _guard = runtime.enter();
         let source = SettingsSource {

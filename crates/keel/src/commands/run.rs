@@ -25,7 +25,7 @@ pub async fn run(config_file: Option<&Path>, args: RunArgs) -> anyhow::Result<Ex
     let reconciled = setup::reconcile(store.as_ref(), config_file, &home).await?;
     let session_id = existing_or_new_session(store.as_ref(), args.session.as_deref()).await?;
 
-    let output = Arc::new(TerminalOutput::new(!args.json));
+    let output = Arc::new(TerminalOutput::new(!args.json).with_reasoning(args.show_reasoning));
     let source = SettingsSource {
         config_file,
         home: &home,

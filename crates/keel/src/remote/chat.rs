@@ -15,10 +15,14 @@ use crate::remote::session::{Turn, client, conversation, explain, show, turn};
 use crate::terminal_text::terminal_safe;
 
 /// Runs `keel chat --server` until `/exit` or end of input.
-pub async fn chat(remote: &RemoteArgs, session: Option<&str>) -> anyhow::Result<ExitCode> {
+pub async fn chat(
+    remote: &RemoteArgs,
+    session: Option<&str>,
+    show_reasoning: bool,
+) -> anyhow::Result<ExitCode> {
     let client = client(remote)?;
     let mut conversation_id = conversation(&client, session).await?;
-    let output = Arc::new(TerminalOutput::new(true));
+    let output = Arc::new(TerminalOutput::new(true).with_reasoning(show_reasoning));
     let mut editor = DefaultEditor::new()?;
     println!(
         "keel chat — on {}, conversation {conversation_id}. /new starts a new conversation, \

@@ -110,10 +110,11 @@ pub async fn run(
     session: Option<&str>,
     prompt: &str,
     json: bool,
+    show_reasoning: bool,
 ) -> anyhow::Result<ExitCode> {
     let client = client(remote)?;
     let conversation = conversation(&client, session).await?;
-    let output = Arc::new(TerminalOutput::new(!json));
+    let output = Arc::new(TerminalOutput::new(!json).with_reasoning(show_reasoning));
     let report = match turn(&client, &conversation, prompt, &output, json).await? {
         Turn::Reported(report) => report,
         Turn::Refused(code) => return Ok(code),
