@@ -5,7 +5,8 @@
 //! It is deliberately not a bag of the same words: `deployment` and `deploys` share most of
 //! their trigrams with `deploy`, so they land near each other where a full-text index sees
 //! three different words. Like a real embedding model, and unlike full text, it blurs numbers:
-//! a number is only its shape, so `1248` and `8421` embed alike.
+//! a number is only its shape, so `1248` and `8421` embed alike. Words of letters and digits
+//! add their shape (`eu3` → `a9`) to their trigrams.
 
 use axum::Json;
 use axum::http::StatusCode;
@@ -31,13 +32,17 @@ pub fn embed(text: &str) -> Vec<f32> {
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty() && !STOPWORDS.contains(w))
     {
-        if !word.chars().all(|c| c.is_ascii_digit()) {
-            let marked: Vec<char> = format!("^{word}$").chars().collect();
-            for trigram in marked.windows(3) {
-                add(&mut vector, &trigram.iter().collect::<String>(), 1.0);
-            }
+        if word.chars().all(|c| c.is_ascii_digit()) {
+            add(&mut vector, &shape(word), 0.5);
+            continue;
         }
-        add(&mut vector, &shape(word), 0.5);
+        let marked: Vec<char> = format!("^{word}$").chars().collect();
+        for trigram in marked.windows(3) {
+            add(&mut vector, &trigram.iter().collect::<String>(), 1.0);
+        }
+        if word.chars().any(|c| c.is_ascii_digit()) {
+            add(&mut vector, &shape(word), 0.5);
+        }
     }
     let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
     if norm > 0.0 {
