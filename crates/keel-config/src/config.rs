@@ -83,6 +83,9 @@ pub struct FileConfig {
     /// `[mcp.servers.NAME]`: MCP servers whose tools the agent offers.
     #[serde(default)]
     pub mcp: crate::mcp_settings::McpConfig,
+    /// `[memory]`: known facts and their recall.
+    #[serde(default)]
+    pub memory: crate::memory_settings::MemoryConfig,
 }
 
 /// `[runs]`.

@@ -14,6 +14,7 @@ pub mod guarded_settings;
 pub mod hooks_settings;
 pub mod launch;
 pub mod mcp_settings;
+pub mod memory_settings;
 pub mod overrides;
 pub mod resolve;
 pub mod serve_settings;

@@ -113,6 +113,8 @@ pub struct Settings {
     pub hooks: Vec<crate::hooks_settings::HookSettings>,
     /// The MCP servers whose tools the agent offers.
     pub mcp_servers: Vec<keel_mcp::McpServerConfig>,
+    /// Long-term memory.
+    pub memory: crate::memory_settings::MemorySettings,
 }
 
 /// Combines file, environment and flags into the effective settings.
@@ -235,6 +237,7 @@ pub fn resolve(
         reconcile: reconcile_policy(&file),
         hooks: crate::hooks_settings::resolve(&file.hooks).map_err(ConfigError)?,
         mcp_servers: file.mcp.servers().map_err(ConfigError)?,
+        memory: file.memory.settings().map_err(ConfigError)?,
     })
 }
 

@@ -59,6 +59,8 @@ pub enum Command {
     Personas(PersonasArgs),
     /// MCP servers: start each configured one and list its state and tools.
     Mcp(crate::commands::mcp::McpArgs),
+    /// Known facts keel remembers about a user (`[memory] enabled = true`): list, rm.
+    Facts(crate::commands::facts::FactsArgs),
 }
 
 /// `keel serve`.

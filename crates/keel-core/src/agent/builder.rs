@@ -48,6 +48,7 @@ pub struct AgentBuilder {
     pub(super) tune: Vec<SettingsChange>,
     pub(super) workers: Arc<dyn WorkerProbe>,
     pub(super) hooks: crate::tool_hooks::ToolHooks,
+    pub(super) recall: Option<Arc<dyn crate::known_facts::Recall>>,
 }
 
 impl AgentBuilder {
@@ -268,6 +269,13 @@ impl AgentBuilder {
         self
     }
 
+    /// Recalls what each run should know about its user (known facts) into its system prompt
+    /// before it starts (see `keel-memory`).
+    pub fn recall(mut self, recall: Arc<dyn crate::known_facts::Recall>) -> Self {
+        self.recall = Some(recall);
+        self
+    }
+
     /// Checks the configuration and builds the agent.
     pub fn build(self) -> Result<Agent, AgentError> {
         let provider = self
@@ -336,6 +344,7 @@ impl AgentBuilder {
             reconcile: self.reconcile,
             workers: self.workers,
             hooks: self.hooks,
+            recall: self.recall,
         })
     }
 }

@@ -182,6 +182,7 @@ pub struct Agent {
     settings: RunSettings,
     chat_session: Mutex<Option<String>>,
     hooks: crate::tool_hooks::ToolHooks,
+    recall: Option<Arc<dyn crate::known_facts::Recall>>,
 }
 
 impl Agent {
@@ -208,6 +209,7 @@ impl Agent {
             reconcile: crate::reconcile::ReconcilePolicy::default(),
             workers: Arc::new(crate::worker::NoProbe),
             hooks: crate::tool_hooks::ToolHooks::default(),
+            recall: None,
         }
     }
 
@@ -274,6 +276,17 @@ impl Agent {
             .filter(|tool| request.options.allows(tool))
             .collect();
         let journal = self.store.journal(&session_id).await?.unwrap_or_default();
+        let recalled = match (&self.recall, &over_budget) {
+            (Some(recall), None) => {
+                let user = request.user_id.as_deref();
+                Some(
+                    recall
+                        .recall(user.unwrap_or(crate::known_facts::OWNER), &request.message)
+                        .await,
+                )
+            }
+            _ => None,
+        };
         let mut run = Run::new(
             run_id.clone(),
             session_id.clone(),
@@ -285,6 +298,9 @@ impl Agent {
         )
         .with_journal(journal)
         .with_user(request.user_id.clone());
+        if let Some(recalled) = recalled {
+            run = run.with_known_facts(recalled);
+        }
         let emitter = self.emitter(&run_id, &session_id);
         let cancel = request.cancel.unwrap_or_default();
         let driver = self.driver(&emitter, &cancel, request.user_id.clone());
