@@ -57,9 +57,20 @@ pub struct FactHit {
 /// The most terms a full-text query keeps.
 const MAX_QUERY_TERMS: usize = 32;
 
+/// Words too common to find anything with: a query that held them would rank nearly every
+/// fact.
+const STOPWORDS: &[&str] = &[
+    "a", "about", "again", "all", "am", "an", "and", "any", "are", "as", "at", "be", "but", "by",
+    "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "how", "i", "if",
+    "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "please", "s", "so",
+    "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "to", "us",
+    "was", "we", "were", "what", "when", "where", "which", "who", "why", "will", "with", "would",
+    "you", "your",
+];
+
 /// The words of `text` a full-text query looks for: runs of letters and digits, lower case,
-/// at most 32, each at most 64 characters, without repeats. Hyphens and dots split words, as
-/// the FTS5 `unicode61` tokenizer splits them.
+/// not a stopword, at most 32, each at most 64 characters, without repeats. Hyphens and dots
+/// split words, as the FTS5 `unicode61` tokenizer splits them.
 pub fn query_terms(text: &str) -> Vec<String> {
     let mut terms: Vec<String> = Vec::new();
     for word in text.split(|c: char| !c.is_alphanumeric()) {
@@ -67,7 +78,7 @@ pub fn query_terms(text: &str) -> Vec<String> {
             continue;
         }
         let word: String = word.chars().take(64).collect::<String>().to_lowercase();
-        if !terms.contains(&word) {
+        if !terms.contains(&word) && !STOPWORDS.contains(&word.as_str()) {
             terms.push(word);
         }
         if terms.len() == MAX_QUERY_TERMS {
@@ -116,18 +127,18 @@ mod tests {
     #[test]
     fn terms_are_words_lower_case_once() {
         assert_eq!(
-            query_terms("My deploy target: eu-west-3, my TARGET!"),
-            ["my", "deploy", "target", "eu", "west", "3"]
+            query_terms("What is my deploy target: eu-west-3, my TARGET!"),
+            ["deploy", "target", "eu", "west", "3"]
         );
         assert!(query_terms("  -- !! ").is_empty());
     }
 
     #[test]
     fn fts_syntax_in_user_text_is_quoted_away() {
-        let query = fts_match("a\" OR NEAR(x y) * col:val").unwrap();
+        let query = fts_match("b\" OR NEAR(x y) * col:val").unwrap();
         assert_eq!(
             query,
-            "\"a\" OR \"or\" OR \"near\" OR \"x\" OR \"y\" OR \"col\" OR \"val\""
+            "\"b\" OR \"near\" OR \"x\" OR \"y\" OR \"col\" OR \"val\""
         );
         assert_eq!(fts_match("\"\""), None);
     }

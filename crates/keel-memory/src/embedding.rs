@@ -45,7 +45,26 @@ pub fn normalized(mut vector: Vec<f32>) -> Vec<f32> {
 /// The cosine similarity of two vectors of length 1: their dot product. `None` when their
 /// lengths differ (vectors of another model).
 pub fn cosine(a: &[f32], b: &[f32]) -> Option<f32> {
-    (a.len() == b.len()).then(|| a.iter().zip(b).map(|(x, y)| x * y).sum())
+    (a.len() == b.len()).then(|| dot(a, b))
+}
+
+/// The dot product, in eight lanes the compiler can vectorize (a plain sum of floats must be
+/// added in order, which it cannot).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; 8];
+    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = a8
+        .remainder()
+        .iter()
+        .zip(b8.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in a8.zip(b8) {
+        for i in 0..8 {
+            lanes[i] += x[i] * y[i];
+        }
+    }
+    lanes.iter().sum::<f32>() + tail
 }
 
 #[cfg(test)]
@@ -60,5 +79,8 @@ mod tests {
         assert_eq!(normalized(vec![0.0, 0.0]), vec![0.0, 0.0]);
         let opposite = normalized(vec![-3.0, -4.0]);
         assert!((cosine(&a, &opposite).unwrap() + 1.0).abs() < 1e-6);
+        let long: Vec<f32> = (0..19).map(|i| i as f32).collect();
+        let plain: f32 = long.iter().map(|x| x * x).sum();
+        assert!((cosine(&long, &long).unwrap() - plain).abs() < 1e-3);
     }
 }

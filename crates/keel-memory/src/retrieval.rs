@@ -102,25 +102,32 @@ pub fn retrieve(
     now: DateTime<Utc>,
     settings: &RetrievalSettings,
 ) -> Vec<Piece> {
-    let by_id: HashMap<&str, &Candidate> = candidates.iter().map(|c| (c.id.as_str(), c)).collect();
+    let vector = query.map_or_else(Vec::new, |query| similar(candidates, query, settings));
+    // One pass finds the candidates any list names (a few dozen of maybe 10^5): full-text hits
+    // that are not candidates (a fact deleted since) drop out.
+    let named: HashSet<&str> = full_text
+        .iter()
+        .flat_map(|list| list.iter().take(settings.candidates))
+        .map(|(id, _)| id.as_str())
+        .chain(vector.iter().map(|(id, _)| *id))
+        .collect();
+    let by_id: HashMap<&str, &Candidate> = candidates
+        .iter()
+        .filter(|c| named.contains(c.id.as_str()))
+        .map(|c| (c.id.as_str(), c))
+        .collect();
     let full_text: Vec<Vec<(&str, f64)>> = full_text
         .iter()
         .map(|list| {
             list.iter()
-                .filter(|(id, _)| by_id.contains_key(id.as_str()))
                 .take(settings.candidates)
+                .filter(|(id, _)| by_id.contains_key(id.as_str()))
                 .map(|(id, score)| (id.as_str(), *score))
                 .collect()
         })
         .collect();
-    let vector = query.map_or_else(Vec::new, |query| similar(candidates, query, settings));
     // Recency × importance ranks what the other two found: it orders, it does not recall.
-    let found: HashSet<&str> = full_text
-        .iter()
-        .flatten()
-        .chain(&vector)
-        .map(|(id, _)| *id)
-        .collect();
+    let found: HashSet<&str> = by_id.keys().copied().collect();
     let mut recency: Vec<(&str, f64)> = found
         .iter()
         .map(|id| (*id, recency_score(by_id[id], now, settings)))
@@ -211,8 +218,12 @@ fn similar<'a>(
                 .then_some((c.id.as_str(), f64::from(similarity)))
         })
         .collect();
-    similar.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+    let best_first = |a: &(&str, f64), b: &(&str, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(b.0));
+    if similar.len() > settings.candidates && settings.candidates > 0 {
+        similar.select_nth_unstable_by(settings.candidates - 1, best_first);
+    }
     similar.truncate(settings.candidates);
+    similar.sort_by(best_first);
     similar
 }
 
