@@ -32,9 +32,11 @@ const FORGET_SUPERSEDED: &str = "DELETE FROM facts WHERE user_id = $1 AND supers
 const FORGET: &str = "DELETE FROM facts WHERE user_id = $1 AND id = $2 RETURNING 1";
 
 /// The best matches among a user's current facts: FTS5's `bm25()` is lower for better
-/// matches, so it is negated into a score.
+/// matches, so it is negated into a score. `CROSS JOIN` makes the index the outer loop: left
+/// to itself the planner walks every fact of the user through `facts_by_user` and asks the
+/// index about each (100,000 lookups for a user with 100,000 facts).
 const SEARCH: &str = "SELECT f.id AS id, -bm25(facts_fts) AS score FROM facts_fts \
-     JOIN facts f ON f.n = facts_fts.rowid \
+     CROSS JOIN facts f ON f.n = facts_fts.rowid \
      WHERE facts_fts MATCH $1 AND f.user_id = $2 AND f.superseded_by IS NULL \
      ORDER BY bm25(facts_fts), f.n LIMIT $3";
 
