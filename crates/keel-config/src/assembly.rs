@@ -116,7 +116,7 @@ pub fn agent(
         .tools(crate::test_hooks::PauseInTool::wrap(file_tools(
             workspace.clone(),
         )))
-        .tool(Arc::new(ReadAttachment::new(store)))
+        .tool(Arc::new(ReadAttachment::new(store.clone())))
         .tools(http_tools(HttpGetConfig {
             allowed_hosts: settings.http_allowed_hosts.clone(),
             allow_private: settings.http_allow_private,
@@ -155,6 +155,13 @@ pub fn agent(
     }
     if let Some(notes) = settings.memory.backend() {
         builder = builder.memory(notes, settings.memory.limits);
+    }
+    if let Some(memory) =
+        crate::memory_settings::memory(&settings.memory, &settings.provider, store.clone())?
+    {
+        builder = builder
+            .tools(keel_memory::tools::memory_tools(memory.clone()))
+            .recall(memory);
     }
     if !settings.mcp_servers.is_empty() {
         // Started by the first run, which waits for them (see `keel_mcp::McpServers`).

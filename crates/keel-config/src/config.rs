@@ -92,7 +92,7 @@ pub struct FileConfig {
     /// `[delegation]`: sub-agents (`delegate_task`).
     #[serde(default)]
     pub delegation: crate::delegation_settings::DelegationConfig,
-    /// `[memory]`: the `memory` tool's notes.
+    /// `[memory]`: the `memory` tool's notes, and known facts.
     #[serde(default)]
     pub memory: crate::memory_settings::MemoryConfig,
 }

@@ -1,10 +1,17 @@
-//! `[memory]` of keel.toml: the `memory` tool's notes (see [`keel_core::memory_notes`]).
+//! `[memory]` of keel.toml: the `memory` tool's notes (see [`keel_core::memory_notes`]) and,
+//! when `facts = true`, known facts recalled into each run's system prompt (the `keel-memory`
+//! crate) with the `remember` and `forget` tools.
 //!
 //! ```toml
 //! [memory]
-//! enabled = true        # offer the `memory` tool and show the notes in new sessions (true)
+//! enabled = true        # memory at all: the `memory` tool and its notes in new sessions (true)
 //! memory_chars = 2200   # the limit of MEMORY.md, what the agent learned (2200)
 //! user_chars = 1375     # the limit of USER.md, about the user (1375)
+//! facts = false         # known facts: recall, `remember` and `forget` (false)
+//! embeddings_model = "text-embedding-3-small"  # on the primary provider's /v1/embeddings;
+//!                                              # without it, full text and recency alone
+//! top_k = 5             # facts recalled by relevance (pinned ones come on top)
+//! token_budget = 500    # the most tokens the known-facts section takes
 //! ```
 //!
 //! The notes are files under `$KEEL_HOME/memory/<user>/`, out of the file tools' reach (they
@@ -13,9 +20,15 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use keel_core::Store;
 use keel_core::memory_notes::MemoryLimits;
+use keel_memory::{Memory, RetrievalSettings};
+use keel_providers::{OpenAiConfig, OpenAiEmbeddings};
 use keel_tools::FileMemory;
 use serde::Deserialize;
+
+use crate::config::ConfigError;
+use crate::resolve::ProviderChoice;
 
 /// The most characters a note's limit may be: the notes go into every session's prompt.
 pub const MAX_NOTE_CHARS: usize = 100_000;
@@ -24,23 +37,37 @@ pub const MAX_NOTE_CHARS: usize = 100_000;
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryConfig {
-    /// Whether runs are offered the `memory` tool (true).
+    /// Whether runs have memory at all (true).
     pub enabled: Option<bool>,
     /// The limit of `MEMORY.md`, in characters (2200).
     pub memory_chars: Option<usize>,
     /// The limit of `USER.md`, in characters (1375).
     pub user_chars: Option<usize>,
+    /// Known facts: recalled into each run, written with `remember` (false).
+    pub facts: Option<bool>,
+    /// The embeddings model, on the primary provider's OpenAI-compatible endpoint.
+    pub embeddings_model: Option<String>,
+    /// Facts recalled by relevance.
+    pub top_k: Option<usize>,
+    /// The most tokens recalled facts take.
+    pub token_budget: Option<usize>,
 }
 
-/// The `memory` tool's effective settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// `[memory]`, checked.
+#[derive(Clone, Debug, PartialEq)]
 pub struct MemorySettings {
-    /// Whether runs are offered the tool.
+    /// Whether runs are offered the `memory` tool.
     pub enabled: bool,
     /// The notes' limits.
     pub limits: MemoryLimits,
     /// Where the notes are (`$KEEL_HOME/memory`); set when the settings are loaded for a home.
     pub dir: Option<PathBuf>,
+    /// Whether known facts are on.
+    pub facts: bool,
+    /// The embeddings model, when vectors are wanted.
+    pub embeddings_model: Option<String>,
+    /// How retrieval chooses.
+    pub retrieval: RetrievalSettings,
 }
 
 impl MemoryConfig {
@@ -54,23 +81,76 @@ impl MemoryConfig {
                 "[memory] {key} = {n}: use 1 to {MAX_NOTE_CHARS} characters"
             )),
         };
+        let mut retrieval = RetrievalSettings::default();
+        if let Some(k) = self.top_k {
+            if !(1..=50).contains(&k) {
+                return Err(format!("[memory] top_k must be 1 to 50, not {k}"));
+            }
+            retrieval.top_k = k;
+        }
+        if let Some(budget) = self.token_budget {
+            if !(16..=20_000).contains(&budget) {
+                return Err(format!(
+                    "[memory] token_budget must be 16 to 20000, not {budget}"
+                ));
+            }
+            retrieval.token_budget = budget;
+        }
+        let embeddings_model = self.embeddings_model.as_deref().map(str::trim);
+        if embeddings_model == Some("") {
+            return Err(
+                "[memory] embeddings_model must not be empty; leave it out for full text and \
+                 recency alone"
+                    .into(),
+            );
+        }
+        let enabled = self.enabled.unwrap_or(true);
         Ok(MemorySettings {
-            enabled: self.enabled.unwrap_or(true),
+            enabled,
             limits: MemoryLimits {
                 memory_chars: limit(self.memory_chars, defaults.memory_chars, "memory_chars")?,
                 user_chars: limit(self.user_chars, defaults.user_chars, "user_chars")?,
             },
             dir: None,
+            facts: enabled && self.facts.unwrap_or(false),
+            embeddings_model: embeddings_model.map(str::to_string),
+            retrieval,
         })
     }
 }
 
 impl MemorySettings {
-    /// The notes' backend, when the tool is on and the settings know keel's home.
+    /// The notes' backend, when memory is on and the settings know keel's home.
     pub fn backend(&self) -> Option<Arc<FileMemory>> {
         let dir = self.dir.as_ref().filter(|_| self.enabled)?;
         Some(Arc::new(FileMemory::new(dir)))
     }
+}
+
+/// The known facts of an agent on `store`, when `facts = true`: embeddings from the primary
+/// provider's `/v1/embeddings` when a model is named.
+pub fn memory(
+    settings: &MemorySettings,
+    provider: &ProviderChoice,
+    store: Arc<dyn Store>,
+) -> Result<Option<Arc<Memory>>, ConfigError> {
+    if !settings.facts {
+        return Ok(None);
+    }
+    let mut memory = Memory::new(store).with_settings(settings.retrieval.clone());
+    if let Some(model) = &settings.embeddings_model {
+        let mut config = OpenAiConfig::new(provider.base_url.clone());
+        config.name = provider.name.clone();
+        config.api_key = provider.api_key.clone();
+        let embeddings = OpenAiEmbeddings::new(&config, model.clone()).map_err(|e| {
+            ConfigError(format!(
+                "[memory] cannot reach embeddings at provider `{}`: {e}",
+                provider.name
+            ))
+        })?;
+        memory = memory.with_embedder(Arc::new(embeddings));
+    }
+    Ok(Some(Arc::new(memory)))
 }
 
 #[cfg(test)]
@@ -80,8 +160,9 @@ mod tests {
     #[test]
     fn defaults_and_bad_limits() {
         let settings = MemoryConfig::default().settings().unwrap();
-        assert!(settings.enabled);
+        assert!(settings.enabled && !settings.facts);
         assert_eq!(settings.limits, MemoryLimits::default());
+        assert_eq!(settings.retrieval, RetrievalSettings::default());
         assert!(settings.backend().is_none(), "no home, no notes");
         let config: MemoryConfig = toml::from_str("memory_chars = 0").unwrap();
         assert!(config.settings().unwrap_err().contains("memory_chars = 0"));
@@ -93,5 +174,20 @@ mod tests {
         assert_eq!(settings.limits.memory_chars, 10);
         settings.dir = Some("/tmp/x".into());
         assert!(settings.backend().is_none(), "off");
+    }
+
+    #[test]
+    fn facts_are_off_by_default_and_bounds_checked() {
+        let on: MemoryConfig = toml::from_str("facts = true").unwrap();
+        assert!(on.settings().unwrap().facts);
+        let off: MemoryConfig = toml::from_str("facts = true\nenabled = false").unwrap();
+        assert!(
+            !off.settings().unwrap().facts,
+            "enabled = false turns all memory off"
+        );
+        let bad: MemoryConfig = toml::from_str("top_k = 0").unwrap();
+        assert!(bad.settings().unwrap_err().contains("top_k"));
+        let blank: MemoryConfig = toml::from_str("embeddings_model = \" \"").unwrap();
+        assert!(blank.settings().unwrap_err().contains("embeddings_model"));
     }
 }

@@ -119,7 +119,7 @@ pub struct Settings {
     pub routing: Option<keel_core::routing::RoutingPolicy>,
     /// How runs may delegate to sub-agents; no `delegate_task` when `None`.
     pub delegation: Option<keel_core::delegate::DelegationPolicy>,
-    /// The `memory` tool.
+    /// The `memory` tool's notes, and known facts.
     pub memory: crate::memory_settings::MemorySettings,
 }
 

@@ -361,6 +361,14 @@ pub enum EventKind {
         /// Runs marked cancelled.
         cancelled: usize,
     },
+    /// Memories were recalled for the run's message (see `keel-memory`): every piece with
+    /// the scores that chose it, and what did not work.
+    #[serde(rename = "agent.memory.retrieved")]
+    MemoryRetrieved {
+        /// User, pieces (id, text, fused score, full-text / vector / recency rank and score,
+        /// pinned) and what degraded.
+        detail: serde_json::Value,
+    },
     /// The configuration file could not be used; the last good one was.
     #[serde(rename = "agent.config.fallback")]
     ConfigFallback {
@@ -486,6 +494,7 @@ impl EventKind {
             EventKind::BudgetNear { .. } => "agent.budget.near",
             EventKind::SoftLimit { .. } => "agent.exhaustion.soft_limit",
             EventKind::ConfigFallback { .. } => "agent.config.fallback",
+            EventKind::MemoryRetrieved { .. } => "agent.memory.retrieved",
             EventKind::CompactionRun { .. } => "agent.compaction.run",
             EventKind::MemoryFlushed { .. } => "agent.memory.flushed",
             EventKind::Checkpoint { .. } => "agent.checkpoint",

@@ -477,6 +477,36 @@ pub trait Store: Send + Sync {
 
     /// Every file of a conversation (its attachments and what its runs produced), oldest first.
     async fn session_files(&self, session_id: &str) -> Result<Vec<FileRecord>, StoreError>;
+
+    // — known facts (keel-memory) —
+
+    /// Stores a new fact, in one transaction: a current fact of the same user with the same
+    /// key is superseded by it (its `superseded_by` set to the new id). Returns the id of the
+    /// fact it superseded. An id already stored is a [`StoreError::Conflict`].
+    async fn save_fact(
+        &self,
+        fact: &crate::known_facts::Fact,
+    ) -> Result<Option<String>, StoreError>;
+
+    /// A user's facts, oldest first: the current ones only unless `with_superseded`.
+    async fn facts(
+        &self,
+        user_id: &str,
+        with_superseded: bool,
+    ) -> Result<Vec<crate::known_facts::Fact>, StoreError>;
+
+    /// Deletes one of `user_id`'s facts (and any it superseded, so nothing of it comes back).
+    /// False when that user has no such fact: another user's fact is never touched.
+    async fn forget_fact(&self, user_id: &str, fact_id: &str) -> Result<bool, StoreError>;
+
+    /// Full-text search over a user's current facts: up to `limit` that share a word with
+    /// `text`, best first (BM25). `text` is user text: it is never read as query syntax.
+    async fn search_facts(
+        &self,
+        user_id: &str,
+        text: &str,
+        limit: usize,
+    ) -> Result<Vec<crate::known_facts::FactHit>, StoreError>;
 }
 
 /// The seq of the last message the latest compaction summary of `messages` replaces.

@@ -173,6 +173,7 @@
 mod answer;
 mod chat_completions;
 mod cursor;
+pub mod embeddings;
 mod messages;
 mod openai_common;
 mod responses;

@@ -248,6 +248,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/chat/completions", post(answer::<ChatCompletions>))
         .route("/v1/messages", post(answer::<Messages>))
         .route("/v1/responses", post(answer::<Responses>))
+        .route("/v1/embeddings", post(crate::embeddings::answer))
         .route("/v1/_mock/requests", get(recorded_requests))
         .route("/v1/_mock/timeline", get(recorded_timeline))
         .fallback(unknown_route)

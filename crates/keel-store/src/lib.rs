@@ -25,6 +25,7 @@ mod codec;
 mod connections;
 mod daemon;
 mod durability;
+mod facts;
 mod files;
 mod lanes;
 mod personas;

@@ -100,6 +100,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0013_approvals.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            17,
+            "known facts".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0017_known_facts.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

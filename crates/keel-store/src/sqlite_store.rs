@@ -522,6 +522,36 @@ impl Store for SqliteStore {
         crate::files::of_session(&self.conns, session_id).await
     }
 
+    // — known facts (keel-memory) —
+
+    async fn save_fact(
+        &self,
+        fact: &keel_core::known_facts::Fact,
+    ) -> Result<Option<String>, StoreError> {
+        crate::facts::save(&self.conns, fact).await
+    }
+
+    async fn facts(
+        &self,
+        user_id: &str,
+        with_superseded: bool,
+    ) -> Result<Vec<keel_core::known_facts::Fact>, StoreError> {
+        crate::facts::list(&self.conns, user_id, with_superseded).await
+    }
+
+    async fn forget_fact(&self, user_id: &str, fact_id: &str) -> Result<bool, StoreError> {
+        crate::facts::forget(&self.conns, user_id, fact_id).await
+    }
+
+    async fn search_facts(
+        &self,
+        user_id: &str,
+        text: &str,
+        limit: usize,
+    ) -> Result<Vec<keel_core::known_facts::FactHit>, StoreError> {
+        crate::facts::search(&self.conns, user_id, text, limit).await
+    }
+
     async fn active_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
         let rows = sqlx::query(ACTIVE_RUNS)
             .fetch_all(&mut *self.conns.reader().await?)

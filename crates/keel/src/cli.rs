@@ -61,6 +61,8 @@ pub enum Command {
     Mcp(crate::commands::mcp::McpArgs),
     /// Skills: list the SKILL.md directories keel reads, and the ones it skipped.
     Skills(crate::commands::skills::SkillsArgs),
+    /// Known facts keel remembers about a user (`[memory] enabled = true`): list, rm.
+    Facts(crate::commands::facts::FactsArgs),
 }
 
 /// `keel serve`.

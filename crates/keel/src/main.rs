@@ -70,6 +70,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => runtime.block_on(commands::serve::serve(config, args)),
         Command::Sessions(args) => runtime.block_on(commands::sessions::sessions(args)),
         Command::Users(args) => runtime.block_on(commands::users::users(args)),
+        Command::Facts(args) => runtime.block_on(commands::facts::facts(args)),
         Command::Usage(args) => runtime.block_on(commands::usage::usage(args)),
         Command::Personas(args) => runtime.block_on(commands::personas::personas(args)),
         Command::Mcp(args) => runtime.block_on(commands::mcp::mcp(config, args)),

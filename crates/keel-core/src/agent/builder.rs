@@ -50,6 +50,7 @@ pub struct AgentBuilder {
     pub(super) hooks: crate::tool_hooks::ToolHooks,
     pub(super) shaping: super::shaping::Shaping,
     pub(super) memory: Option<Arc<dyn crate::memory_notes::MemoryBackend>>,
+    pub(super) recall: Option<Arc<dyn crate::known_facts::Recall>>,
 }
 
 impl AgentBuilder {
@@ -294,6 +295,13 @@ impl AgentBuilder {
         self
     }
 
+    /// Recalls what each run should know about its user (known facts) into its system prompt
+    /// before it starts (see `keel-memory`).
+    pub fn recall(mut self, recall: Arc<dyn crate::known_facts::Recall>) -> Self {
+        self.recall = Some(recall);
+        self
+    }
+
     /// Checks the configuration and builds the agent.
     pub fn build(self) -> Result<Agent, AgentError> {
         let provider = self
@@ -367,6 +375,7 @@ impl AgentBuilder {
             hooks: self.hooks,
             shaping: self.shaping,
             memory: self.memory,
+            recall: self.recall,
         })
     }
 }

@@ -188,6 +188,7 @@ pub struct Agent {
     shaping: shaping::Shaping,
     /// Where the `memory` tool keeps its notes, for the sessions' snapshots.
     memory: Option<Arc<dyn crate::memory_notes::MemoryBackend>>,
+    recall: Option<Arc<dyn crate::known_facts::Recall>>,
 }
 
 impl Agent {
@@ -216,6 +217,7 @@ impl Agent {
             hooks: crate::tool_hooks::ToolHooks::default(),
             shaping: shaping::Shaping::default(),
             memory: None,
+            recall: None,
         }
     }
 
@@ -306,6 +308,17 @@ impl Agent {
             settings.system_prompt,
             snapshot.as_ref().map(|(snapshot, _)| snapshot),
         );
+        let recalled = match (&self.recall, &over_budget) {
+            (Some(recall), None) => {
+                let user = request.user_id.as_deref();
+                Some(
+                    recall
+                        .recall(user.unwrap_or(crate::known_facts::OWNER), &request.message)
+                        .await,
+                )
+            }
+            _ => None,
+        };
         let mut run = Run::new(
             run_id.clone(),
             session_id.clone(),
@@ -320,6 +333,9 @@ impl Agent {
         .with_prompt_hash(base_prompt_hash);
         if let Some((snapshot, true)) = snapshot {
             run = run.with_new_memory_snapshot(snapshot);
+        }
+        if let Some(recalled) = recalled {
+            run = run.with_known_facts(recalled);
         }
         let emitter = self.emitter(&run_id, &session_id);
         for kind in shaped {

@@ -26,6 +26,7 @@ use crate::store::{
 };
 use crate::token_log::{TokenCharge, UsageLine, UsageQuery};
 
+mod facts;
 mod platform;
 
 #[derive(Default)]
@@ -56,6 +57,8 @@ struct Data {
     files: Vec<FileRecord>,
     /// File contents by SHA-256.
     blobs: HashMap<String, Vec<u8>>,
+    /// Known facts, oldest first.
+    facts: Vec<crate::known_facts::Fact>,
 }
 
 /// Keeps sessions, messages and runs in memory; everything is lost when it is dropped.
@@ -337,6 +340,36 @@ impl Store for MemoryStore {
             .filter(|file| file.session_id == session_id)
             .cloned()
             .collect())
+    }
+
+    // — known facts (keel-memory) —
+
+    async fn save_fact(
+        &self,
+        fact: &crate::known_facts::Fact,
+    ) -> Result<Option<String>, StoreError> {
+        self.lock()?.save_fact(fact)
+    }
+
+    async fn facts(
+        &self,
+        user_id: &str,
+        with_superseded: bool,
+    ) -> Result<Vec<crate::known_facts::Fact>, StoreError> {
+        Ok(self.lock()?.facts(user_id, with_superseded))
+    }
+
+    async fn forget_fact(&self, user_id: &str, fact_id: &str) -> Result<bool, StoreError> {
+        Ok(self.lock()?.forget_fact(user_id, fact_id))
+    }
+
+    async fn search_facts(
+        &self,
+        user_id: &str,
+        text: &str,
+        limit: usize,
+    ) -> Result<Vec<crate::known_facts::FactHit>, StoreError> {
+        Ok(self.lock()?.search_facts(user_id, text, limit))
     }
 
     async fn run_files(&self, run_id: &str) -> Result<Vec<FileRecord>, StoreError> {

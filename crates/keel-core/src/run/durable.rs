@@ -147,6 +147,19 @@ impl Run {
         self
     }
 
+    /// The run with what was recalled for its message, before it starts: the known-facts
+    /// section goes into the system prompt (after the base prompt, before the journal digest)
+    /// and is kept with the run, so every call and a resume send the same prompt; the prompt
+    /// hash covers the base prompt only. The details become the `agent.memory.retrieved` event.
+    pub fn with_known_facts(mut self, recalled: crate::known_facts::Recalled) -> Self {
+        if !recalled.prompt_section.is_empty() {
+            self.fixed_tokens += self.encoding.count_repeated(&recalled.prompt_section) + 2;
+        }
+        self.known_facts = recalled.prompt_section;
+        self.recalled = Some(recalled.detail);
+        self
+    }
+
     /// The user the run is for.
     pub fn user_id(&self) -> Option<&str> {
         self.user_id.as_deref()

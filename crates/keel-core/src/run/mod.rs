@@ -175,6 +175,12 @@ pub struct Run {
     /// The user the run is for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     user_id: Option<String>,
+    /// The system prompt's known-facts section, recalled before the run started (see
+    /// [`Run::with_known_facts`]), and what to say about it in the run's first events.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    known_facts: String,
+    #[serde(skip)]
+    recalled: Option<serde_json::Value>,
     /// Every tool call of the run. Checkpoints keep only (id, name, ok); a restore reads
     /// arguments and outputs back from the messages.
     #[serde(
@@ -253,6 +259,8 @@ impl Run {
             approval: None,
             approved: Vec::new(),
             user_id: None,
+            known_facts: String::new(),
+            recalled: None,
             encoding,
             fixed_tokens,
             context_start: 0,
@@ -344,6 +352,9 @@ impl Run {
             tools: self.tools.iter().map(|tool| tool.name.clone()).collect(),
             permission: self.settings.permission,
         });
+        if let Some(detail) = self.recalled.take() {
+            self.events.push(EventKind::MemoryRetrieved { detail });
+        }
         self.next_model_call()
     }
 

@@ -19,15 +19,18 @@ impl Run {
         let target = self.current();
         let mut messages = Vec::with_capacity(self.messages.len() - self.context_start + 5);
         let digest = self.journal.digest();
-        match (&self.settings.system_prompt, digest.is_empty()) {
-            (Some(system), true) => messages.push(Message::system(system.clone())),
-            (Some(system), false) => messages.push(Message::system(format!(
-                "{system}\n\nRun journal digest: {digest}"
-            ))),
-            (None, false) => {
-                messages.push(Message::system(format!("Run journal digest: {digest}")))
-            }
-            (None, true) => {}
+        // Base prompt, known facts, journal digest: the parts that change least come first.
+        let digest = (!digest.is_empty()).then(|| format!("Run journal digest: {digest}"));
+        let system: Vec<&str> = [
+            self.settings.system_prompt.as_deref(),
+            (!self.known_facts.is_empty()).then_some(self.known_facts.as_str()),
+            digest.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !system.is_empty() {
+            messages.push(Message::system(system.join("\n\n")));
         }
         let mut context = self.context_messages();
         if self.journal.has_notes() {

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod chat;
 pub mod demo;
+pub mod facts;
 pub mod keys;
 pub mod lane;
 pub mod mcp;

@@ -1,0 +1,166 @@
+//! What retrieval adds to a turn when one user has 100,000 stored memories (known facts, in
+//! SQLite with their FTS5 index and embeddings): the p50 and p95 of `Memory::retrieve` over
+//! 100 varied questions, with embeddings (the mock's, computed in process: the endpoint's own
+//! latency is not keel's) and without. Run in release, not in CI:
+//!
+//! ```text
+//! cargo bench -p keel-memory --bench retrieval
+//! ```
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use keel_core::Store;
+use keel_core::known_facts::Fact;
+use keel_memory::{Embedder, Memory};
+use keel_store::SqliteStore;
+
+const MEMORIES: usize = 100_000;
+const TURNS: usize = 100;
+const USER: &str = "bench-user";
+
+struct MockEmbedder;
+
+#[async_trait]
+impl Embedder for MockEmbedder {
+    fn model(&self) -> &str {
+        "mock-embed"
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
+        Ok(texts
+            .iter()
+            .map(|t| keel_mock::embeddings::embed(t))
+            .collect())
+    }
+}
+
+/// A made-up word of a 5,000-word vocabulary: full-text posting lists of realistic lengths.
+fn word(n: usize) -> String {
+    const SYLLABLES: [&str; 16] = [
+        "ka", "lo", "mi", "ne", "su", "ta", "ri", "po", "da", "ve", "zu", "ho", "fi", "ga", "be",
+        "ny",
+    ];
+    let n = n % 5000;
+    format!(
+        "{}{}{}",
+        SYLLABLES[n % 16],
+        SYLLABLES[(n / 16) % 16],
+        SYLLABLES[(n / 256) % 16]
+    )
+}
+
+fn text(i: usize) -> String {
+    let words: Vec<String> = (0..10)
+        .map(|k| word(i * 31 + k * 977 + k * k * 7))
+        .collect();
+    format!(
+        "note {i}: the {} is {}",
+        words[..4].join(" "),
+        words[4..].join(" ")
+    )
+}
+
+async fn fill(store: &Arc<dyn Store>) {
+    let now = chrono::Utc::now();
+    for chunk in (0..MEMORIES).collect::<Vec<_>>().chunks(1000) {
+        let mut writes = tokio::task::JoinSet::new();
+        for &i in chunk {
+            let store = store.clone();
+            let text = text(i);
+            writes.spawn(async move {
+                let fact = Fact {
+                    id: format!("m{i:06}"),
+                    user_id: USER.into(),
+                    embedding: Some(keel_mock::embeddings::embed(&text)),
+                    text,
+                    key: None,
+                    source_session: None,
+                    source_seq: None,
+                    confidence: 1.0,
+                    importance: ((i % 10) as f32) / 11.0,
+                    created_at: now - chrono::Duration::minutes(i as i64),
+                    updated_at: now - chrono::Duration::minutes(i as i64),
+                    superseded_by: None,
+                };
+                store.save_fact(&fact).await.unwrap();
+            });
+        }
+        while let Some(done) = writes.join_next().await {
+            done.unwrap();
+        }
+    }
+}
+
+fn percentiles(mut times: Vec<Duration>) -> (Duration, Duration) {
+    times.sort();
+    (times[times.len() / 2], times[times.len() * 95 / 100])
+}
+
+async fn measure(memory: &Memory) -> (Duration, Duration, usize) {
+    let questions: Vec<String> = (0..TURNS)
+        .map(|i| {
+            format!(
+                "what about the {} and {}?",
+                word(i * 7919),
+                word(i * 104_729)
+            )
+        })
+        .collect();
+    // Warm: the user's memories are read once, then cached.
+    memory.retrieve(USER, &questions[0]).await;
+    let mut times = Vec::with_capacity(TURNS);
+    let mut recalled = 0;
+    for question in &questions {
+        let start = Instant::now();
+        let retrieval = memory.retrieve(USER, question).await;
+        times.push(start.elapsed());
+        recalled += retrieval.pieces.len();
+        assert!(retrieval.degraded.is_empty(), "{:?}", retrieval.degraded);
+    }
+    let (p50, p95) = percentiles(times);
+    (p50, p95, recalled / TURNS)
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keel.db");
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
+        let start = Instant::now();
+        fill(&store).await;
+        println!(
+            "stored {MEMORIES} memories of one user in {:.1}s",
+            start.elapsed().as_secs_f64()
+        );
+        if std::env::var_os("KEEL_BENCH_FTS_OPTIMIZE").is_some() {
+            // 100,000 inserts in many small transactions leave the FTS5 index in many
+            // segments; `optimize` merges them into one, as a maintenance pass would.
+            let start = Instant::now();
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            conn.busy_timeout(Duration::from_secs(30)).unwrap();
+            conn.execute("INSERT INTO facts_fts (facts_fts) VALUES ('optimize')", [])
+                .unwrap();
+            println!("merged the FTS5 index in {:.1}s", start.elapsed().as_secs_f64());
+        }
+        let with_vectors = Memory::new(store.clone()).with_embedder(Arc::new(MockEmbedder));
+        let (p50, p95, pieces) = measure(&with_vectors).await;
+        println!(
+            "retrieve, full text + vectors + recency: p50 {:.2} ms, p95 {:.2} ms ({pieces} pieces a turn)",
+            p50.as_secs_f64() * 1e3,
+            p95.as_secs_f64() * 1e3
+        );
+        let full_text = Memory::new(store.clone());
+        let (p50, p95, pieces) = measure(&full_text).await;
+        println!(
+            "retrieve, full text + recency (no embeddings): p50 {:.2} ms, p95 {:.2} ms ({pieces} pieces a turn)",
+            p50.as_secs_f64() * 1e3,
+            p95.as_secs_f64() * 1e3
+        );
+    });
+}

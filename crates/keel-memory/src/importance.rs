@@ -1,0 +1,263 @@
+//! How much a message or fact matters, in [0, 1], by keel's own cheap, deterministic rules:
+//! decisions, preferences, corrections and things to remember score high; facts with numbers,
+//! names or paths a little higher than plain talk; greetings and acknowledgements low.
+//!
+//! The rules read words, not meaning: they are a prior for ranking what to recall, not a
+//! judgement. [`ImportanceScorer`] lets a model scorer replace them.
+
+/// Scores texts for importance.
+pub trait ImportanceScorer: Send + Sync {
+    /// The importance of `text`, in [0, 1].
+    fn score(&self, text: &str) -> f32;
+}
+
+/// The rule-based scorer (see [`importance`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Rules;
+
+impl ImportanceScorer for Rules {
+    fn score(&self, text: &str) -> f32 {
+        importance(text)
+    }
+}
+
+/// What plain talk scores.
+const BASE: f32 = 0.3;
+
+/// What a greeting or an acknowledgement scores.
+const SMALL_TALK: f32 = 0.05;
+
+/// Whole messages that only greet, thank or acknowledge.
+const SMALL_TALK_MESSAGES: &[&str] = &[
+    "hi",
+    "hello",
+    "hey",
+    "yo",
+    "thanks",
+    "thank you",
+    "thx",
+    "ty",
+    "ok",
+    "okay",
+    "k",
+    "cool",
+    "great",
+    "nice",
+    "sure",
+    "yes",
+    "yep",
+    "no",
+    "nope",
+    "got it",
+    "bye",
+    "goodbye",
+    "see you",
+    "good morning",
+    "good night",
+    "good evening",
+    "sounds good",
+    "perfect",
+    "awesome",
+    "lol",
+    "hi there",
+    "hello there",
+    "thanks a lot",
+    "many thanks",
+    "ok thanks",
+    "okay thanks",
+];
+
+/// Phrases that mark a signal, with what each adds.
+const SIGNALS: &[(&[&str], f32)] = &[
+    // Decisions.
+    (
+        &[
+            "we decided",
+            "i decided",
+            "decision",
+            "let's go with",
+            "lets go with",
+            "we'll use",
+            "we will use",
+            "going with",
+            "agreed",
+            "from now on",
+            "we chose",
+            "i chose",
+        ],
+        0.35,
+    ),
+    // Preferences.
+    (
+        &[
+            "i prefer",
+            "i like",
+            "i love",
+            "i don't like",
+            "i dont like",
+            "i hate",
+            "i want",
+            "my favorite",
+            "my favourite",
+            "please always",
+            "please never",
+            "always use",
+            "never use",
+            "don't ever",
+            "call me",
+        ],
+        0.3,
+    ),
+    // Corrections.
+    (
+        &[
+            "actually",
+            "correction",
+            "that's wrong",
+            "thats wrong",
+            "not correct",
+            "i meant",
+            "instead of",
+            "no longer",
+            "changed to",
+            "moved to",
+        ],
+        0.25,
+    ),
+    // Explicit requests to remember.
+    (
+        &[
+            "remember",
+            "note that",
+            "don't forget",
+            "keep in mind",
+            "for the record",
+        ],
+        0.3,
+    ),
+    // Statements about the user or their things.
+    (&["my ", "our ", "i am ", "i'm ", "i work", "i live"], 0.1),
+];
+
+/// The rule-based importance of `text`, in [0, 1].
+pub fn importance(text: &str) -> f32 {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return 0.0;
+    }
+    let lower = trimmed.to_lowercase();
+    let bare: String = lower
+        .chars()
+        .filter(|c| c.is_alphanumeric() || c.is_whitespace() || *c == '\'')
+        .collect();
+    let bare = bare.split_whitespace().collect::<Vec<_>>().join(" ");
+    if bare.is_empty() || SMALL_TALK_MESSAGES.contains(&bare.as_str()) {
+        return SMALL_TALK;
+    }
+    let padded = format!(" {lower}");
+    let mut score = BASE;
+    for (phrases, weight) in SIGNALS {
+        if phrases
+            .iter()
+            .any(|phrase| padded.contains(&format!(" {phrase}")))
+        {
+            score += weight;
+        }
+    }
+    if trimmed.chars().any(|c| c.is_ascii_digit()) {
+        score += 0.1;
+    }
+    if has_path(trimmed) {
+        score += 0.15;
+    }
+    if has_name(trimmed) {
+        score += 0.1;
+    }
+    score.clamp(0.0, 1.0)
+}
+
+/// A word that looks like a path or file name: `ops/deploy.sh`, `~/.config`, `Cargo.toml`.
+fn has_path(text: &str) -> bool {
+    text.split_whitespace().any(|word| {
+        let word = word.trim_matches(|c: char| matches!(c, ',' | ';' | '(' | ')' | '"' | '`'));
+        let word = word.trim_end_matches(['.', '?', '!', ':']);
+        let slash = word.contains('/') && word.chars().any(char::is_alphanumeric);
+        let extension = word.rsplit_once('.').is_some_and(|(stem, ext)| {
+            !stem.is_empty()
+                && (1..=4).contains(&ext.len())
+                && ext.chars().all(|c| c.is_ascii_alphanumeric())
+                && ext.chars().any(|c| c.is_ascii_alphabetic())
+        });
+        slash || extension || word.starts_with("~/")
+    })
+}
+
+/// A capitalized word that does not start a sentence: a name (`Berlin`, `Postgres`, `Ada`).
+fn has_name(text: &str) -> bool {
+    let mut sentence_start = true;
+    for word in text.split_whitespace() {
+        let first = word.chars().next();
+        if !sentence_start && first.is_some_and(char::is_uppercase) && word.len() > 1 && word != "I"
+        {
+            return true;
+        }
+        sentence_start = word.ends_with(['.', '!', '?', ':']);
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_talk_scores_low() {
+        for text in [
+            "hi",
+            "Thanks!",
+            "ok",
+            "Got it.",
+            "  hello there  ",
+            "👍",
+            "...",
+        ] {
+            assert!(
+                importance(text) <= SMALL_TALK,
+                "{text}: {}",
+                importance(text)
+            );
+        }
+        assert_eq!(importance("   "), 0.0);
+    }
+
+    #[test]
+    fn decisions_preferences_and_corrections_score_high() {
+        for text in [
+            "We decided to ship on Thursdays.",
+            "I prefer tabs over spaces",
+            "Actually, the meeting moved to 3pm",
+            "Please remember that I'm vegetarian",
+            "From now on use British spelling",
+        ] {
+            assert!(importance(text) >= 0.55, "{text}: {}", importance(text));
+        }
+    }
+
+    #[test]
+    fn facts_with_numbers_names_and_paths_beat_plain_talk() {
+        let plain = importance("what do you think about that");
+        assert_eq!(plain, BASE);
+        assert!(importance("the config lives in ops/deploy.toml") > plain);
+        assert!(importance("the build takes 12 minutes") > plain);
+        assert!(importance("the team lead is Grace") > plain);
+        assert!(importance("my deploy target is eu-west-3") > importance("the weather is mild"));
+    }
+
+    #[test]
+    fn scores_stay_in_range() {
+        let everything = "Actually we decided, remember: I prefer my config in ~/x/y.toml with \
+                          port 8080 for Grace";
+        assert_eq!(importance(everything), 1.0);
+        assert!(importance(&"word ".repeat(100_000)) <= 1.0);
+    }
+}

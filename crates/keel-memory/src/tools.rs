@@ -1,0 +1,142 @@
+//! The `remember` and `forget` tools: the model keeps and drops known facts about the user it
+//! serves (the run's user; the machine's owner for a run without one). A user's tools reach
+//! only that user's facts.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use keel_core::known_facts::OWNER;
+use keel_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use serde_json::{Value, json};
+
+use crate::facts::{FactError, NewFact};
+use crate::memory::Memory;
+
+/// The name of the tool that keeps a fact.
+pub const REMEMBER: &str = "remember";
+
+/// The name of the tool that drops one.
+pub const FORGET: &str = "forget";
+
+/// `remember {text, key?, importance?}`.
+pub struct RememberTool {
+    memory: Arc<Memory>,
+    spec: ToolSpec,
+}
+
+/// `forget {fact_id}`.
+pub struct ForgetTool {
+    memory: Arc<Memory>,
+    spec: ToolSpec,
+}
+
+/// Both tools over `memory`.
+pub fn memory_tools(memory: Arc<Memory>) -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(RememberTool::new(memory.clone())),
+        Arc::new(ForgetTool::new(memory)),
+    ]
+}
+
+fn user_of(ctx: &ToolContext) -> &str {
+    ctx.user_id.as_deref().unwrap_or(OWNER)
+}
+
+fn failed(error: FactError) -> ToolError {
+    match error {
+        FactError::Invalid(message) => ToolError::invalid_arguments(message),
+        FactError::Store(message) => ToolError::transient(message),
+    }
+}
+
+impl RememberTool {
+    /// The tool over `memory`.
+    pub fn new(memory: Arc<Memory>) -> Self {
+        let spec = ToolSpec::new(
+            REMEMBER,
+            "Keep a durable fact about the user for later conversations: a decision, a \
+             preference, a correction, a name, a number, a path. One short fact per call, in \
+             the third person or as the user said it. A fact about the same subject (`key`) \
+             replaces the older one.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "text": {"type": "string", "description": "The fact, e.g. \"The user's deploy target is eu-west-3\"."},
+                    "key": {"type": "string", "description": "What it is about, in one to six words (e.g. \"deploy target\"); derived from the text when left out."},
+                    "importance": {"type": "number", "minimum": 0, "maximum": 1, "description": "How much it matters; 0.9 or more recalls it on every turn."}
+                },
+                "required": ["text"],
+                "additionalProperties": false
+            }),
+        );
+        RememberTool { memory, spec }
+    }
+}
+
+#[async_trait]
+impl Tool for RememberTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let new = NewFact {
+            text: args["text"].as_str().unwrap_or_default().to_string(),
+            key: args["key"].as_str().map(str::to_string),
+            importance: args["importance"].as_f64().map(|x| x as f32),
+            source_session: Some(ctx.session_id.clone()),
+            ..NewFact::default()
+        };
+        let remembered = self
+            .memory
+            .remember(user_of(ctx), new)
+            .await
+            .map_err(failed)?;
+        let mut answer = json!({"remembered": remembered.fact.id, "key": remembered.fact.key});
+        if let Some(old) = remembered.superseded {
+            answer["replaced"] = json!(old);
+        }
+        Ok(ToolOutput::text(answer.to_string()))
+    }
+}
+
+impl ForgetTool {
+    /// The tool over `memory`.
+    pub fn new(memory: Arc<Memory>) -> Self {
+        let spec = ToolSpec::new(
+            FORGET,
+            "Drop a known fact about the user that is wrong or that they want forgotten, by \
+             its id (as `remember` answered it).",
+            json!({
+                "type": "object",
+                "properties": {"fact_id": {"type": "string"}},
+                "required": ["fact_id"],
+                "additionalProperties": false
+            }),
+        );
+        ForgetTool { memory, spec }
+    }
+}
+
+#[async_trait]
+impl Tool for ForgetTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let fact_id = args["fact_id"].as_str().unwrap_or_default();
+        if self
+            .memory
+            .forget(user_of(ctx), fact_id)
+            .await
+            .map_err(failed)?
+        {
+            Ok(ToolOutput::text(json!({"forgotten": fact_id}).to_string()))
+        } else {
+            Err(ToolError::invalid_arguments(format!(
+                "there is no fact `{fact_id}` to forget"
+            )))
+        }
+    }
+}
