@@ -35,6 +35,7 @@ pub mod redact;
 pub mod registry;
 pub mod run;
 pub mod run_settings;
+pub mod session_search;
 pub mod state;
 pub mod store;
 pub mod token_log;
@@ -71,6 +72,7 @@ pub use provider_error::{ProviderError, ProviderErrorKind};
 pub use registry::{PreparedCall, RegistryError, ToolRegistry};
 pub use run::{ModelCall, Run, Step, ToolCallReport, ToolResult};
 pub use run_settings::{ModelTarget, RunSettings};
+pub use session_search::{SessionHit, SessionSearch};
 pub use state::{AgentState, ErrorReason};
 pub use store::{
     PlatformLink, RunRecord, SessionInfo, Store, StoreError, StoredMessage, UserRecord,

@@ -100,6 +100,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0013_approvals.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            16,
+            "session search".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0016_session_search.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

@@ -9,6 +9,8 @@
 //!   retries only what may pass next time (timeouts, network failures, 429, 5xx).
 //!
 //! - [`attachments`]: `read_attachment`, the files sent with a message of the conversation;
+//! - [`session_search`]: `session_search`, full-text search over the caller's own past
+//!   sessions through the store's index;
 //! - [`hooks`]: [`CommandHook`], a configured tool hook run as a shell command in the
 //!   workspace, bounded in time and output, leaving no process behind;
 //! - [`shell`]: `shell`, one command line per call through `sh -c` in the workspace directory,
@@ -26,6 +28,7 @@ pub mod files;
 pub mod hooks;
 pub mod http;
 mod schema;
+pub mod session_search;
 pub mod shell;
 pub mod workspace;
 
@@ -33,5 +36,6 @@ pub use attachments::ReadAttachment;
 pub use files::{AppendFile, FILES_MODULE, ListDir, ReadFile, WriteFile, file_tools};
 pub use hooks::{CommandHook, DEFAULT_HOOK_TIMEOUT, MAX_HOOK_STDOUT};
 pub use http::{HTTP_MODULE, HttpGet, HttpGetConfig, http_tools};
+pub use session_search::{SESSION_SEARCH, SESSIONS_MODULE, SessionSearchTool};
 pub use shell::{SHELL_MODULE, Shell, ShellConfig, ShellPolicy, Verdict, shell_tools};
 pub use workspace::{Access, Workspace, WorkspaceError};

@@ -238,6 +238,10 @@ impl Agent {
             .run_id
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         self.store.ensure_session(&session_id).await?;
+        // A new session a run for a user starts is that user's (their searches find it).
+        if let Some(user) = &request.user_id {
+            self.store.adopt_session(&session_id, user).await?;
+        }
         let session = self.store.session(&session_id).await?;
         // Only the live context: what the latest compaction summary replaced stays in the store.
         let history = self.store.context_messages(&session_id).await?;
