@@ -1,7 +1,8 @@
 //! Tools the loop answers itself instead of sending to the registry: they change the run, not
 //! the world. `request_more_iterations` (seed 000: +10 per call with a reason, up to a hard
-//! cap), the run journal's three tools (see [`crate::journal`]), and `ask_human`, whose answer
-//! comes from a human — at the chat prompt, or later through `keel answer`.
+//! cap), the run journal's three tools (see [`crate::journal`]), and `ask_human` and `clarify`
+//! (see [`crate::clarify`]), whose answer comes from a human — at the chat prompt, or later
+//! through `keel answer`.
 
 use serde_json::json;
 
@@ -19,7 +20,10 @@ pub const ASK_HUMAN: &str = "ask_human";
 
 /// True when the loop itself answers calls to `name`.
 pub fn is_agent_tool(name: &str) -> bool {
-    name == REQUEST_MORE_ITERATIONS || name == ASK_HUMAN || crate::journal::is_journal_tool(name)
+    name == REQUEST_MORE_ITERATIONS
+        || name == ASK_HUMAN
+        || name == crate::clarify::CLARIFY
+        || crate::journal::is_journal_tool(name)
 }
 
 /// The spec the model sees for `ask_human`.

@@ -12,6 +12,7 @@ pub mod api_key;
 pub mod approval;
 pub mod budget;
 pub mod checkpoint;
+pub mod clarify;
 pub mod clock;
 pub mod context;
 pub mod conversation;
@@ -57,7 +58,7 @@ pub use conversation::{
     ConversationFilter, EnqueueOutcome, LanePolicy, NewConversation, QueuedRun, RunFilter,
 };
 pub use event::{Emitter, Event, EventKind, EventLog, EventSink};
-pub use human::HumanChannel;
+pub use human::{HumanChannel, Question};
 pub use journal::Journal;
 pub use lane::{LaneClaim, LaneHolder, LaneOutcome};
 pub use memory_store::MemoryStore;

@@ -45,6 +45,10 @@ pub enum AgentError {
     /// The run cannot be resumed or answered in its state; the message says why and what to do.
     #[error("{0}")]
     NotResumable(String),
+    /// The answer does not fit the question (empty, or a choice number that is no choice's);
+    /// the run still waits for one.
+    #[error("{0}")]
+    InvalidAnswer(String),
     /// `chat` ended without a final answer; the report says how it ended.
     #[error("the run ended as {} without a final answer: {}", .0.state, .0.error.as_deref().unwrap_or("no detail"))]
     Incomplete(Box<RunReport>),
@@ -128,6 +132,9 @@ pub struct RunReport {
     /// The question the run waits on, when it waits for a human.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub question: Option<String>,
+    /// The choices that question offers (`clarify`), in order; empty for a free answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub choices: Vec<String>,
     /// The tool call the run waits on, when it waits for a person's approval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<crate::approval::PendingApproval>,
@@ -161,6 +168,7 @@ impl RunReport {
             usage: run.usage(),
             cost: run.cost(),
             question: run.question().map(str::to_string),
+            choices: run.question_choices().to_vec(),
             approval: run.pending_approval().cloned(),
             files: Vec::new(),
         }
@@ -208,6 +216,7 @@ impl Agent {
             reconcile: crate::reconcile::ReconcilePolicy::default(),
             workers: Arc::new(crate::worker::NoProbe),
             hooks: crate::tool_hooks::ToolHooks::default(),
+            clarify: None,
         }
     }
 
