@@ -8,7 +8,10 @@ use std::sync::Arc;
 use keel_core::redact::{RedactingProvider, Redactor};
 use keel_core::{Agent, EventSink, HumanChannel, Provider, Store};
 use keel_providers::{Endpoint, connect};
-use keel_tools::{HttpGetConfig, ReadAttachment, Workspace, file_tools, http_tools, shell_tools};
+use keel_tools::{
+    HttpGetConfig, ReadAttachment, SessionSearchTool, Workspace, file_tools, http_tools,
+    shell_tools,
+};
 
 use crate::config::{self, ConfigError, FallbackNotice};
 use crate::launch::LaunchSpec;
@@ -117,6 +120,7 @@ pub fn agent(
             workspace.clone(),
         )))
         .tool(Arc::new(ReadAttachment::new(store.clone())))
+        .tool(Arc::new(SessionSearchTool::new(store.clone())))
         .tools(http_tools(HttpGetConfig {
             allowed_hosts: settings.http_allowed_hosts.clone(),
             allow_private: settings.http_allow_private,

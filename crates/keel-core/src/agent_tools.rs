@@ -1,8 +1,8 @@
 //! Tools the loop answers itself instead of sending to the registry: they change the run, not
 //! the world. `request_more_iterations` (seed 000: +10 per call with a reason, up to a hard
 //! cap), the run journal's three tools (see [`crate::journal`]), the task list's `todo` (see
-//! [`crate::todo`]), and `ask_human`, whose answer
-//! comes from a human — at the chat prompt, or later through `keel answer`.
+//! [`crate::todo`]), and `ask_human` and `clarify` (see [`crate::clarify`]), whose answer comes
+//! from a human — at the chat prompt, or later through `keel answer`.
 
 use serde_json::json;
 
@@ -23,6 +23,7 @@ pub fn is_agent_tool(name: &str) -> bool {
     name == REQUEST_MORE_ITERATIONS
         || name == ASK_HUMAN
         || name == crate::todo::TODO
+        || name == crate::clarify::CLARIFY
         || crate::journal::is_journal_tool(name)
 }
 

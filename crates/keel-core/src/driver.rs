@@ -230,10 +230,14 @@ impl Driver<'_> {
                         // Paused: the boundary above stored the question; `keel answer` goes on.
                         return Ok(());
                     };
-                    match self
-                        .race(run.id(), None, Interruptible::Yes, human.ask(&question))
-                        .await
-                    {
+                    let ask = async {
+                        if question.choices.is_empty() {
+                            human.ask(&question.text).await
+                        } else {
+                            human.ask_choice(&question.text, &question.choices).await
+                        }
+                    };
+                    match self.race(run.id(), None, Interruptible::Yes, ask).await {
                         Raced::Done(Some(answer)) => run.on_human_answer(answer),
                         Raced::Done(None) => return Ok(()),
                         Raced::Cancelled => run.cancel(),

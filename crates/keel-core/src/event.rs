@@ -310,6 +310,9 @@ pub enum EventKind {
     HumanAsked {
         /// The question.
         question: String,
+        /// The choices offered (`clarify`), in order; empty when the answer is free text.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        choices: Vec<String>,
     },
     /// The human answered.
     #[serde(rename = "agent.human.answered")]

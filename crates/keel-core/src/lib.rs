@@ -13,6 +13,7 @@ pub mod approval;
 pub mod budget;
 pub mod callbacks;
 pub mod checkpoint;
+pub mod clarify;
 pub mod clock;
 pub mod context;
 pub mod conversation;
@@ -41,6 +42,7 @@ pub mod registry;
 pub mod routing;
 pub mod run;
 pub mod run_settings;
+pub mod session_search;
 pub mod state;
 pub mod store;
 pub mod todo;
@@ -66,7 +68,7 @@ pub use conversation::{
     ConversationFilter, EnqueueOutcome, LanePolicy, NewConversation, QueuedRun, RunFilter,
 };
 pub use event::{Emitter, Event, EventKind, EventLog, EventSink};
-pub use human::HumanChannel;
+pub use human::{HumanChannel, Question};
 pub use journal::Journal;
 pub use lane::{LaneClaim, LaneHolder, LaneOutcome};
 pub use memory_store::MemoryStore;
@@ -81,6 +83,7 @@ pub use provider_error::{ProviderError, ProviderErrorKind};
 pub use registry::{PreparedCall, RegistryError, ToolRegistry};
 pub use run::{ModelCall, Run, Step, ToolCallReport, ToolResult};
 pub use run_settings::{ModelTarget, RunSettings};
+pub use session_search::{SessionHit, SessionSearch};
 pub use state::{AgentState, ErrorReason};
 pub use store::{
     PlatformLink, RunRecord, SessionInfo, Store, StoreError, StoredMessage, UserRecord,

@@ -17,6 +17,7 @@ use crate::lane::{LaneClaim, LaneOutcome};
 use crate::message::Message;
 use crate::platform::Persona;
 use crate::provider::Usage;
+use crate::session_search::{SessionHit, SessionSearch};
 use crate::state::{AgentState, ErrorReason};
 use crate::token_log::{TokenCharge, UsageLine, UsageQuery};
 use crate::worker::Worker;
@@ -507,6 +508,17 @@ pub trait Store: Send + Sync {
         text: &str,
         limit: usize,
     ) -> Result<Vec<crate::known_facts::FactHit>, StoreError>;
+    // --- Session search (`session_search`, issue 16) ---
+
+    /// The sessions that best match `search`, best first, each with its best passages: only
+    /// sessions of `search.owner` (see [`crate::session_search`] for whose those are), never
+    /// `search.exclude_session`. A query without search terms finds nothing.
+    async fn search_sessions(&self, search: &SessionSearch) -> Result<Vec<SessionHit>, StoreError>;
+
+    /// Makes `user_id` the owner of session `session_id` when it has no owner and no messages
+    /// yet (a new session a run for that user starts), so that user's later searches find it.
+    /// Returns whether it did; a session with an owner or with messages is left as it is.
+    async fn adopt_session(&self, session_id: &str, user_id: &str) -> Result<bool, StoreError>;
 }
 
 /// The seq of the last message the latest compaction summary of `messages` replaces.

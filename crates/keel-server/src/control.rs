@@ -53,6 +53,7 @@ impl From<EngineError> for ApiError {
                 ApiError::new(StatusCode::NOT_FOUND, "not_found", error.to_string())
             }
             EngineError::Conflict(message) => ApiError::conflict(message),
+            EngineError::InvalidAnswer(message) => ApiError::invalid(message),
             EngineError::Store(store) => store.into(),
         }
     }
@@ -225,7 +226,7 @@ pub struct ContinuedView {
 /// Answers the question a run waits on; the run goes on.
 #[utoipa::path(post, path = "/v1/runs/{id}/answer", request_body = AnswerBody,
     params(("id" = String, Path, description = "The run")),
-    responses((status = 202, body = ContinuedView), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+    responses((status = 202, body = ContinuedView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 async fn answer_run(
     State(state): State<AppState>,
     caller: Caller,

@@ -30,6 +30,7 @@ mod files;
 mod lanes;
 mod personas;
 mod schema;
+mod session_search;
 mod sqlite_store;
 mod token_log;
 mod user_links;

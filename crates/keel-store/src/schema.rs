@@ -101,6 +101,13 @@ fn migrator() -> Migrator {
             false,
         ),
         Migration::new(
+            16,
+            "session search".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0016_session_search.sql").into_sql_str(),
+            false,
+        ),
+        Migration::new(
             17,
             "known facts".into(),
             MigrationType::Simple,

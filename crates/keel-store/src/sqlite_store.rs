@@ -559,6 +559,19 @@ impl Store for SqliteStore {
             .or_backend(|| "cannot list active runs".into())?;
         rows.iter().map(codec::decode_run).collect()
     }
+
+    // --- Session search (`session_search`, issue 16) ---
+
+    async fn search_sessions(
+        &self,
+        search: &keel_core::SessionSearch,
+    ) -> Result<Vec<keel_core::SessionHit>, StoreError> {
+        crate::session_search::search(&mut *self.conns.reader().await?, search).await
+    }
+
+    async fn adopt_session(&self, session_id: &str, user_id: &str) -> Result<bool, StoreError> {
+        crate::session_search::adopt(&self.conns, session_id, user_id).await
+    }
 }
 
 #[cfg(test)]

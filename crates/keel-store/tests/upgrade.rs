@@ -316,3 +316,47 @@ async fn runs_stored_before_version_4_read_as_never_cancelled_and_cost_nothing()
     assert_eq!(store.messages("s").await.unwrap().len(), 1);
     store.close().await;
 }
+
+#[tokio::test]
+async fn messages_stored_before_version_16_are_found_by_session_search_after_the_upgrade() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("keel.db");
+    let mut conn = version_2_database(&path).await;
+    let old = with_meta(vec![
+        Message::user("my bike lock combination is 2580"),
+        Message::internal_user("bike nudge", InternalReason::LoopNudge),
+        Message::assistant("Noted, the bike lock."),
+    ]);
+    let mut borrowed: Vec<(Message, &str)> = old
+        .iter()
+        .map(|(message, meta)| (message.clone(), meta.as_str()))
+        .collect();
+    // Metadata that is not JSON must not stop the upgrade; it counts as not internal.
+    borrowed.push((Message::user("bike with broken meta"), "{oops"));
+    insert_v2(&mut conn, "old", &borrowed).await;
+    conn.close().await.unwrap();
+
+    let store = SqliteStore::open(&path).await.unwrap();
+    let search = keel_core::SessionSearch {
+        query: "bike".into(),
+        owner: None,
+        exclude_session: None,
+        limit: 5,
+    };
+    let hits = store.search_sessions(&search).await.unwrap();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(hits[0].snippets.len(), 3, "{hits:?}");
+    assert!(
+        hits[0].snippets.iter().all(|s| !s.contains("nudge")),
+        "{hits:?}"
+    );
+    // Messages written after the upgrade are indexed as they are stored.
+    store
+        .append_messages("old", None, &[Message::user("a unicycle now")])
+        .await
+        .unwrap();
+    let mut search = search;
+    search.query = "unicycle".into();
+    assert_eq!(store.search_sessions(&search).await.unwrap().len(), 1);
+    store.close().await;
+}

@@ -11,6 +11,8 @@
 //! - [`memory_files`]: [`FileMemory`], the `memory` tool's notes as `MEMORY.md` and `USER.md`
 //!   per user under `$KEEL_HOME/memory`, edited under a file lock;
 //! - [`attachments`]: `read_attachment`, the files sent with a message of the conversation;
+//! - [`session_search`]: `session_search`, full-text search over the caller's own past
+//!   sessions through the store's index;
 //! - [`hooks`]: [`CommandHook`], a configured tool hook run as a shell command in the
 //!   workspace, bounded in time and output, leaving no process behind;
 //! - [`shell`]: `shell`, one command line per call through `sh -c` in the workspace directory,
@@ -32,6 +34,7 @@ pub mod hooks;
 pub mod http;
 pub mod memory_files;
 mod schema;
+pub mod session_search;
 pub mod shell;
 pub mod skills;
 pub mod workspace;
@@ -41,6 +44,7 @@ pub use files::{AppendFile, FILES_MODULE, ListDir, ReadFile, WriteFile, file_too
 pub use hooks::{CommandHook, DEFAULT_HOOK_TIMEOUT, MAX_HOOK_STDOUT};
 pub use http::{HTTP_MODULE, HttpGet, HttpGetConfig, http_tools};
 pub use memory_files::FileMemory;
+pub use session_search::{SESSION_SEARCH, SESSIONS_MODULE, SessionSearchTool};
 pub use shell::{SHELL_MODULE, Shell, ShellConfig, ShellPolicy, Verdict, shell_tools};
 pub use skills::{SkillPrompt, SkillSet, skill_roots, skill_tools};
 pub use workspace::{Access, Workspace, WorkspaceError};

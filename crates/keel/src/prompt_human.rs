@@ -1,6 +1,7 @@
 //! The person at the terminal: `keel chat`, and `keel run` when its input is a terminal, put
-//! `ask_human` questions to them and ask them to approve tool calls (a menu: once, for the
-//! session, deny). Prompts go to stderr, so `--json` output stays one object on stdout.
+//! `ask_human` questions to them, `clarify` questions with a numbered menu of choices (or an
+//! answer of their own), and ask them to approve tool calls (a menu: once, for the session,
+//! deny). Prompts go to stderr, so `--json` output stays one object on stdout.
 
 use std::io::{BufRead, Write};
 
@@ -19,6 +20,28 @@ impl HumanChannel for PromptHuman {
             eprintln!("\n? {}", terminal_safe(&question));
             eprint!("answer › ");
             read_line().map(|line| line.trim().to_string())
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
+    async fn ask_choice(&self, question: &str, choices: &[String]) -> Option<String> {
+        let question = question.to_string();
+        let choices = choices.to_vec();
+        tokio::task::spawn_blocking(move || {
+            eprintln!("\n? {}", terminal_safe(&question));
+            for (i, choice) in choices.iter().enumerate() {
+                eprintln!("  {}. {}", i + 1, terminal_safe(choice));
+            }
+            loop {
+                eprint!("choose 1-{}, or type your own answer › ", choices.len());
+                let line = read_line()?;
+                match keel_core::clarify::resolve(&line, &choices) {
+                    Ok(answer) => return Some(answer.text().to_string()),
+                    Err(reason) => eprintln!("  {reason}"),
+                }
+            }
         })
         .await
         .ok()

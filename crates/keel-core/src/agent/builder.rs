@@ -51,6 +51,7 @@ pub struct AgentBuilder {
     pub(super) shaping: super::shaping::Shaping,
     pub(super) memory: Option<Arc<dyn crate::memory_notes::MemoryBackend>>,
     pub(super) recall: Option<Arc<dyn crate::known_facts::Recall>>,
+    pub(super) clarify: Option<crate::clarify::ClarifyHandler>,
 }
 
 impl AgentBuilder {
@@ -302,6 +303,20 @@ impl AgentBuilder {
         self
     }
 
+    /// A handler that answers the questions the model asks the human: `clarify` (with its
+    /// choices) and `ask_human` (none). It gets the [`Question`](crate::human::Question) and
+    /// returns the answer (for choices: a choice's number or text, or free text), or `None`
+    /// when it cannot answer now; then the [`human`](Self::human) channel is asked, and
+    /// without one the run waits as `waiting_on_human` until [`Agent::answer`].
+    pub fn on_clarify<F, Fut>(mut self, handler: F) -> Self
+    where
+        F: Fn(crate::human::Question) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Option<String>> + Send + 'static,
+    {
+        self.clarify = Some(Arc::new(move |question| Box::pin(handler(question))));
+        self.tune(|s| s.human_reachable = true)
+    }
+
     /// Checks the configuration and builds the agent.
     pub fn build(self) -> Result<Agent, AgentError> {
         let provider = self
@@ -368,7 +383,13 @@ impl AgentBuilder {
             clock: self.clock,
             settings,
             chat_session: Mutex::new(None),
-            human: self.human,
+            human: match self.clarify {
+                Some(handler) => Some(Arc::new(crate::clarify::HandlerChannel {
+                    handler,
+                    fallback: self.human,
+                })),
+                None => self.human,
+            },
             heartbeat: HeartbeatTicker::new(self.heartbeat_interval),
             reconcile: self.reconcile,
             workers: self.workers,

@@ -48,6 +48,10 @@ pub enum AgentError {
     /// The run cannot be resumed or answered in its state; the message says why and what to do.
     #[error("{0}")]
     NotResumable(String),
+    /// The answer does not fit the question (empty, or a choice number that is no choice's);
+    /// the run still waits for one.
+    #[error("{0}")]
+    InvalidAnswer(String),
     /// `chat` ended without a final answer; the report says how it ended.
     #[error("the run ended as {} without a final answer: {}", .0.state, .0.error.as_deref().unwrap_or("no detail"))]
     Incomplete(Box<RunReport>),
@@ -131,6 +135,9 @@ pub struct RunReport {
     /// The question the run waits on, when it waits for a human.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub question: Option<String>,
+    /// The choices that question offers (`clarify`), in order; empty for a free answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub choices: Vec<String>,
     /// The tool call the run waits on, when it waits for a person's approval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<crate::approval::PendingApproval>,
@@ -164,6 +171,7 @@ impl RunReport {
             usage: run.usage(),
             cost: run.cost(),
             question: run.question().map(str::to_string),
+            choices: run.question_choices().to_vec(),
             approval: run.pending_approval().cloned(),
             files: Vec::new(),
         }
@@ -218,6 +226,7 @@ impl Agent {
             shaping: shaping::Shaping::default(),
             memory: None,
             recall: None,
+            clarify: None,
         }
     }
 
@@ -248,6 +257,10 @@ impl Agent {
             .run_id
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         self.store.ensure_session(&session_id).await?;
+        // A new session a run for a user starts is that user's (their searches find it).
+        if let Some(user) = &request.user_id {
+            self.store.adopt_session(&session_id, user).await?;
+        }
         let session = self.store.session(&session_id).await?;
         // Only the live context: what the latest compaction summary replaced stays in the store.
         let history = self.store.context_messages(&session_id).await?;

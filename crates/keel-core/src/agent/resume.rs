@@ -171,6 +171,9 @@ impl Agent {
                 "run `{run_id}` has no question waiting"
             )));
         }
+        if let Err(reason) = crate::clarify::resolve(answer, run.question_choices()) {
+            return Err(AgentError::InvalidAnswer(reason));
+        }
         self.take_over(&mut run, switch_models)?;
         let emitter = self.emitter(run_id, &record.session_id);
         let cancel = CancellationToken::new();

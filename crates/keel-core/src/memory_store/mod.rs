@@ -28,6 +28,7 @@ use crate::token_log::{TokenCharge, UsageLine, UsageQuery};
 
 mod facts;
 mod platform;
+mod search;
 
 #[derive(Default)]
 struct Data {
@@ -823,5 +824,25 @@ impl Store for MemoryStore {
             (&a.platform, &a.platform_user_id).cmp(&(&b.platform, &b.platform_user_id))
         });
         Ok(links)
+    }
+
+    // --- Session search (`session_search`, issue 16) ---
+
+    async fn search_sessions(
+        &self,
+        search: &crate::session_search::SessionSearch,
+    ) -> Result<Vec<crate::session_search::SessionHit>, StoreError> {
+        Ok(self.lock()?.search_sessions(search))
+    }
+
+    async fn adopt_session(&self, session_id: &str, user_id: &str) -> Result<bool, StoreError> {
+        let mut data = self.lock()?;
+        match data.sessions.get_mut(session_id) {
+            Some((info, messages)) if info.owner.is_none() && messages.is_empty() => {
+                info.owner = Some(user_id.to_string());
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 }

@@ -197,6 +197,11 @@ impl Run {
             .map(|(_, question)| question.as_str())
     }
 
+    /// The choices the waiting question offers (`clarify`); empty for a free answer.
+    pub fn question_choices(&self) -> &[String] {
+        &self.question_choices
+    }
+
     /// The tool calls of the batch in flight.
     pub fn pending_calls(&self) -> &[ToolCall] {
         &self.pending
@@ -309,7 +314,10 @@ impl Run {
                 None => self.next_model_call(),
             },
             NextStep::AskHuman => match self.question() {
-                Some(question) => Step::AskHuman(question.to_string()),
+                Some(question) => Step::AskHuman(crate::human::Question {
+                    text: question.to_string(),
+                    choices: self.question_choices.clone(),
+                }),
                 None => self.finish_batch(),
             },
             NextStep::AwaitApproval => match self.approval.clone() {
@@ -342,19 +350,24 @@ impl Run {
         )
     }
 
-    /// Feeds back the human's answer to the pending `ask_human` call and returns the next step.
+    /// Feeds back the human's answer to the pending `ask_human` or `clarify` call and returns
+    /// the next step. With choices, a choice's number or text picks it (see
+    /// [`crate::clarify::resolve`]; check the answer with it first to refuse a bad one).
     pub fn on_human_answer(&mut self, answer: impl Into<String>) -> Step {
         let answer = answer.into();
         let Some((call_id, _)) = self.question.take() else {
             return self.resume();
         };
+        let choices = std::mem::take(&mut self.question_choices);
+        let answer = crate::clarify::resolve(&answer, &choices)
+            .unwrap_or(crate::clarify::Answer::Own(answer));
         self.events.push(EventKind::HumanAnswered {
-            answer: answer.clone(),
+            answer: answer.text().to_string(),
         });
         self.answered_by_loop.push(ToolResult {
             call_id,
             ok: true,
-            content: format!("The human answered: {answer}"),
+            content: answer.for_model(),
         });
         self.state = AgentState::Running;
         self.reason = None;

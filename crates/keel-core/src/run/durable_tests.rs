@@ -386,7 +386,7 @@ fn prompt_hashes_are_stable() {
 
 /// A checkpoint's state as the previous format wrote it (every field, the guard's thresholds
 /// included), after `append_four_times`.
-const STATE_WITH_EVERY_FIELD: &str = r#"{"id":"r1","session_id":"s1","first_seq":1,"next_seq":3,"persisted":2,"encoding":"cl100k_base","fixed_tokens":455,"context_start":0,"summary_index":null,"first_user":0,"ladder":{"recoveries":0,"last_r1":null,"last_r2":null,"overflow_retried":false},"pending_summary":null,"iteration":5,"iteration_limit":25,"state":"running","reason":null,"usage":{"input_tokens":0,"output_tokens":0,"cache_read_tokens":0,"cache_write_tokens":0},"cost":0.0,"model_used":"m","chain":[{"provider":"p","model":"m"}],"chain_index":0,"retries":0,"tool_choice":{"type":"auto"},"warnings":[],"next_tool_choice":null,"guard":{"config":{"window":6,"identical_calls":3,"pattern_calls":4,"repeated_batches":3,"repeated_texts":3},"recent":[{"name":"append","signature":10655889510611235751,"learned":true},{"name":"append","signature":14428017734814205079,"learned":false},{"name":"append","signature":11818989894267134028,"learned":false},{"name":"append","signature":12265509334834437323,"learned":false}],"seen_results":[5164123159059806109],"last_batch":16897080682308653953,"same_batches":1,"last_text":null,"same_texts":0,"level":0},"text_detection":null,"continued_text":"","max_tokens_recoveries":0,"soft_limit":"NotReached","budget_warned":false,"pending":[],"answered_by_loop":[],"next":"call_model","boundary":"tool_result","prompt_hash":"8ae0ecaffc390e64","journal":{"objective":"","current_state":"","verified_findings":[],"decisions":[],"artifacts":[],"open_questions":[],"blockers":[],"handoff_next_action":""},"journal_changed":false,"question":null,"user_id":null,"tool_calls":[{"id":"c0","name":"append","ok":true},{"id":"c1","name":"append","ok":true},{"id":"c2","name":"append","ok":true},{"id":"c3","name":"append","ok":true}],"final_text":null,"error":null,"started_at":"1970-01-01T00:00:00Z","rng":11388251236157067613}"#;
+const STATE_WITH_EVERY_FIELD: &str = r#"{"id":"r1","session_id":"s1","first_seq":1,"next_seq":3,"persisted":2,"encoding":"cl100k_base","fixed_tokens":582,"context_start":0,"summary_index":null,"first_user":0,"ladder":{"recoveries":0,"last_r1":null,"last_r2":null,"overflow_retried":false},"pending_summary":null,"iteration":5,"iteration_limit":25,"state":"running","reason":null,"usage":{"input_tokens":0,"output_tokens":0,"cache_read_tokens":0,"cache_write_tokens":0},"cost":0.0,"model_used":"m","chain":[{"provider":"p","model":"m"}],"chain_index":0,"retries":0,"tool_choice":{"type":"auto"},"warnings":[],"next_tool_choice":null,"guard":{"config":{"window":6,"identical_calls":3,"pattern_calls":4,"repeated_batches":3,"repeated_texts":3},"recent":[{"name":"append","signature":10655889510611235751,"learned":true},{"name":"append","signature":14428017734814205079,"learned":false},{"name":"append","signature":11818989894267134028,"learned":false},{"name":"append","signature":12265509334834437323,"learned":false}],"seen_results":[5164123159059806109],"last_batch":16897080682308653953,"same_batches":1,"last_text":null,"same_texts":0,"level":0},"text_detection":null,"continued_text":"","max_tokens_recoveries":0,"soft_limit":"NotReached","budget_warned":false,"pending":[],"answered_by_loop":[],"next":"call_model","boundary":"tool_result","prompt_hash":"8ae0ecaffc390e64","journal":{"objective":"","current_state":"","verified_findings":[],"decisions":[],"artifacts":[],"open_questions":[],"blockers":[],"handoff_next_action":""},"journal_changed":false,"question":null,"user_id":null,"tool_calls":[{"id":"c0","name":"append","ok":true},{"id":"c1","name":"append","ok":true},{"id":"c2","name":"append","ok":true},{"id":"c3","name":"append","ok":true}],"final_text":null,"error":null,"started_at":"1970-01-01T00:00:00Z","rng":11388251236157067613}"#;
 
 fn append_four_times() -> Run {
     let mut run = run();
@@ -472,4 +472,77 @@ fn a_restored_run_counts_huge_arguments_as_they_are_sent() {
     assert!(run.context_tokens() < 20_000, "{}", run.context_tokens());
     let restored = Run::restore(&checkpoint, stored(&run)).unwrap();
     assert_eq!(restored.context_tokens(), run.context_tokens());
+}
+
+#[test]
+fn clarify_pauses_with_its_choices_and_takes_a_choice_number() {
+    use crate::clarify::CLARIFY;
+    let mut run = run();
+    run.start();
+    let asked = json!({"question": "Which format?", "choices": ["CSV", "JSON"]});
+    let step = run.on_model_result(Ok(calls(&[
+        ("c", CLARIFY, asked),
+        // One question per batch: a second one is refused, not asked.
+        ("q", ASK_HUMAN, json!({"question": "And?"})),
+        ("a", "append", json!({})),
+    ])));
+    let Step::RunTools(to_run) = step else {
+        panic!("the other tools run first")
+    };
+    assert_eq!(to_run.len(), 1);
+    let question = crate::human::Question {
+        text: "Which format?".into(),
+        choices: vec!["CSV".into(), "JSON".into()],
+    };
+    assert_eq!(
+        run.on_tool_results(vec![ok("a", "appended")]),
+        Step::AskHuman(question.clone())
+    );
+    assert_eq!(run.question_choices(), ["CSV", "JSON"]);
+
+    // The choices survive a checkpoint.
+    run.mark_persisted();
+    let checkpoint = run
+        .checkpoint(3, DateTime::from_timestamp(0, 0).unwrap())
+        .unwrap();
+    let mut restored = Run::restore(&checkpoint, stored(&run)).unwrap();
+    assert_eq!(restored.resume(), Step::AskHuman(question));
+    let call = model_call(restored.on_human_answer("2"));
+    let results: Vec<(&str, &str)> = call
+        .request
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| (m.tool_call_id.as_deref().unwrap(), m.content.as_str()))
+        .collect();
+    assert_eq!(results[0], ("c", "The human chose: JSON"));
+    assert!(results[1].0 == "q" && results[1].1.contains("one question at a time"));
+    assert_eq!(results[2], ("a", "appended"));
+    assert!(restored.question_choices().is_empty());
+}
+
+#[test]
+fn a_bad_clarify_call_is_answered_with_the_reason_and_asks_nothing() {
+    use crate::clarify::CLARIFY;
+    let mut run = run();
+    run.start();
+    let step = run.on_model_result(Ok(calls(&[(
+        "c",
+        CLARIFY,
+        json!({"question": "Pick", "choices": ["a", "A"]}),
+    )])));
+    let call = model_call(step);
+    let result = call
+        .request
+        .messages
+        .iter()
+        .find(|m| m.role == Role::Tool)
+        .unwrap();
+    assert!(result.content.contains("given twice"), "{}", result.content);
+    assert_eq!(run.question(), None);
+    assert!(
+        run.tools()
+            .iter()
+            .any(|t| t.name == CLARIFY && t.interactive)
+    );
 }

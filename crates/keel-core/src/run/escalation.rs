@@ -99,12 +99,30 @@ impl Run {
                 Err(why) => result(false, format!("Error: {why}; the task list is unchanged.")),
             };
         }
-        if call.name == agent_tools::ASK_HUMAN {
-            let question = args["question"].as_str().unwrap_or("").trim().to_string();
-            if question.is_empty() {
-                return result(false, "Error: give the `question` to ask.".into());
+        if call.name == agent_tools::ASK_HUMAN || call.name == crate::clarify::CLARIFY {
+            // Interactive: one question per batch, asked after the batch's other calls.
+            if self.question.is_some() {
+                return result(
+                    false,
+                    "Error: one question at a time: this batch asks one already. Ask again \
+                     after its answer if you still need to."
+                        .into(),
+                );
             }
-            self.question = Some((call.id.clone(), question));
+            let question = if call.name == crate::clarify::CLARIFY {
+                crate::clarify::parse(&args)
+            } else {
+                match args["question"].as_str().unwrap_or("").trim() {
+                    "" => Err("give the `question` to ask".to_string()),
+                    text => Ok(text.into()),
+                }
+            };
+            let question = match question {
+                Ok(question) => question,
+                Err(reason) => return result(false, format!("Error: {reason}.")),
+            };
+            self.question = Some((call.id.clone(), question.text));
+            self.question_choices = question.choices;
             return None;
         }
         debug_assert_eq!(call.name, REQUEST_MORE_ITERATIONS);

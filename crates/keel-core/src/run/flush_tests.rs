@@ -139,7 +139,8 @@ fn the_model_saves_with_memory_and_todo_only_then_the_compaction_runs() {
             "update_run_journal",
             "append_run_journal_entry",
             TODO,
-            "ask_human"
+            "ask_human",
+            "clarify"
         ]
     );
     assert!(flushed(&mut run).is_empty(), "one flush per compaction");

@@ -167,6 +167,9 @@ pub struct Run {
     /// An `ask_human` call waiting for its answer: (call id, question).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     question: Option<(String, String)>,
+    /// The choices the waiting question offers (`clarify`); empty for a free answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    question_choices: Vec<String>,
     /// A tool call waiting for a person's approval, and the calls of this run approved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     approval: Option<crate::approval::PendingApproval>,
@@ -226,6 +229,12 @@ impl Run {
         if !tools.iter().any(|tool| tool.name == agent_tools::ASK_HUMAN) {
             tools.push(agent_tools::ask_human_spec());
         }
+        if !tools
+            .iter()
+            .any(|tool| tool.name == crate::clarify::CLARIFY)
+        {
+            tools.push(crate::clarify::clarify_spec());
+        }
         let prompt_hash = durable::prompt_hash(settings.system_prompt.as_deref());
         let rng = id.bytes().fold(0x9E37_79B9_7F4A_7C15u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
@@ -256,6 +265,7 @@ impl Run {
             journal: Journal::default(),
             journal_changed: false,
             question: None,
+            question_choices: Vec::new(),
             approval: None,
             approved: Vec::new(),
             user_id: None,
@@ -514,10 +524,15 @@ impl Run {
             Some((_, question)) => {
                 self.state = AgentState::WaitingOnHuman;
                 self.boundary = Boundary::HumanPause;
+                let choices = self.question_choices.clone();
                 self.events.push(EventKind::HumanAsked {
                     question: question.clone(),
+                    choices: choices.clone(),
                 });
-                Step::AskHuman(question)
+                Step::AskHuman(crate::human::Question {
+                    text: question,
+                    choices,
+                })
             }
             None => self.finish_batch(),
         };

@@ -21,9 +21,10 @@ pub enum Step {
     /// Ask a model to summarize older messages (compaction) and feed the answer to
     /// [`Run::on_summary`]. Not an iteration; its deltas are not streamed.
     Summarize(ModelCall),
-    /// Put this question to the human and feed the answer to [`Run::on_human_answer`]; with no
-    /// human at hand, the run waits (`waiting_on_human`) until `keel answer`.
-    AskHuman(String),
+    /// Put this question (with its choices, for `clarify`) to the human and feed the answer to
+    /// [`Run::on_human_answer`]; with no human at hand, the run waits (`waiting_on_human`) until
+    /// `keel answer`.
+    AskHuman(crate::human::Question),
     /// A tool call of the pending batch needs a person's approval: ask for it and feed the
     /// decision to [`Run::on_approval`]; with no one at hand, the run waits (`waiting_on_human`)
     /// until `keel approve`.

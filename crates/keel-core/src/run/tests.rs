@@ -101,7 +101,8 @@ fn first_step_calls_the_model_with_system_prompt_history_and_input() {
             "update_run_journal",
             "append_run_journal_entry",
             "todo",
-            "ask_human"
+            "ask_human",
+            "clarify"
         ]
     );
     assert_eq!(run.iteration(), 1);

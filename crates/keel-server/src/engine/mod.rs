@@ -97,6 +97,9 @@ pub enum EngineError {
     /// The run is not in a state that allows it.
     #[error("{0}")]
     Conflict(String),
+    /// The answer does not fit the question the run waits on (empty, or no choice's number).
+    #[error("{0}")]
+    InvalidAnswer(String),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -365,6 +368,10 @@ impl Engine {
                 "run `{run_id}` is {} and waits for no answer",
                 run.state
             )));
+        }
+        let choices = report::asked_choices(self.store.as_ref(), run_id).await?;
+        if let Err(reason) = keel_core::clarify::resolve(&text, &choices) {
+            return Err(EngineError::InvalidAnswer(reason));
         }
         if !self.continue_run(run.id, run.session_id, Continue::Answer(text)) {
             return Err(EngineError::Conflict(format!("run `{run_id}` is running")));

@@ -17,6 +17,20 @@ pub async fn pending_approval(
         .and_then(|state| serde_json::from_value(state["approval"].clone()).ok()))
 }
 
+/// The choices of the question `run_id` asked last (`clarify`); empty when it offered none.
+pub async fn asked_choices(store: &dyn Store, run_id: &str) -> Result<Vec<String>, StoreError> {
+    Ok(store
+        .events(run_id)
+        .await?
+        .into_iter()
+        .rev()
+        .find_map(|event| match event.kind {
+            EventKind::HumanAsked { choices, .. } => Some(choices),
+            _ => None,
+        })
+        .unwrap_or_default())
+}
+
 /// The report of `run_id`, when it ended or waits for a human; `Ok(None)` while it is queued or
 /// running, or when there is no such run.
 pub async fn stored_report(
@@ -50,7 +64,7 @@ pub async fn stored_report(
             .into_iter()
             .rev()
             .find_map(|event| match event.kind {
-                EventKind::HumanAsked { question } => Some(question),
+                EventKind::HumanAsked { question, choices } => Some((question, choices)),
                 _ => None,
             })
     } else {
@@ -61,7 +75,11 @@ pub async fn stored_report(
     } else {
         None
     };
-    let question = question.filter(|_| approval.is_none());
+    let (question, choices) = question
+        .filter(|_| approval.is_none())
+        .map_or((None, Vec::new()), |(question, choices)| {
+            (Some(question), choices)
+        });
     let files = store.run_files(run_id).await?;
     Ok(Some(RunReport {
         model: run.model_used.clone().unwrap_or(run.model.clone()),
@@ -76,6 +94,7 @@ pub async fn stored_report(
         usage: run.usage,
         cost: run.cost,
         question,
+        choices,
         approval,
         files,
     }))

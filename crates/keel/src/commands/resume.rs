@@ -141,7 +141,9 @@ async fn go_on(
     .await;
     let report = report.map_err(|e| match e {
         // What the user must do differently: a usage error, exit code 2.
-        AgentError::NotResumable(message) => anyhow::Error::new(ConfigError(message)),
+        AgentError::NotResumable(message) | AgentError::InvalidAnswer(message) => {
+            anyhow::Error::new(ConfigError(message))
+        }
         other => anyhow::Error::new(other),
     })?;
     released?;

@@ -140,8 +140,12 @@ pub fn show_result(report: &RunReport, streamed: bool) {
                 report.run_id
             ),
             (None, Some(question)) => eprintln!(
-                "keel: the run waits for your answer: {}\n  answer with: keel answer {} \"...\"",
+                "keel: the run waits for your answer: {}{}\n  answer with: keel answer {} \"...\"",
                 terminal_safe(question),
+                terminal_safe(&keel_core::clarify::with_numbered_choices(
+                    "",
+                    &report.choices
+                )),
                 report.run_id
             ),
             (None, None) => eprintln!(

@@ -57,7 +57,8 @@ pub async fn chat(
             && let Some(question) = report.question.clone()
         {
             output.finish();
-            println!("\n? {}", terminal_safe(&question));
+            let asked = keel_core::clarify::with_numbered_choices(&question, &report.choices);
+            println!("\n? {}", terminal_safe(&asked));
             let Some(answer) = read_line(&mut editor, "answer › ").await? else {
                 break;
             };

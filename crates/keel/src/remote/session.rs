@@ -95,7 +95,10 @@ pub fn show(report: &RunReport, streamed: bool, client: &Client) {
         eprintln!(
             "keel: the run waits for your answer: {}\n  answer with: curl -X POST -H \
              'Authorization: Bearer $KEEL_API_KEY' -d '{{\"text\":\"...\"}}' {}/v1/runs/{}/answer",
-            terminal_safe(report.question.as_deref().unwrap_or_default()),
+            terminal_safe(&keel_core::clarify::with_numbered_choices(
+                report.question.as_deref().unwrap_or_default(),
+                &report.choices
+            )),
             client.base(),
             report.run_id
         );

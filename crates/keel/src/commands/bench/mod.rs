@@ -333,6 +333,7 @@ mod tests {
             usage: Default::default(),
             cost: 0.0,
             question: None,
+            choices: Vec::new(),
             approval: None,
             files: Vec::new(),
         };
