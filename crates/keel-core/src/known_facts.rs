@@ -54,9 +54,6 @@ pub struct FactHit {
     pub score: f64,
 }
 
-/// The most terms a full-text query keeps.
-const MAX_QUERY_TERMS: usize = 32;
-
 /// Words too common to find anything with: a query that held them would rank nearly every
 /// fact.
 const STOPWORDS: &[&str] = &[
@@ -69,37 +66,17 @@ const STOPWORDS: &[&str] = &[
 ];
 
 /// The words of `text` a full-text query looks for: runs of letters and digits, lower case,
-/// not a stopword, at most 32, each at most 64 characters, without repeats. Hyphens and dots
-/// split words, as the FTS5 `unicode61` tokenizer splits them.
+/// not a stopword, at most 32, each at most 64 characters, without repeats (see
+/// [`crate::session_search::terms_without`]).
 pub fn query_terms(text: &str) -> Vec<String> {
-    let mut terms: Vec<String> = Vec::new();
-    for word in text.split(|c: char| !c.is_alphanumeric()) {
-        if word.is_empty() {
-            continue;
-        }
-        let word: String = word.chars().take(64).collect::<String>().to_lowercase();
-        if !terms.contains(&word) && !STOPWORDS.contains(&word.as_str()) {
-            terms.push(word);
-        }
-        if terms.len() == MAX_QUERY_TERMS {
-            break;
-        }
-    }
-    terms
+    crate::session_search::terms_without(text, STOPWORDS)
 }
 
 /// An FTS5 `MATCH` expression that finds facts sharing any word with `text`: each term quoted
-/// (so no user text is ever read as FTS5 syntax: `NEAR`, `*`, `:` and quotes are plain
-/// characters), joined by `OR`. `None` when `text` has no words.
+/// (so no user text is ever read as FTS5 syntax), joined by `OR`. `None` when `text` has no
+/// words.
 pub fn fts_match(text: &str) -> Option<String> {
-    let terms = query_terms(text);
-    (!terms.is_empty()).then(|| {
-        terms
-            .iter()
-            .map(|term| format!("\"{}\"", term.replace('"', "\"\"")))
-            .collect::<Vec<_>>()
-            .join(" OR ")
-    })
+    crate::session_search::fts5_query(&query_terms(text))
 }
 
 /// What was recalled for a run: the system prompt section and the event that says why.
@@ -150,6 +127,9 @@ mod tests {
         assert_eq!(terms.len(), 2);
         assert_eq!(terms[1].len(), 64);
         let many: String = (0..1000).map(|i| format!("w{i} ")).collect();
-        assert_eq!(query_terms(&many).len(), MAX_QUERY_TERMS);
+        assert_eq!(
+            query_terms(&many).len(),
+            crate::session_search::MAX_QUERY_TERMS
+        );
     }
 }

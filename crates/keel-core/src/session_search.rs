@@ -60,6 +60,12 @@ pub struct SessionHit {
 /// `*`, `:`, parentheses, `-`) separates terms, so no query syntax survives: `NEAR(a b)` is
 /// the words `near`, `a`, `b`.
 pub fn search_terms(query: &str) -> Vec<String> {
+    terms_without(query, &[])
+}
+
+/// [`search_terms`] less the words in `stopwords` (lower case); the stopwords do not count
+/// towards [`MAX_QUERY_TERMS`]. The one tokenizer of every full-text query keel makes.
+pub fn terms_without(query: &str, stopwords: &[&str]) -> Vec<String> {
     let mut terms: Vec<String> = Vec::new();
     for word in query.split(|c: char| !c.is_alphanumeric()) {
         if word.is_empty() {
@@ -67,7 +73,7 @@ pub fn search_terms(query: &str) -> Vec<String> {
         }
         let term: String = word.chars().take(MAX_TERM_CHARS).collect::<String>();
         let term = term.to_lowercase();
-        if !terms.contains(&term) {
+        if !terms.contains(&term) && !stopwords.contains(&term.as_str()) {
             terms.push(term);
         }
         if terms.len() == MAX_QUERY_TERMS {
@@ -77,10 +83,10 @@ pub fn search_terms(query: &str) -> Vec<String> {
     terms
 }
 
-/// The SQLite FTS5 query for `terms`: each a quoted string, joined by `OR`, so a message
-/// matching any term is a candidate and BM25 ranks those matching more, and rarer, terms first.
-/// `None` when there are no terms. Terms hold letters and digits only, so the quotes cannot be
-/// broken out of.
+/// The SQLite FTS5 query for `terms`: each a quoted string, joined by `OR`, so a row matching
+/// any term is a candidate and BM25 ranks those matching more, and rarer, terms first. `None`
+/// when there are no terms. Terms hold letters and digits only, and quotes are doubled, so the
+/// quotes cannot be broken out of.
 pub fn fts5_query(terms: &[String]) -> Option<String> {
     if terms.is_empty() {
         return None;
