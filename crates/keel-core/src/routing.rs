@@ -197,7 +197,9 @@ pub fn classify(message: &str) -> Route {
     }
 }
 
-fn contains_phrase(haystack: &str, phrase: &str) -> bool {
+/// True when `phrase` occurs in `haystack` with no letter or digit touching either end: whole
+/// words only (`fix` is in "please fix it", not in "prefix"). Both are compared as given.
+pub fn contains_phrase(haystack: &str, phrase: &str) -> bool {
     haystack.match_indices(phrase).any(|(at, _)| {
         let before = haystack[..at].chars().next_back();
         let after = haystack[at + phrase.len()..].chars().next();

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use keel_core::event::{EventKind, MatchedSkill};
 use keel_core::prompt_parts::{PromptPart, PromptRequest, PromptSection};
+use keel_core::routing::contains_phrase;
 
 use super::{SKILL_VIEW, SKILLS_LIST, Skill, SkillSet};
 
@@ -42,7 +43,7 @@ impl SkillSet {
             match skill
                 .triggers
                 .iter()
-                .find(|t| !t.trim().is_empty() && contains_words(&lower, t.trim()))
+                .find(|t| !t.trim().is_empty() && contains_phrase(&lower, &t.trim().to_lowercase()))
             {
                 Some(trigger) => matches.push(SkillMatch {
                     skill,
@@ -104,16 +105,6 @@ fn content_words(lower: &str) -> HashSet<String> {
         .filter(|w| w.chars().count() >= 3 && !STOPWORDS.contains(w))
         .map(str::to_string)
         .collect()
-}
-
-/// True when `phrase` occurs in `haystack` with no letter or digit touching either end.
-fn contains_words(haystack: &str, phrase: &str) -> bool {
-    let phrase = phrase.to_lowercase();
-    haystack.match_indices(&phrase).any(|(at, _)| {
-        let before = haystack[..at].chars().next_back();
-        let after = haystack[at + phrase.len()..].chars().next();
-        !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
-    })
 }
 
 /// The system-prompt section of the skills a message matches, within a token budget
