@@ -160,12 +160,30 @@ pub fn agent(
     if let Some(notes) = settings.memory.backend() {
         builder = builder.memory(notes, settings.memory.limits);
     }
-    if let Some(memory) =
-        crate::memory_settings::memory(&settings.memory, &settings.provider, store.clone())?
-    {
+    // Extraction and model scores use the summary model, else the run's.
+    let memory_settings = &settings.memory;
+    let learning_model =
+        if memory_settings.facts && (memory_settings.extract || memory_settings.model_importance) {
+            Some(match &settings.summary {
+                Some(summary) => (
+                    provider(summary.provider.as_ref().unwrap_or(&settings.provider))?,
+                    summary.model.clone(),
+                ),
+                None => (provider(&settings.provider)?, settings.model.clone()),
+            })
+        } else {
+            None
+        };
+    if let Some(memory) = crate::memory_settings::memory(
+        &settings.memory,
+        &settings.provider,
+        store.clone(),
+        learning_model,
+    )? {
         builder = builder
             .tools(keel_memory::tools::memory_tools(memory.clone()))
-            .recall(memory);
+            .recall(memory.clone())
+            .learn(memory);
     }
     if !settings.mcp_servers.is_empty() {
         // Started by the first run, which waits for them (see `keel_mcp::McpServers`).

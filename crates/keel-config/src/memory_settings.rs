@@ -12,7 +12,16 @@
 //!                                              # without it, full text and recency alone
 //! top_k = 5             # facts recalled by relevance (pinned ones come on top)
 //! token_budget = 500    # the most tokens the known-facts section takes
+//! extract = false       # after each run, the summary model (else the run's) names the facts
+//!                       # in what the user said, and they are remembered (false)
+//! importance = "rules"  # how stored messages are scored: keel's rules as they are stored,
+//!                       # or "model": rescored by the summary model after each run
 //! ```
+//!
+//! With `facts = true`, messages of the user's earlier sessions are recalled too: by full text,
+//! and by meaning once embedded (messages scoring at least 0.5 are embedded after their run
+//! when `embeddings_model` is set); the user's three latest messages scoring at least 0.9 are
+//! pinned.
 //!
 //! The notes are files under `$KEEL_HOME/memory/<user>/`, out of the file tools' reach (they
 //! never touch keel's home), so the model edits them only through the tool and its limits.
@@ -51,6 +60,10 @@ pub struct MemoryConfig {
     pub top_k: Option<usize>,
     /// The most tokens recalled facts take.
     pub token_budget: Option<usize>,
+    /// Extract facts from what the user said after each run (false).
+    pub extract: Option<bool>,
+    /// How stored messages are scored: `rules` or `model`.
+    pub importance: Option<String>,
 }
 
 /// `[memory]`, checked.
@@ -68,6 +81,10 @@ pub struct MemorySettings {
     pub embeddings_model: Option<String>,
     /// How retrieval chooses.
     pub retrieval: RetrievalSettings,
+    /// Whether facts are extracted after each run.
+    pub extract: bool,
+    /// Whether a model rescores messages after each run.
+    pub model_importance: bool,
 }
 
 impl MemoryConfig {
@@ -104,7 +121,24 @@ impl MemoryConfig {
                     .into(),
             );
         }
+        let model_importance = match self.importance.as_deref().map(str::trim) {
+            None | Some("rules") => false,
+            Some("model") => true,
+            Some(other) => {
+                return Err(format!(
+                    "[memory] importance = {other:?}: use \"rules\" or \"model\""
+                ));
+            }
+        };
         let enabled = self.enabled.unwrap_or(true);
+        let facts = enabled && self.facts.unwrap_or(false);
+        if !facts && (self.extract == Some(true) || model_importance) {
+            return Err(
+                "[memory] extract and importance = \"model\" need facts = true (and memory \
+                 enabled)"
+                    .into(),
+            );
+        }
         Ok(MemorySettings {
             enabled,
             limits: MemoryLimits {
@@ -112,9 +146,11 @@ impl MemoryConfig {
                 user_chars: limit(self.user_chars, defaults.user_chars, "user_chars")?,
             },
             dir: None,
-            facts: enabled && self.facts.unwrap_or(false),
+            facts,
             embeddings_model: embeddings_model.map(str::to_string),
             retrieval,
+            extract: self.extract.unwrap_or(false),
+            model_importance,
         })
     }
 }
@@ -128,16 +164,24 @@ impl MemorySettings {
 }
 
 /// The known facts of an agent on `store`, when `facts = true`: embeddings from the primary
-/// provider's `/v1/embeddings` when a model is named.
+/// provider's `/v1/embeddings` when a model is named; extraction and model scores, when on,
+/// with `learning_model` (the summary model, else the run's).
 pub fn memory(
     settings: &MemorySettings,
     provider: &ProviderChoice,
     store: Arc<dyn Store>,
+    learning_model: Option<(Arc<dyn keel_core::provider::Provider>, String)>,
 ) -> Result<Option<Arc<Memory>>, ConfigError> {
     if !settings.facts {
         return Ok(None);
     }
-    let mut memory = Memory::new(store).with_settings(settings.retrieval.clone());
+    let mut memory = Memory::new(store)
+        .with_settings(settings.retrieval.clone())
+        .with_learning(keel_memory::Learning {
+            model: learning_model,
+            extract: settings.extract,
+            model_importance: settings.model_importance,
+        });
     if let Some(model) = &settings.embeddings_model {
         let mut config = OpenAiConfig::new(provider.base_url.clone());
         config.name = provider.name.clone();

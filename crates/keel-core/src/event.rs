@@ -372,6 +372,14 @@ pub enum EventKind {
         /// pinned) and what degraded.
         detail: serde_json::Value,
     },
+    /// Memory learned from a run after it ended (see `keel-memory`): facts extracted,
+    /// messages scored and embedded, and what failed. Live only: the run's record is final by
+    /// then; what was learned is kept as facts and message scores.
+    #[serde(rename = "agent.memory.learned")]
+    MemoryLearned {
+        /// User, run, facts remembered and superseded, messages scored and embedded, errors.
+        detail: serde_json::Value,
+    },
     /// The configuration file could not be used; the last good one was.
     #[serde(rename = "agent.config.fallback")]
     ConfigFallback {
@@ -498,6 +506,7 @@ impl EventKind {
             EventKind::SoftLimit { .. } => "agent.exhaustion.soft_limit",
             EventKind::ConfigFallback { .. } => "agent.config.fallback",
             EventKind::MemoryRetrieved { .. } => "agent.memory.retrieved",
+            EventKind::MemoryLearned { .. } => "agent.memory.learned",
             EventKind::CompactionRun { .. } => "agent.compaction.run",
             EventKind::MemoryFlushed { .. } => "agent.memory.flushed",
             EventKind::Checkpoint { .. } => "agent.checkpoint",
@@ -531,6 +540,7 @@ impl EventKind {
                 | EventKind::StatusChanged(_)
                 | EventKind::ModelReasoning(_)
                 | EventKind::ToolCallParsed(_)
+                | EventKind::MemoryLearned { .. }
         )
     }
 }

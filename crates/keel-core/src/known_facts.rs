@@ -54,6 +54,30 @@ pub struct FactHit {
     pub score: f64,
 }
 
+/// A stored message that memory may recall: a person's or the model's words from an earlier
+/// session, with the importance it was given when stored (or later, by a model).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MessageMemory {
+    /// Its session.
+    pub session_id: String,
+    /// Its seq in the session.
+    pub seq: u64,
+    /// Its text.
+    pub text: String,
+    /// Its importance, in [0, 1] (0.3, plain talk, when it has none).
+    pub importance: f32,
+    /// When it was stored.
+    pub at: DateTime<Utc>,
+    /// Full-text relevance, higher is better (0 when it was not found by a search).
+    pub score: f64,
+}
+
+/// The sessions whose messages are `user_id`'s: the machine owner's are the sessions without
+/// an owner.
+pub fn session_owner(user_id: &str) -> Option<&str> {
+    (user_id != OWNER).then_some(user_id)
+}
+
 /// Words too common to find anything with: a query that held them would rank nearly every
 /// fact.
 const STOPWORDS: &[&str] = &[
@@ -93,8 +117,35 @@ pub struct Recalled {
 /// embeddings endpoint says so in [`Recalled::detail`] and recalls what it can.
 #[async_trait]
 pub trait Recall: Send + Sync {
-    /// What to recall for `message`, sent by `user_id` ([`OWNER`] when the run has no user).
-    async fn recall(&self, user_id: &str, message: &str) -> Recalled;
+    /// What to recall for `message`, sent by `user_id` ([`OWNER`] when the run has no user)
+    /// in session `session_id` (whose own messages are already in the context).
+    async fn recall(&self, user_id: &str, session_id: &str, message: &str) -> Recalled;
+}
+
+/// A run that has ended, for memory to learn from.
+#[derive(Clone, Copy, Debug)]
+pub struct FinishedRun<'a> {
+    /// Its user ([`OWNER`] when it had none).
+    pub user_id: &'a str,
+    /// Its session.
+    pub session_id: &'a str,
+    /// The run.
+    pub run_id: &'a str,
+    /// False when its message came from an untrusted source (an email, an event): nothing it
+    /// says is taken as a fact about the user.
+    pub trusted: bool,
+    /// The messages it stored, in order.
+    pub messages: &'a [crate::store::StoredMessage],
+}
+
+/// Learns from a run once it has ended (implemented by `keel-memory`: facts extracted from
+/// what the user said, messages scored by a model, embeddings of the messages that matter).
+/// The run's outcome is already stored; learning never changes it and never fails it.
+#[async_trait]
+pub trait Learn: Send + Sync {
+    /// Learns from `run`; returns the `agent.memory.learned` event's payload (what was
+    /// learned, what failed), or `None` when there was nothing to do.
+    async fn learn(&self, run: &FinishedRun<'_>) -> Option<serde_json::Value>;
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ pub mod files;
 pub mod fixup;
 pub mod heartbeat;
 pub mod human;
+pub mod importance;
 pub mod journal;
 pub mod known_facts;
 pub mod lane;

@@ -519,6 +519,64 @@ pub trait Store: Send + Sync {
     /// yet (a new session a run for that user starts), so that user's later searches find it.
     /// Returns whether it did; a session with an owner or with messages is left as it is.
     async fn adopt_session(&self, session_id: &str, user_id: &str) -> Result<bool, StoreError>;
+
+    // --- Messages as memories (issue 17; see [`crate::known_facts::MessageMemory`]) ---
+    // A store without a message index (the in-memory store) recalls facts only: these
+    // default to finding and keeping nothing.
+
+    /// Up to `limit` messages of sessions of `owner` (`None`: sessions without one) other than
+    /// `exclude_session`, scored at least `min_importance` (unscored ones count as 0.3),
+    /// matching `text` by full text, best first.
+    async fn search_messages(
+        &self,
+        _owner: Option<&str>,
+        _text: &str,
+        _exclude_session: Option<&str>,
+        _min_importance: f32,
+        _limit: usize,
+    ) -> Result<Vec<crate::known_facts::MessageMemory>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// Up to `limit` of `owner`'s messages (as for [`Store::search_messages`]) scored at
+    /// least `min_importance`, newest first.
+    async fn important_messages(
+        &self,
+        _owner: Option<&str>,
+        _min_importance: f32,
+        _exclude_session: Option<&str>,
+        _limit: usize,
+    ) -> Result<Vec<crate::known_facts::MessageMemory>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// Replaces the importance of messages of `session_id`, by seq (a model's scores).
+    async fn set_message_importance(
+        &self,
+        _session_id: &str,
+        _scores: &[(u64, f32)],
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Keeps the embeddings of messages of `session_id`, by seq, computed by `model`.
+    async fn save_message_embeddings(
+        &self,
+        _session_id: &str,
+        _model: &str,
+        _vectors: &[(u64, Vec<f32>)],
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Every embedded message of `owner`'s sessions (as for [`Store::search_messages`], no
+    /// session left out), with its embedding, oldest first.
+    async fn message_embeddings(
+        &self,
+        _owner: Option<&str>,
+    ) -> Result<Vec<(crate::known_facts::MessageMemory, Vec<f32>)>, StoreError> {
+        Ok(Vec::new())
+    }
 }
 
 /// The seq of the last message the latest compaction summary of `messages` replaces.

@@ -109,12 +109,12 @@ async fn measure(memory: &Memory) -> (Duration, Duration, usize) {
         })
         .collect();
     // Warm: the user's memories are read once, then cached.
-    memory.retrieve(USER, &questions[0]).await;
+    memory.retrieve(USER, "now", &questions[0]).await;
     let mut times = Vec::with_capacity(TURNS);
     let mut recalled = 0;
     for question in &questions {
         let start = Instant::now();
-        let retrieval = memory.retrieve(USER, question).await;
+        let retrieval = memory.retrieve(USER, "now", question).await;
         times.push(start.elapsed());
         recalled += retrieval.pieces.len();
         assert!(retrieval.degraded.is_empty(), "{:?}", retrieval.degraded);

@@ -15,15 +15,17 @@
 pub mod embedding;
 pub mod facts;
 pub mod fusion;
-pub mod importance;
+pub mod learn;
+pub use keel_core::importance;
 mod memory;
 pub mod retrieval;
 pub mod tools;
 
 pub use embedding::Embedder;
 pub use facts::{FactError, NewFact};
+pub use learn::Learning;
 pub use memory::{
-    CACHE_TTL, KNOWN_FACTS_HEADING, Memory, MessageSource, RECALL_EMBED_TIMEOUT, Remembered,
-    Retrieval, fact_candidate_id,
+    CACHE_TTL, KNOWN_FACTS_HEADING, MESSAGE_PIECE_CHARS, Memory, PINNED_MESSAGES,
+    RECALL_EMBED_TIMEOUT, Remembered, Retrieval, fact_candidate_id, message_candidate_id,
 };
 pub use retrieval::{Piece, RetrievalSettings};

@@ -7,39 +7,25 @@
 //! This process's own writes drop the cache at once; another process's (`keel facts rm` while
 //! `keel serve` runs) are seen within [`CACHE_TTL`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use keel_core::known_facts::{Fact, Recall, Recalled};
+use keel_core::known_facts::{Fact, MessageMemory, Recall, Recalled, session_owner};
 use keel_core::{Clock, Store, SystemClock};
 use serde_json::json;
 
 use crate::embedding::{Embedder, normalized};
 use crate::facts::{FactError, NewFact, check_text, normal_key, subject_key};
 use crate::importance::{ImportanceScorer, Rules};
-use crate::retrieval::{Candidate, Piece, RetrievalSettings, retrieve};
+use crate::retrieval::{Candidate, Piece, RetrievalSettings, retrieve_from};
 
 /// How long a user's cached facts are used before they are read again.
 pub const CACHE_TTL: Duration = Duration::from_secs(30);
 
 /// The longest recall waits for the message's embedding before it goes on without vectors.
 pub const RECALL_EMBED_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Messages that retrieval may recall besides facts: the seam for a full-text index over
-/// messages (the `session_search` index), which returns its best matches as candidates with
-/// ids `message:<session>:<seq>`.
-#[async_trait]
-pub trait MessageSource: Send + Sync {
-    /// Up to `limit` of `user_id`'s messages matching `text`, best first, with their scores.
-    async fn search(
-        &self,
-        user_id: &str,
-        text: &str,
-        limit: usize,
-    ) -> Result<Vec<(Candidate, f64)>, String>;
-}
 
 /// What retrieval found for one message, with what did not work.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -64,20 +50,85 @@ pub struct Remembered {
     pub embedding_error: Option<String>,
 }
 
-struct Cached {
+struct Cached<T> {
     loaded: Instant,
-    candidates: Arc<Vec<Candidate>>,
+    value: Arc<T>,
 }
+
+/// What is cached per user (their facts, or their embedded messages), each read again after
+/// [`CACHE_TTL`] or when this process changes it.
+pub(crate) struct Cache<T>(Mutex<HashMap<String, Cached<T>>>);
+
+impl<T> Default for Cache<T> {
+    fn default() -> Self {
+        Cache(Mutex::new(HashMap::new()))
+    }
+}
+
+impl<T> Cache<T> {
+    fn fresh(&self, user_id: &str) -> Option<Arc<T>> {
+        let cache = self.0.lock().ok()?;
+        let cached = cache.get(user_id)?;
+        (cached.loaded.elapsed() < CACHE_TTL).then(|| cached.value.clone())
+    }
+
+    fn keep(&self, user_id: &str, value: Arc<T>) {
+        if let Ok(mut cache) = self.0.lock() {
+            cache.insert(
+                user_id.to_string(),
+                Cached {
+                    loaded: Instant::now(),
+                    value,
+                },
+            );
+        }
+    }
+
+    pub(crate) fn drop_user(&self, user_id: &str) {
+        if let Ok(mut cache) = self.0.lock() {
+            cache.remove(user_id);
+        }
+    }
+}
+
+/// A user's facts: the current ones as candidates, and the messages any fact (current or
+/// replaced) was drawn from, which are never recalled as messages: a current fact stands for
+/// its message, and a replaced one's message is out of date.
+#[derive(Default)]
+struct Facts {
+    candidates: Vec<Candidate>,
+    /// `message:<session>:<seq>` of facts whose message is known.
+    source_messages: HashSet<String>,
+    /// Sessions of facts whose message is not known (a `remember` call): all their messages.
+    source_sessions: HashSet<String>,
+}
+
+impl Facts {
+    fn stands_for(&self, candidate_id: &str) -> bool {
+        self.source_messages.contains(candidate_id)
+            || candidate_id
+                .strip_prefix("message:")
+                .and_then(|rest| rest.rsplit_once(':'))
+                .is_some_and(|(session, _)| self.source_sessions.contains(session))
+    }
+}
+
+/// The most of a user's important messages pinned on every turn.
+pub const PINNED_MESSAGES: usize = 3;
+
+/// The most characters of a message a recalled piece carries.
+pub const MESSAGE_PIECE_CHARS: usize = 400;
 
 /// A user's long-term memory.
 pub struct Memory {
     store: Arc<dyn Store>,
     embedder: Option<Arc<dyn Embedder>>,
     scorer: Arc<dyn ImportanceScorer>,
-    messages: Option<Arc<dyn MessageSource>>,
     settings: RetrievalSettings,
     clock: Arc<dyn Clock>,
-    cache: Mutex<HashMap<String, Cached>>,
+    facts: Cache<Facts>,
+    pub(crate) message_vectors: Cache<Vec<Candidate>>,
+    pub(crate) learning: crate::learn::Learning,
 }
 
 impl Memory {
@@ -88,10 +139,11 @@ impl Memory {
             store,
             embedder: None,
             scorer: Arc::new(Rules),
-            messages: None,
             settings: RetrievalSettings::default(),
             clock: Arc::new(SystemClock),
-            cache: Mutex::new(HashMap::new()),
+            facts: Cache::default(),
+            message_vectors: Cache::default(),
+            learning: crate::learn::Learning::default(),
         }
     }
 
@@ -104,12 +156,6 @@ impl Memory {
     /// Replaces the importance scorer.
     pub fn with_scorer(mut self, scorer: Arc<dyn ImportanceScorer>) -> Self {
         self.scorer = scorer;
-        self
-    }
-
-    /// Recalls messages from `source` too.
-    pub fn with_messages(mut self, source: Arc<dyn MessageSource>) -> Self {
-        self.messages = Some(source);
         self
     }
 
@@ -128,6 +174,11 @@ impl Memory {
     /// The store it reads and writes.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// The embeddings model, when it has one.
+    pub(crate) fn embedder(&self) -> Option<&Arc<dyn Embedder>> {
+        self.embedder.as_ref()
     }
 
     /// Stores a fact about `user_id`: checked, scored, embedded (once; it is stored without
@@ -193,54 +244,86 @@ impl Memory {
         Ok(forgotten)
     }
 
-    /// What to recall for `message` from `user_id`'s memory. Never fails: what does not work
-    /// is left out and said in [`Retrieval::degraded`].
-    pub async fn retrieve(&self, user_id: &str, message: &str) -> Retrieval {
+    /// What to recall for `message` from `user_id`'s memory, in session `session_id` (whose
+    /// own messages are in the context already, so never recalled). Never fails: what does
+    /// not work is left out and said in [`Retrieval::degraded`].
+    pub async fn retrieve(&self, user_id: &str, session_id: &str, message: &str) -> Retrieval {
         let mut degraded = Vec::new();
-        let (query, facts, full_text) = tokio::join!(
+        let owner = session_owner(user_id);
+        let n = self.settings.candidates;
+        let (query, facts, fact_hits, message_hits, important, vectors) = tokio::join!(
             self.embed_query(message),
-            self.candidates(user_id),
-            self.store
-                .search_facts(user_id, message, self.settings.candidates),
+            self.facts_of(user_id),
+            self.store.search_facts(user_id, message, n),
+            self.store.search_messages(
+                owner,
+                message,
+                Some(session_id),
+                self.settings.message_importance,
+                n
+            ),
+            self.store.important_messages(
+                owner,
+                self.settings.pinned_importance,
+                Some(session_id),
+                PINNED_MESSAGES
+            ),
+            self.message_vector_candidates(user_id),
         );
         let query = query.unwrap_or_else(|e| {
             degraded.push(format!("{e}; recalled by full text and recency alone"));
             None
         });
-        let mut candidates = facts.unwrap_or_else(|e| {
-            degraded.push(format!("cannot read the facts: {e}"));
+        let mut failed = |what: &str, e: String| degraded.push(format!("{what}: {e}"));
+        let facts = facts.unwrap_or_else(|e| {
+            failed("cannot read the facts", e);
+            Arc::new(Facts::default())
+        });
+        let vectors = vectors.unwrap_or_else(|e| {
+            failed("cannot read the message embeddings", e);
             Arc::new(Vec::new())
         });
-        let fact_count = candidates.len();
-        let mut rankings = vec![match full_text {
+        let fact_count = facts.candidates.len();
+        let fact_ranking = match fact_hits {
             Ok(hits) => hits
                 .into_iter()
                 .map(|hit| (fact_candidate_id(&hit.fact_id), hit.score))
                 .collect(),
             Err(e) => {
-                degraded.push(format!("full-text search failed: {e}"));
+                failed("full-text search of facts failed", e.to_string());
                 Vec::new()
             }
-        }];
-        if let Some(source) = &self.messages {
-            match source
-                .search(user_id, message, self.settings.candidates)
-                .await
-            {
-                Ok(hits) => {
-                    let all = Arc::make_mut(&mut candidates);
-                    rankings.push(hits.iter().map(|(c, s)| (c.id.clone(), *s)).collect());
-                    all.extend(hits.into_iter().map(|(candidate, _)| candidate));
-                }
-                Err(e) => degraded.push(format!("message search failed: {e}")),
-            }
-        }
-        let pieces = retrieve(
-            &candidates,
-            &rankings,
+        };
+        let message_hits = message_hits.unwrap_or_else(|e| {
+            failed("full-text search of messages failed", e.to_string());
+            Vec::new()
+        });
+        let message_ranking = message_hits
+            .iter()
+            .map(|hit| (message_candidate_id(&hit.session_id, hit.seq), hit.score))
+            .collect();
+        let found: Vec<Candidate> = message_hits
+            .into_iter()
+            .map(|hit| message_candidate(hit, false))
+            .collect();
+        let pinned: Vec<Candidate> = important
+            .unwrap_or_else(|e| {
+                failed("cannot read the important messages", e.to_string());
+                Vec::new()
+            })
+            .into_iter()
+            .map(|hit| message_candidate(hit, true))
+            .collect();
+        // This session's messages are in the context already; a fact stands for its message.
+        let own = format!("message:{session_id}:");
+        let skip = |id: &str| id.starts_with(&own) || facts.stands_for(id);
+        let pieces = retrieve_from(
+            &[&pinned, &facts.candidates, &found, &vectors],
+            &[fact_ranking, message_ranking],
             query.as_deref(),
             self.clock.now(),
             &self.settings,
+            &skip,
         );
         Retrieval {
             pieces,
@@ -270,47 +353,90 @@ impl Memory {
         }
     }
 
-    /// The user's current facts as candidates, from the cache when it is fresh.
-    async fn candidates(&self, user_id: &str) -> Result<Arc<Vec<Candidate>>, String> {
-        if let Some(cached) = self.cache.lock().ok().and_then(|cache| {
-            let cached = cache.get(user_id)?;
-            (cached.loaded.elapsed() < CACHE_TTL).then(|| cached.candidates.clone())
-        }) {
+    /// The user's facts, from the cache when it is fresh.
+    async fn facts_of(&self, user_id: &str) -> Result<Arc<Facts>, String> {
+        if let Some(cached) = self.facts.fresh(user_id) {
             return Ok(cached);
         }
-        let facts = self
+        let all = self
             .store
-            .facts(user_id, false)
+            .facts(user_id, true)
+            .await
+            .map_err(|e| e.to_string())?;
+        let pinned = self.settings.pinned_importance;
+        let mut facts = Facts::default();
+        for fact in all {
+            if let Some(session) = &fact.source_session {
+                match fact.source_seq {
+                    Some(seq) => facts
+                        .source_messages
+                        .insert(message_candidate_id(session, seq)),
+                    None => facts.source_sessions.insert(session.clone()),
+                };
+            }
+            if fact.superseded_by.is_none() {
+                facts.candidates.push(Candidate::fact(fact, pinned));
+            }
+        }
+        let facts = Arc::new(facts);
+        self.facts.keep(user_id, facts.clone());
+        Ok(facts)
+    }
+
+    /// The user's embedded messages as candidates, from the cache when it is fresh; none
+    /// without an embeddings model.
+    async fn message_vector_candidates(
+        &self,
+        user_id: &str,
+    ) -> Result<Arc<Vec<Candidate>>, String> {
+        if self.embedder.is_none() {
+            return Ok(Arc::new(Vec::new()));
+        }
+        if let Some(cached) = self.message_vectors.fresh(user_id) {
+            return Ok(cached);
+        }
+        let embedded = self
+            .store
+            .message_embeddings(session_owner(user_id))
             .await
             .map_err(|e| e.to_string())?;
         let candidates: Arc<Vec<Candidate>> = Arc::new(
-            facts
+            embedded
                 .into_iter()
-                .map(|fact| Candidate {
-                    id: fact_candidate_id(&fact.id),
-                    text: fact.text,
-                    importance: fact.importance,
-                    at: fact.updated_at,
-                    embedding: fact.embedding.map(normalized),
+                .filter(|(message, _)| message.importance >= self.settings.message_importance)
+                .map(|(message, vector)| Candidate {
+                    embedding: Some(normalized(vector)),
+                    ..message_candidate(message, false)
                 })
                 .collect(),
         );
-        if let Ok(mut cache) = self.cache.lock() {
-            cache.insert(
-                user_id.to_string(),
-                Cached {
-                    loaded: Instant::now(),
-                    candidates: candidates.clone(),
-                },
-            );
-        }
+        self.message_vectors.keep(user_id, candidates.clone());
         Ok(candidates)
     }
 
     fn forget_cache(&self, user_id: &str) {
-        if let Ok(mut cache) = self.cache.lock() {
-            cache.remove(user_id);
-        }
+        self.facts.drop_user(user_id);
+    }
+}
+
+/// The candidate id of a stored message.
+pub fn message_candidate_id(session_id: &str, seq: u64) -> String {
+    format!("message:{session_id}:{seq}")
+}
+
+/// A stored message as a candidate, its text cut to [`MESSAGE_PIECE_CHARS`].
+fn message_candidate(message: MessageMemory, pinned: bool) -> Candidate {
+    let mut text: String = message.text.chars().take(MESSAGE_PIECE_CHARS).collect();
+    if text.len() < message.text.len() {
+        text.push('…');
+    }
+    Candidate {
+        id: message_candidate_id(&message.session_id, message.seq),
+        text,
+        importance: message.importance,
+        at: message.at,
+        embedding: None,
+        pinned,
     }
 }
 
@@ -326,15 +452,22 @@ seems wrong):";
 
 #[async_trait]
 impl Recall for Memory {
-    async fn recall(&self, user_id: &str, message: &str) -> Recalled {
-        let retrieval = self.retrieve(user_id, message).await;
+    async fn recall(&self, user_id: &str, session_id: &str, message: &str) -> Recalled {
+        let retrieval = self.retrieve(user_id, session_id, message).await;
         let prompt_section = if retrieval.pieces.is_empty() {
             String::new()
         } else {
             let lines: Vec<String> = retrieval
                 .pieces
                 .iter()
-                .map(|piece| format!("- {}", piece.text.replace('\n', " ")))
+                .map(|piece| {
+                    let text = piece.text.replace('\n', " ");
+                    if piece.id.starts_with("message:") {
+                        format!("- (said in an earlier conversation) {text}")
+                    } else {
+                        format!("- {text}")
+                    }
+                })
                 .collect();
             format!("{KNOWN_FACTS_HEADING}\n{}", lines.join("\n"))
         };

@@ -23,8 +23,12 @@ pub struct RetrievalSettings {
     pub candidates: usize,
     /// The least cosine similarity that makes a fact a vector candidate.
     pub min_similarity: f32,
-    /// Facts at or above this importance are pinned: recalled on every turn.
+    /// Facts at or above this importance are pinned: recalled on every turn (and so are the
+    /// user's latest few messages that score as much).
     pub pinned_importance: f32,
+    /// The least importance of a message that may be recalled: questions and plain answers
+    /// (0.3–0.4 by keel's rules) are not memories, and often out of date.
+    pub message_importance: f32,
     /// After this many days a memory's recency weight halves.
     pub half_life_days: f64,
     /// How much the recency × importance ranking counts against full text and vectors (1.0).
@@ -39,6 +43,7 @@ impl Default for RetrievalSettings {
             candidates: 50,
             min_similarity: 0.25,
             pinned_importance: 0.9,
+            message_importance: 0.5,
             half_life_days: 30.0,
             recency_weight: 0.5,
         }
@@ -58,6 +63,24 @@ pub struct Candidate {
     pub at: DateTime<Utc>,
     /// Its embedding, of length 1, when it has one.
     pub embedding: Option<Vec<f32>>,
+    /// Recalled on every turn, whatever the message (a high-importance fact, one of the
+    /// user's most recent high-importance messages), within the token budget.
+    pub pinned: bool,
+}
+
+impl Candidate {
+    /// A known fact as a candidate: its embedding normalized, pinned when its importance is
+    /// at least `pinned_importance`.
+    pub fn fact(fact: keel_core::known_facts::Fact, pinned_importance: f32) -> Self {
+        Candidate {
+            id: crate::fact_candidate_id(&fact.id),
+            pinned: fact.importance >= pinned_importance,
+            text: fact.text,
+            importance: fact.importance,
+            at: fact.updated_at,
+            embedding: fact.embedding.map(crate::embedding::normalized),
+        }
+    }
 }
 
 /// Where a signal put a piece: its 1-based rank and the raw score (BM25, cosine, or recency ×
@@ -102,7 +125,26 @@ pub fn retrieve(
     now: DateTime<Utc>,
     settings: &RetrievalSettings,
 ) -> Vec<Piece> {
-    let vector = query.map_or_else(Vec::new, |query| similar(candidates, query, settings));
+    retrieve_from(&[candidates], full_text, query, now, settings, &|_| false)
+}
+
+/// [`retrieve`] over several pools of candidates (cached facts, cached message vectors, the
+/// messages a search found), read in place: nothing is copied to put them together. A
+/// candidate in two pools counts once, from the first. Candidates whose id `skip` names (the
+/// messages of the session a run is in, say) are never chosen.
+pub fn retrieve_from(
+    pools: &[&[Candidate]],
+    full_text: &[Vec<(String, f64)>],
+    query: Option<&[f32]>,
+    now: DateTime<Utc>,
+    settings: &RetrievalSettings,
+    skip: &dyn Fn(&str) -> bool,
+) -> Vec<Piece> {
+    // `skip` is asked only about candidates a cheaper test kept: it may look up an id.
+    let candidates = || pools.iter().flat_map(|pool| pool.iter());
+    let vector = query.map_or_else(Vec::new, |query| {
+        similar(candidates(), query, settings, skip)
+    });
     // One pass finds the candidates any list names (a few dozen of maybe 10^5): full-text hits
     // that are not candidates (a fact deleted since) drop out.
     let named: HashSet<&str> = full_text
@@ -111,11 +153,10 @@ pub fn retrieve(
         .map(|(id, _)| id.as_str())
         .chain(vector.iter().map(|(id, _)| *id))
         .collect();
-    let by_id: HashMap<&str, &Candidate> = candidates
-        .iter()
-        .filter(|c| named.contains(c.id.as_str()))
-        .map(|c| (c.id.as_str(), c))
-        .collect();
+    let mut by_id: HashMap<&str, &Candidate> = HashMap::new();
+    for c in candidates().filter(|c| named.contains(c.id.as_str()) && !skip(&c.id)) {
+        by_id.entry(c.id.as_str()).or_insert(c);
+    }
     let full_text: Vec<Vec<(&str, f64)>> = full_text
         .iter()
         .map(|list| {
@@ -184,10 +225,10 @@ pub fn retrieve(
     };
     // Pinned memories first: they are recalled on every turn, whatever the message.
     let fused_of: HashMap<&str, f64> = fused.iter().map(|(id, s)| (id.as_str(), *s)).collect();
-    for candidate in candidates
-        .iter()
-        .filter(|c| c.importance >= settings.pinned_importance)
-    {
+    for candidate in candidates().filter(|c| c.pinned && !skip(&c.id)) {
+        if chosen.iter().any(|piece: &Piece| piece.id == candidate.id) {
+            continue;
+        }
         let score = fused_of.get(candidate.id.as_str()).copied().unwrap_or(0.0);
         take(candidate, score, true, &mut chosen);
     }
@@ -206,15 +247,15 @@ pub fn retrieve(
 
 /// Candidates at least `min_similarity` like the query, most similar first.
 fn similar<'a>(
-    candidates: &'a [Candidate],
+    candidates: impl Iterator<Item = &'a Candidate>,
     query: &[f32],
     settings: &RetrievalSettings,
+    skip: &dyn Fn(&str) -> bool,
 ) -> Vec<(&'a str, f64)> {
     let mut similar: Vec<(&str, f64)> = candidates
-        .iter()
         .filter_map(|c| {
             let similarity = cosine(c.embedding.as_deref()?, query)?;
-            (similarity >= settings.min_similarity)
+            (similarity >= settings.min_similarity && !skip(&c.id))
                 .then_some((c.id.as_str(), f64::from(similarity)))
         })
         .collect();
@@ -263,6 +304,7 @@ mod tests {
             importance,
             at: now() - chrono::Duration::days(days_old),
             embedding: Some(crate::embedding::normalized(v.to_vec())),
+            pinned: importance >= RetrievalSettings::default().pinned_importance,
         }
     }
 

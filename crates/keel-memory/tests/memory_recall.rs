@@ -74,11 +74,13 @@ async fn another_users_facts_are_never_recalled() {
         .remember("bob", fact("Bob's deploy target is ap-south-1"))
         .await
         .unwrap();
-    let recalled = memory.recall("bob", "what is my deploy target?").await;
+    let recalled = memory
+        .recall("bob", "now", "what is my deploy target?")
+        .await;
     assert!(recalled.prompt_section.contains("ap-south-1"));
     assert!(!recalled.prompt_section.contains("eu-west-3"));
     let nobody = memory
-        .recall("eve", "what is the deploy target of ada?")
+        .recall("eve", "now", "what is the deploy target of ada?")
         .await;
     assert_eq!(nobody.prompt_section, "");
     assert_eq!(nobody.detail["facts"], 0);
@@ -100,7 +102,9 @@ async fn a_dead_embeddings_endpoint_degrades_to_full_text_with_a_note() {
             .contains("cannot connect")
     );
     assert_eq!(remembered.fact.key.as_deref(), Some("deploy target"));
-    let recalled = memory.recall(OWNER, "what is my deploy target?").await;
+    let recalled = memory
+        .recall(OWNER, "now", "what is my deploy target?")
+        .await;
     assert!(recalled.prompt_section.contains("eu-west-3"));
     let degraded = recalled.detail["degraded"].to_string();
     assert!(
@@ -188,9 +192,9 @@ async fn bad_facts_are_refused_and_nothing_is_stored() {
         "NEAR(deploy key)",
         "'; DROP TABLE facts; --",
     ] {
-        memory.recall(OWNER, hostile).await;
+        memory.recall(OWNER, "now", hostile).await;
     }
     let huge = "deploy ".repeat(200_000);
-    let recalled = memory.recall(OWNER, &huge).await;
+    let recalled = memory.recall(OWNER, "now", &huge).await;
     assert!(recalled.prompt_section.contains("ops/keys"));
 }

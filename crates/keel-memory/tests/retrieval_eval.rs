@@ -287,13 +287,7 @@ async fn evaluate(store: &dyn Store, data: &DataSet) -> Scores {
         .await
         .unwrap()
         .into_iter()
-        .map(|fact| Candidate {
-            id: fact_candidate_id(&fact.id),
-            text: fact.text,
-            importance: fact.importance,
-            at: fact.updated_at,
-            embedding: fact.embedding.map(keel_memory::embedding::normalized),
-        })
+        .map(|fact| Candidate::fact(fact, 2.0))
         .collect();
     let now = chrono::Utc::now();
     let fused = RetrievalSettings {

@@ -160,14 +160,14 @@ fn decode(row: &SqliteRow) -> Result<Fact, StoreError> {
 }
 
 /// An embedding as stored: little-endian `f32`s, one after the other.
-fn encode_embedding(vector: &[f32]) -> Vec<u8> {
+pub(crate) fn encode_embedding(vector: &[f32]) -> Vec<u8> {
     vector.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-fn decode_embedding(bytes: &[u8]) -> Result<Vec<f32>, StoreError> {
+pub(crate) fn decode_embedding(bytes: &[u8]) -> Result<Vec<f32>, StoreError> {
     if bytes.len() % 4 != 0 {
         return Err(StoreError::Corrupt(format!(
-            "facts: an embedding of {} bytes is not a list of f32",
+            "an embedding of {} bytes is not a list of f32",
             bytes.len()
         )));
     }

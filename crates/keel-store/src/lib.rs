@@ -28,6 +28,7 @@ mod durability;
 mod facts;
 mod files;
 mod lanes;
+mod message_memory;
 mod personas;
 mod schema;
 mod session_search;

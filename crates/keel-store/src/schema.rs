@@ -114,6 +114,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0017_known_facts.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            18,
+            "message memory".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0018_message_memory.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

@@ -572,6 +572,60 @@ impl Store for SqliteStore {
     async fn adopt_session(&self, session_id: &str, user_id: &str) -> Result<bool, StoreError> {
         crate::session_search::adopt(&self.conns, session_id, user_id).await
     }
+
+    async fn search_messages(
+        &self,
+        owner: Option<&str>,
+        text: &str,
+        exclude_session: Option<&str>,
+        min_importance: f32,
+        limit: usize,
+    ) -> Result<Vec<keel_core::known_facts::MessageMemory>, StoreError> {
+        crate::message_memory::search(
+            &self.conns,
+            owner,
+            text,
+            exclude_session,
+            min_importance,
+            limit,
+        )
+        .await
+    }
+
+    async fn important_messages(
+        &self,
+        owner: Option<&str>,
+        min_importance: f32,
+        exclude_session: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<keel_core::known_facts::MessageMemory>, StoreError> {
+        crate::message_memory::important(&self.conns, owner, min_importance, exclude_session, limit)
+            .await
+    }
+
+    async fn set_message_importance(
+        &self,
+        session_id: &str,
+        scores: &[(u64, f32)],
+    ) -> Result<(), StoreError> {
+        crate::message_memory::set_importance(&self.conns, session_id, scores).await
+    }
+
+    async fn save_message_embeddings(
+        &self,
+        session_id: &str,
+        model: &str,
+        vectors: &[(u64, Vec<f32>)],
+    ) -> Result<(), StoreError> {
+        crate::message_memory::save_embeddings(&self.conns, session_id, model, vectors).await
+    }
+
+    async fn message_embeddings(
+        &self,
+        owner: Option<&str>,
+    ) -> Result<Vec<(keel_core::known_facts::MessageMemory, Vec<f32>)>, StoreError> {
+        crate::message_memory::embedded(&self.conns, owner).await
+    }
 }
 
 #[cfg(test)]

@@ -51,6 +51,7 @@ pub struct AgentBuilder {
     pub(super) shaping: super::shaping::Shaping,
     pub(super) memory: Option<Arc<dyn crate::memory_notes::MemoryBackend>>,
     pub(super) recall: Option<Arc<dyn crate::known_facts::Recall>>,
+    pub(super) learn: Option<Arc<dyn crate::known_facts::Learn>>,
     pub(super) clarify: Option<crate::clarify::ClarifyHandler>,
 }
 
@@ -303,6 +304,12 @@ impl AgentBuilder {
         self
     }
 
+    /// Learns from each run once it has ended (see [`crate::known_facts::Learn`]).
+    pub fn learn(mut self, learn: Arc<dyn crate::known_facts::Learn>) -> Self {
+        self.learn = Some(learn);
+        self
+    }
+
     /// A handler that answers the questions the model asks the human: `clarify` (with its
     /// choices) and `ask_human` (none). It gets the [`Question`](crate::human::Question) and
     /// returns the answer (for choices: a choice's number or text, or free text), or `None`
@@ -397,6 +404,7 @@ impl AgentBuilder {
             shaping: self.shaping,
             memory: self.memory,
             recall: self.recall,
+            learn: self.learn,
         })
     }
 }

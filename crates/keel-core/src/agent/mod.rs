@@ -197,6 +197,7 @@ pub struct Agent {
     /// Where the `memory` tool keeps its notes, for the sessions' snapshots.
     memory: Option<Arc<dyn crate::memory_notes::MemoryBackend>>,
     recall: Option<Arc<dyn crate::known_facts::Recall>>,
+    learn: Option<Arc<dyn crate::known_facts::Learn>>,
 }
 
 impl Agent {
@@ -226,6 +227,7 @@ impl Agent {
             shaping: shaping::Shaping::default(),
             memory: None,
             recall: None,
+            learn: None,
             clarify: None,
         }
     }
@@ -262,6 +264,7 @@ impl Agent {
             self.store.adopt_session(&session_id, user).await?;
         }
         let session = self.store.session(&session_id).await?;
+        let stored_before = session.as_ref().map_or(0, |session| session.message_count);
         // Only the live context: what the latest compaction summary replaced stays in the store.
         let history = self.store.context_messages(&session_id).await?;
         let month = usage_month(self.clock.now());
@@ -326,7 +329,11 @@ impl Agent {
                 let user = request.user_id.as_deref();
                 Some(
                     recall
-                        .recall(user.unwrap_or(crate::known_facts::OWNER), &request.message)
+                        .recall(
+                            user.unwrap_or(crate::known_facts::OWNER),
+                            &session_id,
+                            &request.message,
+                        )
                         .await,
                 )
             }
@@ -362,9 +369,44 @@ impl Agent {
                 run.refuse_over_budget(message);
                 driver.settle(&mut run).await?;
             }
-            None => driver.drive(&mut run).await?,
+            None => {
+                driver.drive(&mut run).await?;
+                self.learn_from(&run, stored_before, &emitter).await;
+            }
         }
         Ok(RunReport::of(&run, self.store.as_ref()).await?)
+    }
+
+    /// Hands a run that has ended to the learner, with the messages it stored. Its outcome is
+    /// final: what fails here is said in the event, never in the run.
+    async fn learn_from(&self, run: &Run, stored_before: u64, emitter: &Emitter) {
+        let Some(learn) = &self.learn else {
+            return;
+        };
+        let messages: Vec<crate::store::StoredMessage> = match self
+            .store
+            .messages_since(run.session_id(), stored_before + 1)
+            .await
+        {
+            Ok(messages) => messages
+                .into_iter()
+                .filter(|stored| stored.run_id.as_deref() == Some(run.id()))
+                .collect(),
+            Err(e) => {
+                tracing::warn!(run = run.id(), "memory cannot read the run's messages: {e}");
+                return;
+            }
+        };
+        let finished = crate::known_facts::FinishedRun {
+            user_id: run.user_id().unwrap_or(crate::known_facts::OWNER),
+            session_id: run.session_id(),
+            run_id: run.id(),
+            trusted: !run.settings().untrusted,
+            messages: &messages,
+        };
+        if let Some(detail) = learn.learn(&finished).await {
+            emitter.send(&emitter.stamp(crate::event::EventKind::MemoryLearned { detail }));
+        }
     }
 
     /// The emitter of one run: to every sink, keeping events for the store.

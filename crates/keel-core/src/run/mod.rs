@@ -333,6 +333,14 @@ impl Run {
     /// count of its whole self, the run the count of what a request carries of it.
     fn push(&mut self, mut message: Message) {
         let count = self.count_sent(&mut message);
+        // What a person or the model said is scored as it is stored, for retrieval to rank.
+        if matches!(message.role, Role::User | Role::Assistant)
+            && !message.content.is_empty()
+            && !message.is_internal()
+            && message.meta.importance.is_none()
+        {
+            message.meta.importance = Some(crate::importance::importance(&message.content));
+        }
         if self.first_user.is_none() && message.role == Role::User && !message.is_internal() {
             self.first_user = Some(self.messages.len());
         }

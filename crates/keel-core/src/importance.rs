@@ -139,28 +139,29 @@ const SIGNALS: &[(&[&str], f32)] = &[
     (&["my ", "our ", "i am ", "i'm ", "i work", "i live"], 0.1),
 ];
 
-/// The rule-based importance of `text`, in [0, 1].
+/// The most bytes of a text the rules read: importance is a prior, and a long answer's first
+/// few kilobytes say what it is about.
+pub const SCORED_BYTES: usize = 4096;
+
+/// The rule-based importance of `text`, in [0, 1]. Reads at most [`SCORED_BYTES`] of it, so a
+/// message costs the same to score however long it is.
 pub fn importance(text: &str) -> f32 {
     let trimmed = text.trim();
     if trimmed.is_empty() {
         return 0.0;
     }
+    let mut end = trimmed.len().min(SCORED_BYTES);
+    while !trimmed.is_char_boundary(end) {
+        end -= 1;
+    }
+    let trimmed = &trimmed[..end];
     let lower = trimmed.to_lowercase();
-    let bare: String = lower
-        .chars()
-        .filter(|c| c.is_alphanumeric() || c.is_whitespace() || *c == '\'')
-        .collect();
-    let bare = bare.split_whitespace().collect::<Vec<_>>().join(" ");
-    if bare.is_empty() || SMALL_TALK_MESSAGES.contains(&bare.as_str()) {
+    if lower.len() <= 40 && is_small_talk(&lower) {
         return SMALL_TALK;
     }
-    let padded = format!(" {lower}");
     let mut score = BASE;
     for (phrases, weight) in SIGNALS {
-        if phrases
-            .iter()
-            .any(|phrase| padded.contains(&format!(" {phrase}")))
-        {
+        if phrases.iter().any(|phrase| starts_a_word(&lower, phrase)) {
             score += weight;
         }
     }
@@ -174,6 +175,23 @@ pub fn importance(text: &str) -> f32 {
         score += 0.1;
     }
     score.clamp(0.0, 1.0)
+}
+
+/// Whether a short, lower-case text only greets, thanks or acknowledges (or has no words).
+fn is_small_talk(lower: &str) -> bool {
+    let bare: String = lower
+        .chars()
+        .filter(|c| c.is_alphanumeric() || c.is_whitespace() || *c == '\'')
+        .collect();
+    let bare = bare.split_whitespace().collect::<Vec<_>>().join(" ");
+    bare.is_empty() || SMALL_TALK_MESSAGES.contains(&bare.as_str())
+}
+
+/// Whether `phrase` occurs in `text` at the start of a word (at the start, or after
+/// whitespace).
+fn starts_a_word(text: &str, phrase: &str) -> bool {
+    text.match_indices(phrase)
+        .any(|(at, _)| at == 0 || text[..at].ends_with(char::is_whitespace))
 }
 
 /// A word that looks like a path or file name: `ops/deploy.sh`, `~/.config`, `Cargo.toml`.
@@ -259,5 +277,16 @@ mod tests {
                           port 8080 for Grace";
         assert_eq!(importance(everything), 1.0);
         assert!(importance(&"word ".repeat(100_000)) <= 1.0);
+    }
+
+    #[test]
+    fn phrases_count_at_a_word_start_on_any_line_and_only_in_the_read_part() {
+        assert!(importance("ok.\nWe decided to use Postgres") > 0.6);
+        assert_eq!(importance("misremembered"), BASE);
+        let long = format!("{} we decided", "x ".repeat(SCORED_BYTES));
+        assert_eq!(importance(&long), BASE);
+        // A multi-byte character across the cut is not split.
+        let cut = format!("{}é we decided", "x".repeat(SCORED_BYTES - 1));
+        assert_eq!(importance(&cut), BASE);
     }
 }
