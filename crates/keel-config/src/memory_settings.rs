@@ -234,4 +234,20 @@ mod tests {
         let blank: MemoryConfig = toml::from_str("embeddings_model = \" \"").unwrap();
         assert!(blank.settings().unwrap_err().contains("embeddings_model"));
     }
+
+    #[test]
+    fn extraction_and_model_scores_are_off_by_default_and_need_facts() {
+        let settings = MemoryConfig::default().settings().unwrap();
+        assert!(!settings.extract && !settings.model_importance);
+        let on: MemoryConfig =
+            toml::from_str("facts = true\nextract = true\nimportance = \"model\"").unwrap();
+        let on = on.settings().unwrap();
+        assert!(on.extract && on.model_importance);
+        let rules: MemoryConfig = toml::from_str("facts = true\nimportance = \"rules\"").unwrap();
+        assert!(!rules.settings().unwrap().model_importance);
+        let bad: MemoryConfig = toml::from_str("facts = true\nimportance = \"vibes\"").unwrap();
+        assert!(bad.settings().unwrap_err().contains("\"rules\" or \"model\""));
+        let orphan: MemoryConfig = toml::from_str("extract = true").unwrap();
+        assert!(orphan.settings().unwrap_err().contains("need facts = true"));
+    }
 }

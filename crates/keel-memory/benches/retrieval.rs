@@ -1,10 +1,17 @@
-//! What retrieval adds to a turn when one user has 100,000 stored memories (known facts, in
-//! SQLite with their FTS5 index and embeddings): the p50 and p95 of `Memory::retrieve` over
-//! 100 varied questions, with embeddings (the mock's, computed in process: the endpoint's own
-//! latency is not keel's) and without. Run in release, not in CI:
+//! What retrieval adds to a turn when one user has 100,000 stored memories in SQLite: the p50
+//! and p95 of `Memory::retrieve` over 100 varied questions, with embeddings (the mock's,
+//! computed in process: the endpoint's own latency is not keel's) and without.
+//!
+//! - `messages` (the default): 100,000 messages in 1,000 earlier sessions of the user, scored
+//!   by keel's rules as a run stores them; one in five states a decision (importance ≥ 0.5)
+//!   and is embedded, as a run's learning pass does; plus 1,000 known facts.
+//! - `facts`: 100,000 known facts with their embeddings.
+//!
+//! Run in release, not in CI:
 //!
 //! ```text
-//! cargo bench -p keel-memory --bench retrieval
+//! cargo bench -p keel-memory --bench retrieval             # messages
+//! KEEL_BENCH_MEMORIES=facts cargo bench -p keel-memory --bench retrieval
 //! ```
 
 use std::sync::Arc;
@@ -62,9 +69,66 @@ fn text(i: usize) -> String {
     )
 }
 
-async fn fill(store: &Arc<dyn Store>) {
+/// 100,000 messages of [`USER`] in 1,000 sessions of 100, one in five a decision, embedded.
+async fn fill_messages(store: &Arc<dyn Store>) {
+    const PER_SESSION: usize = 100;
+    for session in 0..MEMORIES / PER_SESSION {
+        let id = format!("past-{session:04}");
+        store
+            .create_conversation(&keel_core::NewConversation {
+                id: id.clone(),
+                owner: Some(USER.into()),
+                lane_policy: Default::default(),
+                at: chrono::Utc::now(),
+                place: None,
+                trusted: true,
+            })
+            .await
+            .unwrap();
+        let texts: Vec<String> = (0..PER_SESSION)
+            .map(|k| {
+                let i = session * PER_SESSION + k;
+                if i % 5 == 0 {
+                    format!("We decided that {}", text(i))
+                } else {
+                    text(i)
+                }
+            })
+            .collect();
+        let messages: Vec<keel_core::Message> = texts
+            .iter()
+            .enumerate()
+            .map(|(k, text)| {
+                let mut message = if k % 2 == 0 {
+                    keel_core::Message::user(text.clone())
+                } else {
+                    keel_core::Message::assistant(text.clone())
+                };
+                message.meta.importance = Some(keel_core::importance::importance(text));
+                message
+            })
+            .collect();
+        store
+            .append_messages(&id, Some("bench-run"), &messages)
+            .await
+            .unwrap();
+        let vectors: Vec<(u64, Vec<f32>)> = messages
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.meta.importance.unwrap_or(0.0) >= 0.5)
+            .map(|(k, m)| (k as u64 + 1, keel_mock::embeddings::embed(&m.content)))
+            .collect();
+        store
+            .save_message_embeddings(&id, "mock-embed", &vectors)
+            .await
+            .unwrap();
+    }
+    fill_facts(store, 1000).await;
+}
+
+async fn fill_facts(store: &Arc<dyn Store>, count: usize) {
     let now = chrono::Utc::now();
-    for chunk in (0..MEMORIES).collect::<Vec<_>>().chunks(1000) {
+    for chunk in (0..count).collect::<Vec<_>>().chunks(1000) {
         let mut writes = tokio::task::JoinSet::new();
         for &i in chunk {
             let store = store.clone();
@@ -133,9 +197,13 @@ fn main() {
         let path = dir.path().join("keel.db");
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
         let start = Instant::now();
-        fill(&store).await;
+        let kind = std::env::var("KEEL_BENCH_MEMORIES").unwrap_or_else(|_| "messages".into());
+        match kind.as_str() {
+            "facts" => fill_facts(&store, MEMORIES).await,
+            _ => fill_messages(&store).await,
+        }
         println!(
-            "stored {MEMORIES} memories of one user in {:.1}s",
+            "stored {MEMORIES} {kind} of one user in {:.1}s",
             start.elapsed().as_secs_f64()
         );
         if std::env::var_os("KEEL_BENCH_FTS_OPTIMIZE").is_some() {
@@ -144,8 +212,10 @@ fn main() {
             let start = Instant::now();
             let conn = rusqlite::Connection::open(&path).unwrap();
             conn.busy_timeout(Duration::from_secs(30)).unwrap();
-            conn.execute("INSERT INTO facts_fts (facts_fts) VALUES ('optimize')", [])
-                .unwrap();
+            for index in ["facts_fts", "messages_fts"] {
+                conn.execute(&format!("INSERT INTO {index} ({index}) VALUES ('optimize')"), [])
+                    .unwrap();
+            }
             println!("merged the FTS5 index in {:.1}s", start.elapsed().as_secs_f64());
         }
         let with_vectors = Memory::new(store.clone()).with_embedder(Arc::new(MockEmbedder));

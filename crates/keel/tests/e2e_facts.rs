@@ -165,3 +165,60 @@ fn a_fact_from_session_one_is_recalled_in_session_forty_and_a_newer_one_replaces
     let listed = stdout(&run(keel(&home).args(["facts", "list"])));
     assert!(!listed.contains("coffee"), "{listed}");
 }
+
+#[test]
+fn facts_are_extracted_after_a_run_and_messages_rescored_by_the_model() {
+    let steps = vec![
+        json!({"text": "Noted."}),
+        // The model rescoring the run's two messages, then naming the fact in them.
+        json!({"text": "{\"scores\": [0.9, 0.1]}"}),
+        json!({"text": "```json\n{\"facts\": [{\"key\": \"deploy target\", \"text\": \"The user's deploy target is eu-west-3\"}]}\n```"}),
+        json!({"text": "You deploy to eu-west-3."}),
+        json!({"text": "{\"scores\": [0.3, 0.3]}"}),
+        json!({"text": "{\"facts\": []}"}),
+    ];
+    let mock = Mock::start(&json!({ "steps": steps }).to_string());
+    let (_h, home) = temp();
+    write_config(
+        &home,
+        "",
+        "[memory]\nfacts = true\nextract = true\nimportance = \"model\"\nembeddings_model = \"mock-embed\"\n",
+    );
+    let (_e, dir) = temp();
+    let log = |n: usize| dir.join(format!("events-{n}.jsonl"));
+    let first = turn(
+        &home,
+        &mock,
+        &log(1),
+        "By the way, we ship from eu-west-3 these days; my deploy target is eu-west-3.",
+    );
+    assert_eq!(first["final_text"], "Noted.");
+    let first_events = events(&log(1));
+    let learned = find(&first_events, "agent.memory.learned");
+    assert_eq!(learned.len(), 1);
+    let detail = &learned[0]["detail"];
+    assert_eq!(detail["scored"], 2, "{detail}");
+    assert_eq!(detail["embedded"], 1, "{detail}");
+    assert_eq!(
+        detail["remembered"][0]["text"],
+        "The user's deploy target is eu-west-3"
+    );
+    assert!(detail["errors"].as_array().unwrap().is_empty(), "{detail}");
+    // The learning calls went to the run's model (no summary model is set), without tools.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(requests[2].get("tools").is_none_or(|t| t.as_array().is_some_and(|t| t.is_empty())));
+    assert!(system_prompt(&requests[2]).contains("durable facts about a user"));
+
+    turn(&home, &mock, &log(2), "Which region is my deploy target?");
+    let requests = mock.requests();
+    let system = system_prompt(&requests[3]);
+    assert!(
+        system.contains("The user's deploy target is eu-west-3"),
+        "{system}"
+    );
+    // The fact stands for the message it came from: it is not recalled twice.
+    assert!(!system.contains("we ship from"), "{system}");
+    let listed = stdout(&run(keel(&home).args(["facts", "list"])));
+    assert!(listed.contains("eu-west-3"), "{listed}");
+}
