@@ -246,7 +246,11 @@ mod tests {
         let rules: MemoryConfig = toml::from_str("facts = true\nimportance = \"rules\"").unwrap();
         assert!(!rules.settings().unwrap().model_importance);
         let bad: MemoryConfig = toml::from_str("facts = true\nimportance = \"vibes\"").unwrap();
-        assert!(bad.settings().unwrap_err().contains("\"rules\" or \"model\""));
+        assert!(
+            bad.settings()
+                .unwrap_err()
+                .contains("\"rules\" or \"model\"")
+        );
         let orphan: MemoryConfig = toml::from_str("extract = true").unwrap();
         assert!(orphan.settings().unwrap_err().contains("need facts = true"));
     }

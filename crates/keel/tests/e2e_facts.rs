@@ -207,7 +207,11 @@ fn facts_are_extracted_after_a_run_and_messages_rescored_by_the_model() {
     // The learning calls went to the run's model (no summary model is set), without tools.
     let requests = mock.requests();
     assert_eq!(requests.len(), 3);
-    assert!(requests[2].get("tools").is_none_or(|t| t.as_array().is_some_and(|t| t.is_empty())));
+    assert!(
+        requests[2]
+            .get("tools")
+            .is_none_or(|t| t.as_array().is_some_and(|t| t.is_empty()))
+    );
     assert!(system_prompt(&requests[2]).contains("durable facts about a user"));
 
     turn(&home, &mock, &log(2), "Which region is my deploy target?");
