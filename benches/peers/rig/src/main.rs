@@ -8,8 +8,8 @@
 //! peers-rig --url URL --once                                     # one conversation, its answer
 //! ```
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use rig_agent::prelude::*;
@@ -155,8 +155,9 @@ async fn main() {
     let mut conversations = tokio::task::JoinSet::new();
     for i in 0..options.conversations {
         let agent = agent.clone();
-        conversations
-            .spawn(async move { converse(&agent, format!("Look up every item on list {i}.")).await });
+        conversations.spawn(async move {
+            converse(&agent, format!("Look up every item on list {i}.")).await
+        });
     }
     let mut total_calls = 0;
     while let Some(joined) = conversations.join_next().await {
