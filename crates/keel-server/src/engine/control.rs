@@ -62,6 +62,16 @@ impl Boundaries {
         self.lock().get(run_id).cloned()
     }
 
+    /// How many runs are being driven here.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no run is being driven here.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
     /// Every run being driven here.
     pub fn all(&self) -> Vec<Arc<RunControl>> {
         self.lock().values().cloned().collect()

@@ -41,11 +41,11 @@ impl Engine {
 
     pub(super) async fn drive_queued(self: Arc<Self>, run: QueuedRun, control: Arc<RunControl>) {
         let Some(permit) = self.permit().await else {
-            return self.forget(&run.session_id, &run.run_id);
+            return self.abandon(&run.session_id, &run.run_id);
         };
         if !self.claim(&run.session_id, &run.run_id, &control).await {
             drop(permit);
-            return self.forget(&run.session_id, &run.run_id);
+            return self.abandon(&run.session_id, &run.run_id);
         }
         if control.cancel.is_cancelled() {
             let _ = self.store.cancel_queued(&run.run_id, Utc::now()).await;
@@ -58,7 +58,7 @@ impl Engine {
             return self.pump(&run.session_id);
         }
         let Some(agent) = self.agent.get().cloned() else {
-            return self.forget(&run.session_id, &run.run_id);
+            return self.abandon(&run.session_id, &run.run_id);
         };
         self.live.run_starting(&run.run_id, &run.session_id, 0);
         let mut request = RunRequest::new(run.message)
@@ -98,13 +98,13 @@ impl Engine {
         let engine = self.clone();
         self.tasks.spawn(async move {
             let Some(permit) = engine.permit().await else {
-                return engine.forget(&session_id, &run_id);
+                return engine.abandon(&session_id, &run_id);
             };
             let Some(agent) = engine.agent.get().cloned() else {
-                return engine.forget(&session_id, &run_id);
+                return engine.abandon(&session_id, &run_id);
             };
             if !engine.claim(&session_id, &run_id, &control).await {
-                return engine.forget(&session_id, &run_id);
+                return engine.abandon(&session_id, &run_id);
             }
             let stored = engine
                 .store
@@ -247,6 +247,24 @@ impl Engine {
             if lane.is_idle() && Arc::strong_count(&lane.accepting) == 1 {
                 lanes.remove(session_id);
             }
+        }
+    }
+
+    /// The run is not driven here after all (the engine stops first): its lane is let go, and
+    /// whoever waits for its report reads it from the store.
+    pub(super) fn abandon(&self, session_id: &str, run_id: &str) {
+        self.forget(session_id, run_id);
+        self.lock_reports().remove(run_id);
+    }
+
+    /// Forgets the lane of `session_id` when nothing runs, waits or is being accepted there.
+    pub(super) fn forget_idle_lane(&self, session_id: &str) {
+        let mut lanes = self.lock_lanes();
+        if lanes
+            .get(session_id)
+            .is_some_and(|lane| lane.is_idle() && Arc::strong_count(&lane.accepting) == 1)
+        {
+            lanes.remove(session_id);
         }
     }
 }

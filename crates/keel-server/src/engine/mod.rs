@@ -8,6 +8,7 @@ mod control;
 mod drive;
 mod lanes;
 mod report;
+mod sizes;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,6 +31,7 @@ use crate::live::LiveEvents;
 pub use control::{Boundaries, RunControl};
 use lanes::Lanes;
 pub use report::stored_report;
+pub use sizes::EngineSizes;
 
 /// How the engine runs.
 #[derive(Clone)]
@@ -255,6 +257,21 @@ impl Engine {
         if !self.accepting() {
             return Err(EngineError::ShuttingDown);
         }
+        let submitted = self.enqueue(conversation, text, user_id, options).await;
+        // A refused message, or a run that ended before the lane's gate was let go, leaves an
+        // idle lane behind: forgotten here, so lanes never outlive their runs.
+        self.forget_idle_lane(&conversation.id);
+        submitted
+    }
+
+    /// Queues the run in its lane and the store, and starts it if the lane is free.
+    async fn enqueue(
+        self: &Arc<Self>,
+        conversation: &SessionInfo,
+        text: String,
+        user_id: Option<String>,
+        options: RunOptions,
+    ) -> Result<Submitted, EngineError> {
         let session = conversation.id.clone();
         let gate = self
             .lock_lanes()

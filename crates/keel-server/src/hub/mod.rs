@@ -2,16 +2,22 @@
 //! them ([`EventId`]), kept per run while it is live and for a while after, so a subscriber can
 //! join late or reconnect and miss nothing. `emit` is called from inside runs: it serializes
 //! the event, takes one short lock and wakes subscribers; it never waits on one.
+//!
+//! A long-lived daemon must not grow with the runs it finished: a stopped run's events are
+//! kept for [`RETENTION`] and at most [`MAX_STOPPED`] stopped runs are kept at once (the events
+//! are in the store; a late subscriber reads them there), and a conversation's broadcast
+//! channel goes when its last follower does.
 
 mod id;
 pub mod stream;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use keel_core::{AgentState, Event, EventSink, Store};
 use tokio::sync::{broadcast, watch};
+use tokio::time::Instant;
 
 pub use id::{EventId, parse_conversation_id};
 
@@ -19,6 +25,9 @@ use crate::live::LiveEvents;
 
 /// How long a run's events stay in memory after it stopped being driven.
 pub const RETENTION: Duration = Duration::from_secs(300);
+
+/// The most stopped runs whose events stay in memory: past it, the longest stopped go first.
+pub const MAX_STOPPED: usize = 1_024;
 
 /// One SSE frame of a run.
 #[derive(Debug)]
@@ -40,14 +49,61 @@ struct RunLog {
     frames: Vec<Arc<Frame>>,
     /// Wakes the run's subscribers: the number of frames, and the state once it stopped.
     changed: watch::Sender<(usize, Option<AgentState>)>,
+    /// The stamp of its stop ([`Kept::stopped`]) once it stopped being driven.
+    stop: Option<u64>,
 }
+
+/// One stop of a run, in [`Kept::stopped`].
+struct Stop {
+    run_id: String,
+    /// Tells this stop from a later one of the same run (driven again since).
+    stamp: u64,
+    at: Instant,
+}
+
+/// The runs whose events are kept, and the order their drivers stopped in.
+#[derive(Default)]
+struct Kept {
+    logs: HashMap<String, RunLog>,
+    /// Stops, oldest first; an entry whose run was driven again since is stale and only waits
+    /// its turn to be dropped.
+    stopped: VecDeque<Stop>,
+    next_stamp: u64,
+    /// Whether a task is dropping the runs whose retention ends.
+    sweeping: bool,
+}
+
+impl Kept {
+    /// Drops the runs stopped for `retention` by `now`, and the longest stopped past `max`;
+    /// returns when the next retention ends.
+    fn prune(&mut self, now: Instant, retention: Duration, max: usize) -> Option<Instant> {
+        while let Some(oldest) = self.stopped.front() {
+            if self.stopped.len() <= max && oldest.at + retention > now {
+                return Some(oldest.at + retention);
+            }
+            if self
+                .logs
+                .get(&oldest.run_id)
+                .is_some_and(|log| log.stop == Some(oldest.stamp))
+            {
+                self.logs.remove(&oldest.run_id);
+            }
+            self.stopped.pop_front();
+        }
+        None
+    }
+}
+
+/// The broadcast channels of the conversations being followed, by conversation.
+type Followed = Mutex<HashMap<String, broadcast::Sender<Arc<Frame>>>>;
 
 /// The live-event hub: an event sink of the agent, and the source of the SSE streams.
 pub struct Hub {
     store: Arc<dyn Store>,
     retention: Duration,
-    runs: Arc<Mutex<HashMap<String, RunLog>>>,
-    conversations: Mutex<HashMap<String, broadcast::Sender<Arc<Frame>>>>,
+    max_stopped: usize,
+    runs: Arc<Mutex<Kept>>,
+    conversations: Arc<Followed>,
     /// Streams waiting for a run to start being driven here, by run: woken when it does.
     awaited: Mutex<HashMap<String, watch::Sender<bool>>>,
     /// Set when the daemon shuts down: every stream ends.
@@ -72,13 +128,20 @@ impl Hub {
         Self::with_retention(store, RETENTION)
     }
 
-    /// A hub keeping a stopped run's events for `retention`.
+    /// A hub keeping a stopped run's events for `retention`, of [`MAX_STOPPED`] runs at most.
     pub fn with_retention(store: Arc<dyn Store>, retention: Duration) -> Self {
+        Self::with_limits(store, retention, MAX_STOPPED)
+    }
+
+    /// A hub keeping a stopped run's events for `retention`, of `max_stopped` runs at most
+    /// (at least one).
+    pub fn with_limits(store: Arc<dyn Store>, retention: Duration, max_stopped: usize) -> Self {
         Hub {
             store,
             retention,
-            runs: Arc::new(Mutex::new(HashMap::new())),
-            conversations: Mutex::new(HashMap::new()),
+            max_stopped: max_stopped.max(1),
+            runs: Arc::new(Mutex::new(Kept::default())),
+            conversations: Arc::new(Mutex::new(HashMap::new())),
             awaited: Mutex::new(HashMap::new()),
             closed: watch::channel(false).0,
         }
@@ -93,7 +156,7 @@ impl Hub {
     /// kept here.
     pub(crate) fn snapshot(&self, run_id: &str) -> Option<Snapshot> {
         let runs = self.lock_runs();
-        let log = runs.get(run_id)?;
+        let log = runs.logs.get(run_id)?;
         Some(Snapshot {
             stored_before: log.stored_before,
             frames: log.frames.clone(),
@@ -102,12 +165,18 @@ impl Hub {
         })
     }
 
-    /// Frames of every run of `session_id` driven here from now on.
-    pub(crate) fn follow_conversation(&self, session_id: &str) -> broadcast::Receiver<Arc<Frame>> {
-        self.lock_conversations()
+    /// Frames of every run of `session_id` driven here from now on, until the [`Following`]
+    /// is dropped.
+    pub(crate) fn follow_conversation(&self, session_id: &str) -> Following {
+        let receiver = lock(&self.conversations)
             .entry(session_id.to_string())
             .or_insert_with(|| broadcast::channel(4096).0)
-            .subscribe()
+            .subscribe();
+        Following {
+            receiver,
+            conversations: Arc::downgrade(&self.conversations),
+            session_id: session_id.to_string(),
+        }
     }
 
     /// Becomes true when `run_id` starts being driven here. Subscribe before looking for the
@@ -142,7 +211,7 @@ impl Hub {
     /// The id of the last event of `run_id` kept here.
     pub fn last_id(&self, run_id: &str) -> Option<EventId> {
         let runs = self.lock_runs();
-        let log = runs.get(run_id)?;
+        let log = runs.logs.get(run_id)?;
         Some(log.frames.last().map_or(
             EventId {
                 seq: log.stored_before,
@@ -152,19 +221,91 @@ impl Hub {
         ))
     }
 
-    /// Runs kept here (live, or stopped within the retention).
+    /// Runs kept here (live, or stopped within the retention and the count).
     pub fn kept_runs(&self) -> usize {
-        self.lock_runs().len()
+        self.lock_runs().logs.len()
     }
 
-    fn lock_runs(&self) -> std::sync::MutexGuard<'_, HashMap<String, RunLog>> {
-        self.runs.lock().unwrap_or_else(|e| e.into_inner())
+    /// The sizes of what the hub holds, to check that they stay bounded.
+    pub fn sizes(&self) -> HubSizes {
+        let runs = self.lock_runs();
+        HubSizes {
+            kept_runs: runs.logs.len(),
+            stops: runs.stopped.len(),
+            followed_conversations: lock(&self.conversations).len(),
+            awaited_starts: self.lock_awaited().len(),
+        }
     }
 
-    fn lock_conversations(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, broadcast::Sender<Arc<Frame>>>> {
-        self.conversations.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock_runs(&self) -> std::sync::MutexGuard<'_, Kept> {
+        lock(&self.runs)
+    }
+}
+
+/// What a [`Hub`] holds, counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HubSizes {
+    /// Runs whose events are kept (live, or stopped within the retention and the count).
+    pub kept_runs: usize,
+    /// Stops waiting for their retention to end (at most the count bound).
+    pub stops: usize,
+    /// Conversations with a broadcast channel: some stream follows them.
+    pub followed_conversations: usize,
+    /// Runs some stream waits to see start.
+    pub awaited_starts: usize,
+}
+
+/// A conversation's live frames for one follower; the conversation's channel goes when its
+/// last follower is dropped.
+pub(crate) struct Following {
+    receiver: broadcast::Receiver<Arc<Frame>>,
+    conversations: Weak<Followed>,
+    session_id: String,
+}
+
+impl Following {
+    /// The next frame of a run of the conversation.
+    pub(crate) async fn recv(&mut self) -> Result<Arc<Frame>, broadcast::error::RecvError> {
+        self.receiver.recv().await
+    }
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        let Some(conversations) = self.conversations.upgrade() else {
+            return;
+        };
+        let mut conversations = lock(&conversations);
+        // Followers subscribe under this lock: one receiver left is this one.
+        if conversations
+            .get(&self.session_id)
+            .is_some_and(|sender| sender.receiver_count() <= 1)
+        {
+            conversations.remove(&self.session_id);
+        }
+    }
+}
+
+/// Locks `mutex`, through a panic of a previous holder (the maps stay consistent: every
+/// change is one insert or remove).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Drops the runs whose retention ended, sleeping until the next one ends, while any is kept.
+async fn sweep(kept: Weak<Mutex<Kept>>, retention: Duration, max: usize) {
+    loop {
+        let next = {
+            let Some(kept) = kept.upgrade() else { return };
+            let mut kept = lock(&kept);
+            let next = kept.prune(Instant::now(), retention, max);
+            if next.is_none() {
+                kept.sweeping = false;
+            }
+            next
+        };
+        let Some(deadline) = next else { return };
+        tokio::time::sleep_until(deadline).await;
     }
 }
 
@@ -175,7 +316,7 @@ impl EventSink for Hub {
         };
         let frame = {
             let mut runs = self.lock_runs();
-            let Some(log) = runs.get_mut(&event.run_id) else {
+            let Some(log) = runs.logs.get_mut(&event.run_id) else {
                 return;
             };
             let last = log.frames.last().map_or(
@@ -207,7 +348,7 @@ impl EventSink for Hub {
             log.changed.send_modify(|(frames, _)| *frames = count);
             frame
         };
-        if let Some(conversation) = self.lock_conversations().get(&event.session_id) {
+        if let Some(conversation) = lock(&self.conversations).get(&event.session_id) {
             let _ = conversation.send(frame);
         }
     }
@@ -215,12 +356,13 @@ impl EventSink for Hub {
 
 impl LiveEvents for Hub {
     fn run_starting(&self, run_id: &str, _session_id: &str, stored_events: u64) {
-        self.lock_runs().insert(
+        self.lock_runs().logs.insert(
             run_id.to_string(),
             RunLog {
                 stored_before: stored_events,
                 frames: Vec::new(),
                 changed: watch::channel((0, None)).0,
+                stop: None,
             },
         );
         if let Some(awaited) = self.lock_awaited().remove(run_id) {
@@ -229,29 +371,36 @@ impl LiveEvents for Hub {
     }
 
     fn run_stopped(&self, run_id: &str, state: AgentState) {
-        {
-            let runs = self.lock_runs();
-            let Some(log) = runs.get(run_id) else { return };
+        let start_sweeping = {
+            let mut runs = self.lock_runs();
+            let stamp = runs.next_stamp;
+            let Some(log) = runs.logs.get_mut(run_id) else {
+                return;
+            };
             log.changed
                 .send_modify(|(_, stopped)| *stopped = Some(state));
-        }
-        // Dropped after the retention, unless the run was driven again since.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let retention = self.retention;
-            let run_id = run_id.to_string();
-            let weak = Arc::downgrade(&self.runs);
-            runtime.spawn(async move {
-                tokio::time::sleep(retention).await;
-                if let Some(runs) = weak.upgrade() {
-                    let mut runs = runs.lock().unwrap_or_else(|e| e.into_inner());
-                    if runs
-                        .get(&run_id)
-                        .is_some_and(|log| log.changed.borrow().1.is_some())
-                    {
-                        runs.remove(&run_id);
-                    }
-                }
+            // Dropped after the retention (or sooner past the count), unless the run was
+            // driven again since.
+            log.stop = Some(stamp);
+            runs.next_stamp += 1;
+            let now = Instant::now();
+            runs.stopped.push_back(Stop {
+                run_id: run_id.to_string(),
+                stamp,
+                at: now,
             });
+            runs.prune(now, self.retention, self.max_stopped);
+            let runtime = tokio::runtime::Handle::try_current().ok();
+            let start = !runs.sweeping && runtime.is_some();
+            runs.sweeping |= start;
+            runtime.filter(|_| start)
+        };
+        if let Some(runtime) = start_sweeping {
+            runtime.spawn(sweep(
+                Arc::downgrade(&self.runs),
+                self.retention,
+                self.max_stopped,
+            ));
         }
     }
 
@@ -259,3 +408,6 @@ impl LiveEvents for Hub {
         self.closed.send_replace(true);
     }
 }
+
+#[cfg(test)]
+mod tests;
