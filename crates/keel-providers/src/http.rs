@@ -53,12 +53,16 @@ pub(crate) fn build_client(
     read_timeout: Duration,
 ) -> Result<reqwest::Client, ConfigError> {
     install_crypto_provider();
-    reqwest::Client::builder()
+    let builder = reqwest::Client::builder()
         .user_agent(concat!("keel/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(connect_timeout)
-        .read_timeout(read_timeout)
-        .build()
-        .map_err(ConfigError::Client)
+        .read_timeout(read_timeout);
+    // The root certificates load on the first https connection, not here (see `tls`).
+    let builder = match crate::tls::client_config() {
+        Some(tls) => builder.tls_backend_preconfigured(tls),
+        None => builder,
+    };
+    builder.build().map_err(ConfigError::Client)
 }
 
 /// The base URL without trailing slashes, checked to be an http(s) URL.

@@ -27,6 +27,7 @@ pub mod embeddings;
 mod http;
 pub mod openai_chat;
 pub mod openai_responses;
+mod tls;
 
 pub use anthropic::{Anthropic, AnthropicConfig};
 pub use api::Api;

@@ -1,6 +1,8 @@
 //! The store's connections: the writer ([`crate::writer`], a connection on a thread of its own)
-//! and a few read-only readers, each held open for the store's life and lent to one caller at a
-//! time through a fair (first come, first served) async mutex.
+//! and a few read-only readers, each lent to one caller at a time through a fair (first come,
+//! first served) async mutex. A reader is opened when first needed (a free open one is
+//! preferred over opening another), then held open for the store's life: a command that reads
+//! one thing at a time opens one, not four (each is a thread, a file handle and a page cache).
 //!
 //! The readers are sqlx connections, not an sqlx pool: a pool pings every connection it takes
 //! back, on a task of its own, so each use would cost an extra trip to the connection's worker
@@ -27,8 +29,19 @@ use rusqlite::config::DbConfig;
 /// Read-only connections; readers never block each other or the writer under WAL.
 const READERS: usize = 4;
 
-/// One connection, `None` once the store is closed.
-type Slot = Arc<Mutex<Option<SqliteConnection>>>;
+/// A reader's place: not opened yet, open, or closed with the store.
+#[derive(Debug)]
+pub(crate) enum Reader {
+    /// Opened when first lent.
+    Unopened,
+    /// Open, for the store's life.
+    Open(SqliteConnection),
+    /// The store is closed.
+    Closed,
+}
+
+/// One reader's place, lent to one caller at a time.
+type Slot = Arc<Mutex<Reader>>;
 
 /// A connection lent to one caller until the guard is dropped.
 pub(crate) type Lent<'a> = MappedMutexGuard<'a, SqliteConnection>;
@@ -39,6 +52,8 @@ pub(crate) struct Connections {
     writer: Writer,
     readers: Arc<[Slot]>,
     next_reader: Arc<AtomicUsize>,
+    /// How a reader is opened.
+    read_options: SqliteConnectOptions,
     /// The directory of a temporary database, removed with the last clone.
     _temporary: Option<Arc<tempfile::TempDir>>,
 }
@@ -94,18 +109,14 @@ impl Connections {
         // Closing only fails when the connection is already broken: nothing to keep.
         let _ = setup.close().await;
         let writer = Writer::open(path).await?;
-        let options = options.read_only(true);
-        let mut readers = Vec::with_capacity(READERS);
-        for _ in 0..READERS {
-            let reader = SqliteConnection::connect_with(&options)
-                .await
-                .map_err(|e| format!("cannot open a reader: {e}"))?;
-            readers.push(Arc::new(Mutex::new(Some(reader))));
-        }
+        let readers = (0..READERS)
+            .map(|_| Arc::new(Mutex::new(Reader::Unopened)))
+            .collect();
         Ok(Connections {
             writer,
-            readers: readers.into(),
+            readers,
             next_reader: Arc::default(),
+            read_options: options.read_only(true),
             _temporary: temporary,
         })
     }
@@ -121,17 +132,39 @@ impl Connections {
         self.writer.commit(batches).await
     }
 
-    /// A reader: the first free one from a rotating start, else the next in turn when it is
-    /// free.
+    /// A reader: the first free open one from a rotating start, else a free one opened now,
+    /// else the next in turn when it is free.
     pub(crate) async fn reader(&self) -> Result<Lent<'_>, StoreError> {
         let count = self.readers.len();
         let start = self.next_reader.fetch_add(1, Ordering::Relaxed) % count;
+        let mut unopened = None;
         for i in 0..count {
             if let Ok(guard) = self.readers[(start + i) % count].try_lock() {
-                return lend(guard);
+                if !matches!(*guard, Reader::Unopened) {
+                    return self.lend(guard).await;
+                }
+                unopened.get_or_insert(guard);
             }
         }
-        lend(self.readers[start].lock().await)
+        match unopened {
+            Some(guard) => self.lend(guard).await,
+            None => self.lend(self.readers[start].lock().await).await,
+        }
+    }
+
+    /// The connection in `guard`'s place, opened first if it is not yet.
+    async fn lend<'a>(&self, mut guard: MutexGuard<'a, Reader>) -> Result<Lent<'a>, StoreError> {
+        if matches!(*guard, Reader::Unopened) {
+            let conn = SqliteConnection::connect_with(&self.read_options)
+                .await
+                .map_err(|e| StoreError::Backend(format!("cannot open a reader: {e}")))?;
+            *guard = Reader::Open(conn);
+        }
+        MutexGuard::try_map(guard, |reader| match reader {
+            Reader::Open(conn) => Some(conn),
+            Reader::Unopened | Reader::Closed => None,
+        })
+        .map_err(|_| StoreError::Backend("the store is closed".into()))
     }
 
     /// Closes every connection: the readers once they are returned, then the writer once the
@@ -139,7 +172,8 @@ impl Connections {
     /// removes its emptied log, and a read-only one cannot.
     pub(crate) async fn close(&self) {
         for slot in self.readers.iter() {
-            if let Some(conn) = slot.lock().await.take() {
+            let reader = std::mem::replace(&mut *slot.lock().await, Reader::Closed);
+            if let Reader::Open(conn) = reader {
                 // Closing only fails when the connection is already broken: nothing to keep.
                 let _ = conn.close().await;
             }
@@ -147,10 +181,26 @@ impl Connections {
         self.writer.close().await;
     }
 
-    /// Every reader in turn, for tests that look at their settings.
+    /// How many readers are open (and not lent), for tests.
     #[cfg(test)]
-    pub(crate) fn readers(&self) -> impl Iterator<Item = &Slot> {
-        self.readers.iter()
+    pub(crate) fn open_readers(&self) -> usize {
+        self.readers
+            .iter()
+            .filter(|slot| {
+                slot.try_lock()
+                    .is_ok_and(|reader| matches!(*reader, Reader::Open(_)))
+            })
+            .count()
+    }
+
+    /// Every reader in turn, each opened, for tests that look at their settings.
+    #[cfg(test)]
+    pub(crate) async fn opened_readers(&self) -> Vec<Lent<'_>> {
+        let mut lent = Vec::new();
+        for slot in self.readers.iter() {
+            lent.push(self.lend(slot.lock().await).await.unwrap());
+        }
+        lent
     }
 }
 
@@ -198,9 +248,4 @@ async fn check_log(path: &Path) -> Result<(), String> {
     })
     .await
     .map_err(|e| format!("the log check stopped: {e}"))?
-}
-
-fn lend(guard: MutexGuard<'_, Option<SqliteConnection>>) -> Result<Lent<'_>, StoreError> {
-    MutexGuard::try_map(guard, Option::as_mut)
-        .map_err(|_| StoreError::Backend("the store is closed".into()))
 }

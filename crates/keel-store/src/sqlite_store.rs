@@ -644,15 +644,34 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn readers_are_opened_when_needed() {
+        let store = SqliteStore::open_temporary().await.unwrap();
+        assert_eq!(store.conns.open_readers(), 0, "none at open");
+        for _ in 0..5 {
+            drop(store.conns.reader().await.unwrap());
+        }
+        assert_eq!(store.conns.open_readers(), 1, "one for reads one at a time");
+        let first = store.conns.reader().await.unwrap();
+        let second = store.conns.reader().await.unwrap();
+        drop((first, second));
+        assert_eq!(
+            store.conns.open_readers(),
+            2,
+            "another for a read meanwhile"
+        );
+        store.close().await;
+        assert!(store.conns.reader().await.is_err(), "none once closed");
+    }
+
+    #[tokio::test]
     async fn connections_are_set_up_once_as_documented() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(&dir.path().join("keel.db"))
             .await
             .unwrap();
         let mut count = 0;
-        for slot in store.conns.readers() {
-            let mut guard = slot.lock().await;
-            let conn = guard.as_mut().unwrap();
+        for mut conn in store.conns.opened_readers().await {
+            let conn = &mut *conn;
             // 1 = NORMAL
             assert_eq!(pragma(conn, "PRAGMA synchronous").await, 1);
             assert_eq!(pragma(conn, "PRAGMA busy_timeout").await, 5000);

@@ -1,7 +1,7 @@
 //! `http_get`: fetch a URL with one GET request and return the response as text.
 
 use std::collections::BTreeMap;
-use std::sync::Once;
+use std::sync::{Once, OnceLock};
 
 use async_trait::async_trait;
 use keel_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
@@ -37,14 +37,17 @@ pub struct HttpGet {
     config: HttpGetConfig,
     hosts: AllowedHosts,
     addresses: AddressRule,
-    /// The client, or why it could not be built; a call reports the latter as its error.
-    client: Result<Client, String>,
+    /// The client, built by the first call (building one loads the system's root
+    /// certificates, which a run that never fetches does not need), or why it could not be
+    /// built; a call reports the latter as its error.
+    client: OnceLock<Result<Client, String>>,
     spec: ToolSpec,
 }
 
 impl HttpGet {
-    /// An `http_get` tool configured by `config`. The HTTP client is built here, once; if that
-    /// fails (an invalid `user_agent`, no usable TLS setup), every call fails saying why.
+    /// An `http_get` tool configured by `config`. The HTTP client is built by the first call,
+    /// once; if that fails (an invalid `user_agent`, no usable TLS setup), every call fails
+    /// saying why.
     pub fn new(config: HttpGetConfig) -> Self {
         let addresses = AddressRule::new(config.allow_private);
         Self::with_address_rule(config, addresses)
@@ -53,8 +56,6 @@ impl HttpGet {
     /// An `http_get` tool held to `addresses` instead of the rule `config` implies.
     pub(super) fn with_address_rule(config: HttpGetConfig, addresses: AddressRule) -> Self {
         let hosts = AllowedHosts::new(&config.allowed_hosts);
-        let client = build_client(&config, hosts.clone(), addresses.clone())
-            .map_err(|e| format!("http_get cannot build its HTTP client: {e}"));
         let mut spec = ToolSpec::new(
             "http_get",
             description(&config, &hosts),
@@ -66,9 +67,20 @@ impl HttpGet {
             config,
             hosts,
             addresses,
-            client,
+            client: OnceLock::new(),
             spec,
         }
+    }
+
+    /// The client, built now if this is the first call.
+    fn client(&self) -> Result<&Client, ToolError> {
+        self.client
+            .get_or_init(|| {
+                build_client(&self.config, self.hosts.clone(), self.addresses.clone())
+                    .map_err(|e| format!("http_get cannot build its HTTP client: {e}"))
+            })
+            .as_ref()
+            .map_err(|e| ToolError::failed(e.clone()))
     }
 
     /// Sends the request and turns the response into the tool's result, all within the
@@ -123,10 +135,7 @@ impl Tool for HttpGet {
             return Err(ToolError::denied(format!("cannot fetch {url}: {refused}")));
         }
         let headers = request_headers(args.headers.unwrap_or_default())?;
-        let client = self
-            .client
-            .as_ref()
-            .map_err(|e| ToolError::failed(e.clone()))?;
+        let client = self.client()?;
         tokio::select! {
             biased;
             _ = ctx.cancel.cancelled() => Err(ToolError::failed(format!(
