@@ -79,7 +79,10 @@ pub struct Checkpoint {
     /// Hash of the system prompt the run was started with: a resume under another prompt
     /// halts for a human instead of guessing.
     pub prompt_hash: String,
-    /// Ids of the tool calls completed so far in this run.
+    /// Ids of the tool calls completed so far in this run, as checkpoints written before
+    /// 2026-11-25 listed them. Runs now leave it empty: nothing reads it (a restore takes the
+    /// run's calls from its state and the tool-call envelope), and listing every call made
+    /// each checkpoint grow with the run.
     pub completed_calls: Vec<String>,
     /// The run's own state as JSON (counters, guardrails, pending step), without its messages
     /// (those are in the store) and without its frame.

@@ -26,7 +26,11 @@
 //! statement once (its statement cache); the text varies only with the shape of the write (how
 //! many messages, envelope rows and events, whether there is a run, a checkpoint, a journal).
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fmt::Write;
+use std::hash::BuildHasherDefault;
+use std::rc::Rc;
 
 use keel_core::store::{Commit, session_title};
 use keel_core::{Message, Role, StoreError};
@@ -221,12 +225,11 @@ impl Batch {
         for text in self.statements() {
             // Built only from this crate's constants and parameter numbers: no outside text.
             let mut statement = conn.prepare_cached(text).map_err(|e| e.to_string())?;
-            for index in 1..=statement.parameter_count() {
-                let value = statement
-                    .parameter_name(index)
-                    .and_then(|name| name.strip_prefix('$'))
-                    .and_then(|n| n.parse::<usize>().ok())
-                    .and_then(|n| self.args.get(n.checked_sub(1)?))
+            let slots = slots(&statement, text);
+            for (i, slot) in slots.iter().enumerate() {
+                let index = i + 1;
+                let value = slot
+                    .and_then(|slot| self.args.get(slot))
                     .ok_or_else(|| format!("parameter {index} of `{text}` is not bound"))?;
                 statement
                     .raw_bind_parameter(index, value)
@@ -240,6 +243,75 @@ impl Batch {
         }
         Ok(returned)
     }
+}
+
+/// Statement texts whose parameter slots a thread remembers before it forgets them all: the
+/// texts vary only with the shape of a write, a few dozen in practice.
+const REMEMBERED_TEXTS: usize = 256;
+
+/// The slots of statement texts, by text.
+type Slots = HashMap<String, Rc<[Option<usize>]>, BuildHasherDefault<TextHasher>>;
+
+thread_local! {
+    /// The slots of each statement text run on this thread (see [`slots`]).
+    static SLOTS: RefCell<Slots> = RefCell::new(Slots::default());
+}
+
+/// Hashes a statement text by its length and its last bytes only (FNV-1a): texts of the same
+/// shape differ there (their row and parameter numbers), and the map compares whole texts
+/// anyway, so a collision costs a comparison, never a wrong answer. Hashing a whole text of a
+/// kilobyte or more for each statement run would cost more than what the map saves.
+#[derive(Default)]
+struct TextHasher(u64);
+
+impl std::hash::Hasher for TextHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let tail = &bytes[bytes.len().saturating_sub(32)..];
+        let mut hash = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for byte in (bytes.len() as u64).to_le_bytes().iter().chain(tail) {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self.0 = hash;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// For each parameter of `statement` (prepared from `text`), in SQLite's order, the position
+/// of its argument in [`Batch::args`] (`$n` is `n - 1`; `None` for a name that is not `$n`).
+///
+/// SQLite numbers a statement's distinct names in the order the text first uses them, so the
+/// answer depends on the text alone; it is asked once per text and thread, since asking SQLite
+/// for each parameter's name walks the statement's list of names, every commit (a twentieth of
+/// the writer's time at 100 conversations).
+fn slots(statement: &rusqlite::Statement<'_>, text: &str) -> Rc<[Option<usize>]> {
+    SLOTS.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if let Some(slots) = cache.get(text) {
+            return slots.clone();
+        }
+        let slots: Rc<[Option<usize>]> = (1..=statement.parameter_count())
+            .map(|index| {
+                statement
+                    .parameter_name(index)
+                    .and_then(|name| name.strip_prefix('$'))
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .and_then(|n| n.checked_sub(1))
+            })
+            .collect();
+        if cache.len() >= REMEMBERED_TEXTS {
+            cache.clear();
+        }
+        cache.insert(text.to_owned(), slots.clone());
+        slots
+    })
 }
 
 impl std::fmt::Write for Batch {

@@ -230,7 +230,9 @@ impl Run {
             // The boundary's own messages are written in the same transaction.
             persisted: self.seq_of(self.messages.len()).saturating_sub(1),
             prompt_hash: self.prompt_hash.clone(),
-            completed_calls: self.tool_calls.iter().map(|call| call.id.clone()).collect(),
+            // Nothing reads it back (a restore takes the calls from the state and the
+            // envelope); listing every call so far made each checkpoint grow with the run.
+            completed_calls: Vec::new(),
             state: serde_json::to_string(self)?,
             frame,
             created_at: now,

@@ -426,6 +426,28 @@ fn a_checkpoint_in_the_previous_format_restores_to_the_same_run() {
 }
 
 #[test]
+fn checkpoints_list_no_calls_and_ones_that_did_restore_the_same() {
+    let mut run = append_four_times();
+    let now = DateTime::from_timestamp(8, 0).unwrap();
+    let current = run.checkpoint(1, now).unwrap();
+    assert!(current.completed_calls.is_empty(), "{current:?}");
+    // Checkpoints written before 2026-11-25 listed every call so far.
+    let listing = Checkpoint {
+        completed_calls: vec!["c0".into(), "c1".into(), "c2".into(), "c3".into()],
+        ..current.clone()
+    };
+    let mut from_current = Run::restore(&current, stored(&run)).unwrap();
+    let mut from_listing = Run::restore(&listing, stored(&run)).unwrap();
+    assert_eq!(
+        serde_json::to_string(&from_listing).unwrap(),
+        serde_json::to_string(&from_current).unwrap()
+    );
+    assert_eq!(from_listing.tool_calls(), from_current.tool_calls());
+    assert_eq!(from_listing.tool_calls().len(), 4);
+    assert_eq!(from_listing.resume(), from_current.resume());
+}
+
+#[test]
 fn a_restored_loop_guard_has_the_runs_thresholds() {
     let mut settings = RunSettings::new("p", "m");
     settings.guard.repeated_batches = 2;
