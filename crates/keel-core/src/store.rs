@@ -539,7 +539,8 @@ pub trait Store: Send + Sync {
     }
 
     /// Up to `limit` of `owner`'s messages (as for [`Store::search_messages`]) scored at
-    /// least `min_importance`, newest first.
+    /// least `min_importance`, newest first. SQLite keeps an index of the messages scoring
+    /// 0.9 or more only, and finds no others.
     async fn important_messages(
         &self,
         _owner: Option<&str>,

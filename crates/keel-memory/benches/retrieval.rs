@@ -12,36 +12,22 @@
 //! ```text
 //! cargo bench -p keel-memory --bench retrieval             # messages
 //! KEEL_BENCH_MEMORIES=facts cargo bench -p keel-memory --bench retrieval
+//! KEEL_BENCH_FTS_OPTIMIZE=1 ...   # merge the FTS5 segments first, as maintenance would
+//! KEEL_BENCH_PARTS=1 ...          # also time each store read of a turn alone
 //! ```
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use keel_core::Store;
 use keel_core::known_facts::Fact;
-use keel_memory::{Embedder, Memory};
+use keel_memory::Memory;
+use keel_memory::embedding::InProcess;
 use keel_store::SqliteStore;
 
 const MEMORIES: usize = 100_000;
 const TURNS: usize = 100;
 const USER: &str = "bench-user";
-
-struct MockEmbedder;
-
-#[async_trait]
-impl Embedder for MockEmbedder {
-    fn model(&self) -> &str {
-        "mock-embed"
-    }
-
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
-        Ok(texts
-            .iter()
-            .map(|t| keel_mock::embeddings::embed(t))
-            .collect())
-    }
-}
 
 /// A made-up word of a 5,000-word vocabulary: full-text posting lists of realistic lengths.
 fn word(n: usize) -> String {
@@ -218,7 +204,26 @@ fn main() {
             }
             println!("merged the FTS5 index in {:.1}s", start.elapsed().as_secs_f64());
         }
-        let with_vectors = Memory::new(store.clone()).with_embedder(Arc::new(MockEmbedder));
+        if std::env::var_os("KEEL_BENCH_PARTS").is_some() {
+            let owner = Some(USER);
+            let qs: Vec<String> = (0..50).map(|i| format!("what about the {} and {}?", word(i * 7919), word(i * 104_729))).collect();
+            for (name, k) in [("search_facts", 0), ("search_messages", 1), ("important", 2), ("embeddings read", 3)] {
+                let mut times = Vec::new();
+                for q in &qs {
+                    let t = Instant::now();
+                    match k {
+                        0 => { store.search_facts(USER, q, 50).await.unwrap(); }
+                        1 => { store.search_messages(owner, q, Some("now"), 0.5, 50).await.unwrap(); }
+                        2 => { store.important_messages(owner, 0.9, Some("now"), 3).await.unwrap(); }
+                        _ => { if times.len() < 3 { store.message_embeddings(owner).await.unwrap(); } }
+                    }
+                    times.push(t.elapsed());
+                }
+                let (p50, _) = percentiles(times);
+                println!("{name}: p50 {:.2} ms", p50.as_secs_f64() * 1e3);
+            }
+        }
+        let with_vectors = Memory::new(store.clone()).with_embedder(Arc::new(InProcess::new("mock-embed", keel_mock::embeddings::embed)));
         let (p50, p95, pieces) = measure(&with_vectors).await;
         println!(
             "retrieve, full text + vectors + recency: p50 {:.2} ms, p95 {:.2} ms ({pieces} pieces a turn)",

@@ -33,6 +33,34 @@ impl Embedder for OpenAiEmbeddings {
     }
 }
 
+/// Embeddings computed in this process by a function: a local model, or a deterministic one for
+/// tests and benchmarks (`keel_mock::embeddings::embed`).
+pub struct InProcess {
+    model: String,
+    embed: fn(&str) -> Vec<f32>,
+}
+
+impl InProcess {
+    /// Embeddings by `embed`, reported as model `model`.
+    pub fn new(model: impl Into<String>, embed: fn(&str) -> Vec<f32>) -> Self {
+        InProcess {
+            model: model.into(),
+            embed,
+        }
+    }
+}
+
+#[async_trait]
+impl Embedder for InProcess {
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
+        Ok(texts.iter().map(|text| (self.embed)(text)).collect())
+    }
+}
+
 /// `vector` scaled to length 1 (unchanged when it is all zeros).
 pub fn normalized(mut vector: Vec<f32>) -> Vec<f32> {
     let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();

@@ -19,7 +19,7 @@ use serde_json::json;
 use crate::embedding::{Embedder, normalized};
 use crate::facts::{FactError, NewFact, check_text, normal_key, subject_key};
 use crate::importance::{ImportanceScorer, Rules};
-use crate::retrieval::{Candidate, Piece, RetrievalSettings, retrieve_from};
+use crate::retrieval::{Candidate, Piece, RetrievalSettings, retrieve_from, vector_ranking};
 
 /// How long a user's cached facts are used before they are read again.
 pub const CACHE_TTL: Duration = Duration::from_secs(30);
@@ -251,38 +251,58 @@ impl Memory {
         let mut degraded = Vec::new();
         let owner = session_owner(user_id);
         let n = self.settings.candidates;
-        let (query, facts, fact_hits, message_hits, important, vectors) = tokio::join!(
-            self.embed_query(message),
+        // Both are cached: a turn reads them from the store once per `CACHE_TTL`.
+        let (facts, vectors) = tokio::join!(
             self.facts_of(user_id),
-            self.store.search_facts(user_id, message, n),
-            self.store.search_messages(
-                owner,
-                message,
-                Some(session_id),
-                self.settings.message_importance,
-                n
-            ),
-            self.store.important_messages(
-                owner,
-                self.settings.pinned_importance,
-                Some(session_id),
-                PINNED_MESSAGES
-            ),
-            self.message_vector_candidates(user_id),
+            self.message_vector_candidates(user_id)
         );
-        let query = query.unwrap_or_else(|e| {
-            degraded.push(format!("{e}; recalled by full text and recency alone"));
-            None
-        });
-        let mut failed = |what: &str, e: String| degraded.push(format!("{what}: {e}"));
         let facts = facts.unwrap_or_else(|e| {
-            failed("cannot read the facts", e);
+            degraded.push(format!("cannot read the facts: {e}"));
             Arc::new(Facts::default())
         });
         let vectors = vectors.unwrap_or_else(|e| {
-            failed("cannot read the message embeddings", e);
+            degraded.push(format!("cannot read the message embeddings: {e}"));
             Arc::new(Vec::new())
         });
+        // This session's messages are in the context already; a fact stands for its message.
+        let own = format!("message:{session_id}:");
+        let skip = |id: &str| id.starts_with(&own) || facts.stands_for(id);
+        // The searches are polled first, so they run on the store's threads while the
+        // vectors are compared here.
+        let searches = async {
+            tokio::join!(
+                self.store.search_facts(user_id, message, n),
+                self.store.search_messages(
+                    owner,
+                    message,
+                    Some(session_id),
+                    self.settings.message_importance,
+                    n
+                ),
+                self.store.important_messages(
+                    owner,
+                    self.settings.pinned_importance,
+                    Some(session_id),
+                    PINNED_MESSAGES
+                ),
+            )
+        };
+        let similar = async {
+            let query = self.embed_query(message).await;
+            let ranking = match &query {
+                Ok(Some(query)) => {
+                    vector_ranking(&[&facts.candidates, &vectors], query, &self.settings, &skip)
+                }
+                _ => Vec::new(),
+            };
+            (query, ranking)
+        };
+        let ((fact_hits, message_hits, important), (query, vector)) =
+            tokio::join!(searches, similar);
+        if let Err(e) = query {
+            degraded.push(format!("{e}; recalled by full text and recency alone"));
+        }
+        let mut failed = |what: &str, e: String| degraded.push(format!("{what}: {e}"));
         let fact_count = facts.candidates.len();
         let fact_ranking = match fact_hits {
             Ok(hits) => hits
@@ -314,13 +334,10 @@ impl Memory {
             .into_iter()
             .map(|hit| message_candidate(hit, true))
             .collect();
-        // This session's messages are in the context already; a fact stands for its message.
-        let own = format!("message:{session_id}:");
-        let skip = |id: &str| id.starts_with(&own) || facts.stands_for(id);
         let pieces = retrieve_from(
             &[&pinned, &facts.candidates, &found, &vectors],
             &[fact_ranking, message_ranking],
-            query.as_deref(),
+            vector,
             self.clock.now(),
             &self.settings,
             &skip,

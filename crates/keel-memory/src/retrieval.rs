@@ -125,26 +125,45 @@ pub fn retrieve(
     now: DateTime<Utc>,
     settings: &RetrievalSettings,
 ) -> Vec<Piece> {
-    retrieve_from(&[candidates], full_text, query, now, settings, &|_| false)
+    let skip = |_: &str| false;
+    let vector = query.map_or_else(Vec::new, |query| {
+        vector_ranking(&[candidates], query, settings, &skip)
+    });
+    retrieve_from(&[candidates], full_text, vector, now, settings, &skip)
+}
+
+/// The candidates of `pools` most like `query` (an embedding of length 1), best first, at
+/// most `settings.candidates`, none that `skip` names: the vector signal, computed apart so it
+/// can run while the full-text searches do.
+pub fn vector_ranking<'a>(
+    pools: &[&'a [Candidate]],
+    query: &[f32],
+    settings: &RetrievalSettings,
+    skip: &dyn Fn(&str) -> bool,
+) -> Vec<(&'a str, f64)> {
+    similar(
+        pools.iter().flat_map(|pool| pool.iter()),
+        query,
+        settings,
+        skip,
+    )
 }
 
 /// [`retrieve`] over several pools of candidates (cached facts, cached message vectors, the
 /// messages a search found), read in place: nothing is copied to put them together. A
 /// candidate in two pools counts once, from the first. Candidates whose id `skip` names (the
-/// messages of the session a run is in, say) are never chosen.
-pub fn retrieve_from(
-    pools: &[&[Candidate]],
+/// messages of the session a run is in, say) are never chosen. `vector` is the vector signal
+/// ([`vector_ranking`]; empty without embeddings).
+pub fn retrieve_from<'a>(
+    pools: &[&'a [Candidate]],
     full_text: &[Vec<(String, f64)>],
-    query: Option<&[f32]>,
+    vector: Vec<(&'a str, f64)>,
     now: DateTime<Utc>,
     settings: &RetrievalSettings,
     skip: &dyn Fn(&str) -> bool,
 ) -> Vec<Piece> {
     // `skip` is asked only about candidates a cheaper test kept: it may look up an id.
     let candidates = || pools.iter().flat_map(|pool| pool.iter());
-    let vector = query.map_or_else(Vec::new, |query| {
-        similar(candidates(), query, settings, skip)
-    });
     // One pass finds the candidates any list names (a few dozen of maybe 10^5): full-text hits
     // that are not candidates (a fact deleted since) drop out.
     let named: HashSet<&str> = full_text

@@ -11,8 +11,13 @@ use async_trait::async_trait;
 use keel_core::known_facts::{FinishedRun, Learn, Recall};
 use keel_core::provider::{ChatRequest, ChatResponse, DeltaSink, Provider, StopReason};
 use keel_core::{Message, NewConversation, ProviderError, Store, Usage};
-use keel_memory::{Embedder, Learning, Memory};
+use keel_memory::{Learning, Memory};
 use keel_store::SqliteStore;
+
+/// The mock's deterministic embeddings, computed in process.
+fn mock_embedder() -> keel_memory::embedding::InProcess {
+    keel_memory::embedding::InProcess::new("mock-embed", keel_mock::embeddings::embed)
+}
 
 /// A model that answers from a queue and keeps what it was asked.
 #[derive(Default)]
@@ -40,22 +45,6 @@ impl Provider for Scripted {
             usage: Usage::default(),
             model: request.model.clone(),
         })
-    }
-}
-
-struct MockEmbedder;
-
-#[async_trait]
-impl Embedder for MockEmbedder {
-    fn model(&self) -> &str {
-        "mock-embed"
-    }
-
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
-        Ok(texts
-            .iter()
-            .map(|t| keel_mock::embeddings::embed(t))
-            .collect())
     }
 }
 
@@ -333,7 +322,7 @@ async fn a_models_scores_replace_the_rules_and_important_messages_are_found_by_m
     let (store, _dir) = store().await;
     let model = Arc::new(Scripted::default());
     let memory = Memory::new(store.clone())
-        .with_embedder(Arc::new(MockEmbedder))
+        .with_embedder(Arc::new(mock_embedder()))
         .with_learning(Learning {
             model: Some((model.clone(), "m".into())),
             extract: false,

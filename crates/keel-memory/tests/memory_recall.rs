@@ -13,20 +13,9 @@ use keel_memory::tools::{ForgetTool, RememberTool};
 use keel_memory::{Embedder, FactError, Memory, NewFact};
 use serde_json::json;
 
-struct MockEmbedder;
-
-#[async_trait]
-impl Embedder for MockEmbedder {
-    fn model(&self) -> &str {
-        "mock-embed"
-    }
-
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
-        Ok(texts
-            .iter()
-            .map(|t| keel_mock::embeddings::embed(t))
-            .collect())
-    }
+/// The mock's deterministic embeddings, computed in process.
+fn mock_embedder() -> keel_memory::embedding::InProcess {
+    keel_memory::embedding::InProcess::new("mock-embed", keel_mock::embeddings::embed)
 }
 
 /// An endpoint that is down.
@@ -65,7 +54,7 @@ fn context(user: Option<&str>) -> ToolContext {
 #[tokio::test]
 async fn another_users_facts_are_never_recalled() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let memory = Memory::new(store).with_embedder(Arc::new(MockEmbedder));
+    let memory = Memory::new(store).with_embedder(Arc::new(mock_embedder()));
     memory
         .remember("ada", fact("Ada's deploy target is eu-west-3"))
         .await

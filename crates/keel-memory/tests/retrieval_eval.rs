@@ -10,29 +10,17 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use keel_core::Store;
 use keel_memory::retrieval::{Candidate, RetrievalSettings, retrieve};
-use keel_memory::{Embedder, Memory, NewFact, fact_candidate_id};
+use keel_memory::{Memory, NewFact, fact_candidate_id};
 use keel_store::SqliteStore;
 
-/// The mock's embeddings, without HTTP.
-struct MockEmbedder;
-
-#[async_trait]
-impl Embedder for MockEmbedder {
-    fn model(&self) -> &str {
-        "mock-embed"
-    }
-
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
-        Ok(texts
-            .iter()
-            .map(|t| keel_mock::embeddings::embed(t))
-            .collect())
-    }
+/// The mock's deterministic embeddings, computed in process.
+fn mock_embedder() -> keel_memory::embedding::InProcess {
+    keel_memory::embedding::InProcess::new("mock-embed", keel_mock::embeddings::embed)
 }
 
+/// The mock's embeddings, without HTTP.
 const PROJECTS: [&str; 30] = [
     "orion", "falcon", "juniper", "basalt", "cobalt", "meadow", "harbor", "quartz", "saffron",
     "tundra", "willow", "zephyr", "ember", "granite", "lotus", "marble", "nimbus", "obsidian",
@@ -333,7 +321,7 @@ async fn evaluate(store: &dyn Store, data: &DataSet) -> Scores {
 #[tokio::test]
 async fn fusion_recalls_at_least_as_well_as_full_text_or_vectors_alone() {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open_temporary().await.unwrap());
-    let memory = Memory::new(store.clone()).with_embedder(Arc::new(MockEmbedder));
+    let memory = Memory::new(store.clone()).with_embedder(Arc::new(mock_embedder()));
     let data = build(&memory).await;
     assert!(data.facts >= 300 && data.questions.len() == 100);
     let scores = evaluate(store.as_ref(), &data).await;

@@ -26,11 +26,14 @@ const SEARCH: &str = "SELECT m.session_id AS session_id, m.seq AS seq, m.content
      AND coalesce(m.importance, 0.3) >= $5 \
      ORDER BY bm25(messages_fts), m.rowid LIMIT $4";
 
-/// Owner `$1`'s messages scored at least `$2`, newest first, through `messages_important`.
-const IMPORTANT: &str = "SELECT m.session_id AS session_id, m.seq AS seq, m.content AS content, \
+/// Owner `$1`'s messages scored at least `$2`, newest first, through `messages_important`:
+/// left to itself the planner walks every message newest first for the order, reading each
+/// one's metadata, and a user with no important message costs a scan of all of them.
+const IMPORTANT: &str = "SELECT m.session_id AS session_id, m.seq AS seq, \
+     m.content AS content, \
      CAST(m.importance AS REAL) AS importance, m.created_at AS created_at, 0.0 AS score \
-     FROM messages m JOIN sessions s ON s.id = m.session_id \
-     WHERE m.importance >= 0.5 AND m.importance >= $2 AND s.owner IS $1 AND s.id IS NOT $3 \
+     FROM messages m INDEXED BY messages_important JOIN sessions s ON s.id = m.session_id \
+     WHERE m.importance >= 0.9 AND m.importance >= $2 AND s.owner IS $1 AND s.id IS NOT $3 \
      ORDER BY m.rowid DESC LIMIT $4";
 
 /// A message's new score, kept in its metadata (left alone when that is not JSON).
