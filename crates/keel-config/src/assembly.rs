@@ -180,10 +180,16 @@ pub fn agent(
         store.clone(),
         learning_model,
     )? {
+        // A run is handed to memory after it ends only when there is something to learn.
+        let learns = memory_settings.extract
+            || memory_settings.model_importance
+            || memory_settings.embeddings_model.is_some();
         builder = builder
             .tools(keel_memory::tools::memory_tools(memory.clone()))
-            .recall(memory.clone())
-            .learn(memory);
+            .recall(memory.clone());
+        if learns {
+            builder = builder.learn(memory);
+        }
     }
     if !settings.mcp_servers.is_empty() {
         // Started by the first run, which waits for them (see `keel_mcp::McpServers`).
