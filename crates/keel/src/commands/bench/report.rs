@@ -253,13 +253,18 @@ pub fn rss_kib_of(pid: &str) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
-/// CPU time (user + system) this process has used (`/proc/self/stat`, in clock ticks of
-/// 1/100 s, the Linux default); zero where there is no such file.
+/// CPU time (user + system) this process has used, to the nanosecond
+/// (`CLOCK_PROCESS_CPUTIME_ID`): a short bench uses less than one of `/proc`'s 10 ms ticks.
 pub fn cpu_time() -> Duration {
-    cpu_time_of("self")
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(
+        u64::try_from(now.tv_sec).unwrap_or(0),
+        u32::try_from(now.tv_nsec).unwrap_or(0),
+    )
 }
 
-/// The CPU time process `pid` (a number, or `self`) has used, as [`cpu_time`].
+/// The CPU time process `pid` (a number, or `self`) has used (`/proc/<pid>/stat`, in clock
+/// ticks of 1/100 s, the Linux default); zero where there is no such file.
 pub fn cpu_time_of(pid: &str) -> Duration {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // The command name (field 2) may hold spaces; the fields after its `)` are plain.
@@ -300,5 +305,22 @@ mod tests {
             while spin.elapsed() < Duration::from_millis(30) {}
             assert!(cpu_time() > Duration::ZERO);
         }
+    }
+
+    #[test]
+    fn the_process_cpu_clock_is_finer_than_procs_ticks() {
+        // Spin until a millisecond of CPU is counted: /proc's 10 ms ticks would show 0 or 10.
+        let before = cpu_time();
+        let started = std::time::Instant::now();
+        let used = loop {
+            let used = cpu_time().saturating_sub(before);
+            if used >= Duration::from_millis(1) || started.elapsed() > Duration::from_secs(5) {
+                break used;
+            }
+        };
+        assert!(
+            used >= Duration::from_millis(1) && used < Duration::from_millis(5),
+            "{used:?}"
+        );
     }
 }
