@@ -1,5 +1,6 @@
-//! Token accounting with a real BPE (cl100k_base, o200k_base), counted once per message and
-//! cached in its metadata, so preparing a turn costs work proportional to what is new.
+//! Token accounting with a real BPE (cl100k_base, o200k_base; `keel-bpe`, whose counts are
+//! tiktoken's), counted once per message and cached in its metadata, so preparing a turn costs
+//! work proportional to what is new.
 //!
 //! Counts drive thresholds (compaction at 70 % of the window), so they need to be close, not
 //! exact: messages get a small fixed overhead for the wire format, and models whose tokenizer is
@@ -56,11 +57,20 @@ impl Encoding {
         if text.is_empty() {
             return 0;
         }
-        let bpe = match self {
-            Encoding::Cl100kBase => tiktoken_rs::cl100k_base_singleton(),
-            Encoding::O200kBase => tiktoken_rs::o200k_base_singleton(),
-        };
-        u32::try_from(bpe.count_ordinary(text)).unwrap_or(u32::MAX)
+        u32::try_from(self.bpe().count(text)).unwrap_or(u32::MAX)
+    }
+
+    /// Builds what the first count would (the pre-tokenizer's regex, a few milliseconds), so a
+    /// caller can do it off the hot path.
+    pub fn prepare(self) {
+        self.bpe().prepare();
+    }
+
+    fn bpe(self) -> &'static keel_bpe::Bpe {
+        match self {
+            Encoding::Cl100kBase => keel_bpe::Bpe::cl100k_base(),
+            Encoding::O200kBase => keel_bpe::Bpe::o200k_base(),
+        }
     }
 }
 

@@ -22,11 +22,11 @@ pub fn load_settings(
     keel_config::assembly::load_settings(config_file, home, &flags.overrides())
 }
 
-/// Starts loading the tokenizer a run will count with, on a thread of its own: its tables take
-/// tens of milliseconds of CPU to build, which overlap this way with opening the store and
-/// reading the settings instead of delaying the first model call. The first count waits for
-/// them if they are not ready yet (they are built once per process). Settings that do not read
-/// load nothing here: the command reports that error itself.
+/// Prepares the tokenizer a run will count with, on a thread of its own: its ranks are tables in
+/// the binary, but its pre-tokenizing regex is compiled on first use (a few milliseconds), which
+/// overlaps this way with opening the store instead of delaying the first model call. The first
+/// count waits for it if it is not ready yet (it is built once per process). Settings that do
+/// not read prepare nothing here: the command reports that error itself.
 pub fn preload_tokenizer(config_file: Option<&Path>, home: &Path, flags: &crate::cli::AgentArgs) {
     let config_file = config_file.map(Path::to_path_buf);
     let home = home.to_path_buf();
@@ -40,7 +40,7 @@ pub fn preload_tokenizer(config_file: Option<&Path>, home: &Path, flags: &crate:
             else {
                 return;
             };
-            keel_core::tokens::Encoding::for_model(&configured.settings.model).count("preload");
+            keel_core::tokens::Encoding::for_model(&configured.settings.model).prepare();
         });
 }
 

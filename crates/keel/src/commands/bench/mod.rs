@@ -100,7 +100,7 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
             .build()?,
     );
 
-    // One conversation first, unmeasured: the tokenizer's tables, the store's statements and
+    // One conversation first, unmeasured: the tokenizer's regex, the store's statements and
     // the connection pool are set up once per process, not per conversation.
     let warm_up = agent
         .run(RunRequest::new("Look up every item on the list."))

@@ -1,0 +1,58 @@
+//! Lays out each encoding's ranks as three flat files in `OUT_DIR`, which the crate includes
+//! as bytes: every token's bytes in rank order (`.bytes`), where each token ends (`.ends`, a
+//! little-endian u32 per rank) and an open-addressing hash table from bytes to rank (`.slots`,
+//! a little-endian u32 per slot: rank + 1, or 0 for an empty slot). Building them here means a
+//! process never decodes, hashes or sorts 300,000 tokens at start.
+
+use std::path::Path;
+
+#[path = "src/hash.rs"]
+mod hash;
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=src/hash.rs");
+    let out = std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR for build scripts");
+    let out = Path::new(&out);
+    let cl100k = tiktoken_rs::cl100k_base().expect("tiktoken-rs builds cl100k_base");
+    write_table(out, "cl100k_base", &tokens_of(&cl100k), 100_256);
+    let o200k = tiktoken_rs::o200k_base().expect("tiktoken-rs builds o200k_base");
+    write_table(out, "o200k_base", &tokens_of(&o200k), 199_998);
+}
+
+/// The ordinary tokens' bytes, in rank order: ranks 0, 1, … up to the first one without
+/// ordinary bytes (the special tokens come after a gap).
+fn tokens_of(bpe: &tiktoken_rs::CoreBPE) -> Vec<Vec<u8>> {
+    let mut tokens = Vec::new();
+    while let Ok(bytes) = bpe.decode_bytes(&[u32::try_from(tokens.len()).expect("fits")]) {
+        tokens.push(bytes);
+    }
+    tokens
+}
+
+fn write_table(out: &Path, name: &str, tokens: &[Vec<u8>], expected: usize) {
+    assert_eq!(tokens.len(), expected, "{name}: ordinary tokens");
+    let mut bytes = Vec::new();
+    let mut ends = Vec::with_capacity(tokens.len() * 4);
+    for token in tokens {
+        bytes.extend_from_slice(token);
+        let end = u32::try_from(bytes.len()).expect("under 4 GiB");
+        ends.extend_from_slice(&end.to_le_bytes());
+    }
+    // At most ~40 % full, so a lookup of a missing piece meets an empty slot within a few probes.
+    let capacity = (tokens.len() * 2).next_power_of_two();
+    let mask = capacity - 1;
+    let mut slots = vec![0u32; capacity];
+    for (rank, token) in tokens.iter().enumerate() {
+        let mut slot = hash::hash(token) as usize & mask;
+        while slots[slot] != 0 {
+            slot = (slot + 1) & mask;
+        }
+        slots[slot] = u32::try_from(rank + 1).expect("fits");
+    }
+    let slots: Vec<u8> = slots.iter().flat_map(|slot| slot.to_le_bytes()).collect();
+    for (extension, data) in [("bytes", &bytes), ("ends", &ends), ("slots", &slots)] {
+        let path = out.join(format!("{name}.{extension}"));
+        std::fs::write(&path, data).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    }
+}

@@ -1,0 +1,119 @@
+//! keel-bpe counts what tiktoken-rs counts (`count_ordinary`), text for text: on this
+//! repository's own files, on hostile shapes (long runs, whitespace mixes, scripts, emoji,
+//! special-token text) and on generated strings.
+
+use keel_bpe::Bpe;
+use proptest::prelude::*;
+use tiktoken_rs::CoreBPE;
+
+fn encodings() -> [(&'static Bpe, &'static CoreBPE, &'static str); 2] {
+    [
+        (
+            Bpe::cl100k_base(),
+            tiktoken_rs::cl100k_base_singleton(),
+            "cl100k_base",
+        ),
+        (
+            Bpe::o200k_base(),
+            tiktoken_rs::o200k_base_singleton(),
+            "o200k_base",
+        ),
+    ]
+}
+
+fn assert_same(text: &str, what: &str) {
+    for (ours, theirs, name) in encodings() {
+        assert_eq!(
+            ours.count(text),
+            theirs.count_ordinary(text),
+            "{name}: {what}"
+        );
+    }
+}
+
+/// Every text file under `dir` (sources, docs, fixtures), skipping build output and git.
+fn text_files(dir: &std::path::Path, found: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        if name == "target" || name == ".git" || name == ".venv" {
+            continue;
+        }
+        if path.is_dir() {
+            text_files(&path, found);
+        } else {
+            found.push(path);
+        }
+    }
+}
+
+#[test]
+fn the_repositorys_files_count_the_same() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = Vec::new();
+    text_files(&root, &mut files);
+    let mut bytes = 0;
+    for path in &files {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            bytes += text.len();
+            assert_same(&text, &path.display().to_string());
+        }
+    }
+    assert!(bytes > 1_000_000, "only {bytes} bytes of text found");
+}
+
+#[test]
+fn hostile_shapes_count_the_same() {
+    let shapes = [
+        String::new(),
+        "a".into(),
+        "a".repeat(10_000),
+        "ab".repeat(3_000),
+        "zqxjkvbw".repeat(500),
+        "\u{1F600}".repeat(300),
+        "日本語のテキストと漢字".repeat(200),
+        "e\u{0301}".repeat(500),
+        "٩(-̮̮̃-̃)۶ עברית العربية".repeat(50),
+        " ".repeat(5_000),
+        " \t\r\n\u{a0}\u{2003}\u{3000}".repeat(400),
+        "\n\n\n  x  \r\n\r\n y\t\tz   ".repeat(300),
+        "1234567890".repeat(500),
+        "<|endoftext|><|fim_prefix|><|endofprompt|>".repeat(20),
+        "don't WE'LL you'RE I'd they've it's".repeat(100),
+        "fn main() { let x = vec![1, 2, 3]; println!(\"{x:?}\"); }\n".repeat(100),
+        "{\"key\": \"value\", \"n\": [1.5e10, -2, null, true]}".repeat(100),
+        "Ÿ̶̢̧̛̗̘̙̜̝̞̟̠̤̥̦̩̪̫̬̭̮̯̰̱̲̳̹̺̻̼ͅ͏͓͔͕͖͙͚̀́̂̃̄̅̆̇̈̉̊̋̌̍̎̏̐̑̒̓̔̽̾̿".repeat(50),
+        "aGVsbG8gd29ybGQ=".repeat(800),
+        "/usr/local/bin/../lib/x86_64-linux-gnu/".repeat(100),
+        "\u{feff}\u{200b}\u{200d}\u{2060}".repeat(100),
+    ];
+    for shape in shapes {
+        assert_same(
+            &shape,
+            &format!("{:?}", shape.chars().take(30).collect::<String>()),
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn generated_strings_count_the_same(
+        text in "[a-zA-Z0-9 \\n\\r\\t'.,!?/_\\-+=(){}\"éßøŸ日本語😀\u{0301}\u{a0}]{0,300}"
+    ) {
+        for (ours, theirs, _) in encodings() {
+            prop_assert_eq!(ours.count(&text), theirs.count_ordinary(&text));
+        }
+    }
+
+    #[test]
+    fn any_unicode_counts_the_same(text in "\\PC{0,200}") {
+        for (ours, theirs, _) in encodings() {
+            prop_assert_eq!(ours.count(&text), theirs.count_ordinary(&text));
+        }
+    }
+}
