@@ -11,6 +11,10 @@ pub trait ImportanceScorer: Send + Sync {
     fn score(&self, text: &str) -> f32;
 }
 
+use std::sync::LazyLock;
+
+use aho_corasick::AhoCorasick;
+
 /// The rule-based scorer (see [`importance`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Rules;
@@ -139,6 +143,18 @@ const SIGNALS: &[(&[&str], f32)] = &[
     (&["my ", "our ", "i am ", "i'm ", "i work", "i live"], 0.1),
 ];
 
+/// Every phrase of [`SIGNALS`] in one automaton, so a text is read once for all of them (a
+/// search per phrase built a searcher per phrase per message), and the signal each belongs to.
+static PHRASES: LazyLock<(AhoCorasick, Vec<usize>)> = LazyLock::new(|| {
+    let (phrases, signals): (Vec<&str>, Vec<usize>) = SIGNALS
+        .iter()
+        .enumerate()
+        .flat_map(|(signal, (phrases, _))| phrases.iter().map(move |phrase| (*phrase, signal)))
+        .unzip();
+    let automaton = AhoCorasick::new(phrases).expect("plain phrases build an automaton");
+    (automaton, signals)
+});
+
 /// The most bytes of a text the rules read: importance is a prior, and a long answer's first
 /// few kilobytes say what it is about.
 pub const SCORED_BYTES: usize = 4096;
@@ -160,8 +176,16 @@ pub fn importance(text: &str) -> f32 {
         return SMALL_TALK;
     }
     let mut score = BASE;
-    for (phrases, weight) in SIGNALS {
-        if phrases.iter().any(|phrase| starts_a_word(&lower, phrase)) {
+    let mut found = [false; SIGNALS.len()];
+    for phrase in PHRASES.0.find_overlapping_iter(&lower) {
+        let at = phrase.start();
+        // A phrase counts at the start of a word: at the start, or after whitespace.
+        if at == 0 || lower[..at].ends_with(char::is_whitespace) {
+            found[PHRASES.1[phrase.pattern().as_usize()]] = true;
+        }
+    }
+    for ((_, weight), found) in SIGNALS.iter().zip(found) {
+        if found {
             score += weight;
         }
     }
@@ -187,12 +211,6 @@ fn is_small_talk(lower: &str) -> bool {
     bare.is_empty() || SMALL_TALK_MESSAGES.contains(&bare.as_str())
 }
 
-/// Whether `phrase` occurs in `text` at the start of a word (at the start, or after
-/// whitespace).
-fn starts_a_word(text: &str, phrase: &str) -> bool {
-    text.match_indices(phrase)
-        .any(|(at, _)| at == 0 || text[..at].ends_with(char::is_whitespace))
-}
 
 /// A word that looks like a path or file name: `ops/deploy.sh`, `~/.config`, `Cargo.toml`.
 fn has_path(text: &str) -> bool {
@@ -283,6 +301,9 @@ mod tests {
     fn phrases_count_at_a_word_start_on_any_line_and_only_in_the_read_part() {
         assert!(importance("ok.\nWe decided to use Postgres") > 0.6);
         assert_eq!(importance("misremembered"), BASE);
+        // A phrase met inside a word first still counts where it later starts one.
+        assert_eq!(importance("misremembered, so remember it"), BASE + 0.3);
+        assert_eq!(importance("tmy notes, my notes"), BASE + 0.1);
         let long = format!("{} we decided", "x ".repeat(SCORED_BYTES));
         assert_eq!(importance(&long), BASE);
         // A multi-byte character across the cut is not split.
