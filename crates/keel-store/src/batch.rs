@@ -105,6 +105,8 @@ pub(crate) struct Batch {
     /// statement being written (possibly empty).
     ends: Vec<usize>,
     args: Vec<Value>,
+    /// Whether a statement inserts messages (see [`Batch::stores_messages`]).
+    stores_messages: bool,
 }
 
 impl Batch {
@@ -114,6 +116,7 @@ impl Batch {
             sql: String::with_capacity(1024),
             ends: Vec::with_capacity(8),
             args: Vec::new(),
+            stores_messages: false,
         }
     }
 
@@ -199,6 +202,12 @@ impl Batch {
                 text
             })
             .filter(|text| !text.is_empty())
+    }
+
+    /// Whether a statement inserts messages: the transaction then ends by indexing them for
+    /// search ([`crate::search_index`]).
+    pub(crate) fn stores_messages(&self) -> bool {
+        self.stores_messages
     }
 
     /// True when `more` parameters would take the batch past [`PARAMS_PER_BATCH`].
@@ -368,7 +377,7 @@ pub(crate) async fn write(
 }
 
 /// The batches of a write (see [`write`]).
-fn plan<'a>(
+pub(crate) fn plan<'a>(
     session_id: &'a str,
     run_id: Option<&'a str>,
     messages: &[Message],
@@ -405,6 +414,7 @@ fn plan<'a>(
 
 /// Bumps the session by `chunk.len()` and inserts the chunk's rows.
 fn add_messages(batch: &mut Batch, chunk: &[Message]) -> Result<(), StoreError> {
+    batch.stores_messages = true;
     batch.sql(BUMP_SESSION).end_statement().sql(INSERT_MESSAGES);
     for (row, message) in chunk.iter().enumerate() {
         let separator = if row == 0 { "" } else { ", " };

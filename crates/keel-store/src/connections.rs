@@ -22,7 +22,7 @@ use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
 use crate::batch::Batch;
 use crate::writer::{BUSY_TIMEOUT, Outcome, Writer};
-use crate::{schema, wal};
+use crate::{schema, search_index, wal};
 use rusqlite::OpenFlags;
 use rusqlite::config::DbConfig;
 
@@ -102,6 +102,8 @@ impl Connections {
             .await
             .map_err(|e| format!("cannot lock the database to update its schema: {e}"))?;
         schema::migrate(&mut migrating).await?;
+        // Messages another process stored without indexing them (see crate::search_index).
+        search_index::catch_up_on_open(&mut migrating).await?;
         migrating
             .commit()
             .await

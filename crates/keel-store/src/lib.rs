@@ -31,6 +31,7 @@ mod lanes;
 mod message_memory;
 mod personas;
 mod schema;
+mod search_index;
 mod session_search;
 mod sqlite_store;
 mod token_log;

@@ -121,6 +121,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0018_message_memory.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            19,
+            "search index per transaction".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0019_search_index_per_transaction.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

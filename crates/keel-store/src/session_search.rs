@@ -1,5 +1,6 @@
 //! Session search on SQL (`migrations/0016_session_search.sql`): the FTS5 index over message
-//! text, ranked with BM25, grouped by session (see [`keel_core::Store::search_sessions`]).
+//! text, ranked with BM25, grouped by session (see [`keel_core::Store::search_sessions`]). The
+//! index takes new messages at the end of each write transaction ([`crate::search_index`]).
 //!
 //! Two reads: the best sessions (each ranked by its best message), then the best passages of
 //! those sessions only, so `snippet()` runs on a handful of rows whatever the index holds. The

@@ -17,6 +17,9 @@
 //! `COMMIT`, so a boundary is durable before its run acts on it. Checkpoints are left to another
 //! thread ([`crate::checkpointer`]).
 //!
+//! **The search index.** A transaction that stores messages ends by indexing them for session
+//! search, once for the whole group, after every other statement ([`crate::search_index`]).
+//!
 //! The thread owns a commit once it is queued: a caller that stops waiting (a cancelled run)
 //! never leaves a transaction half done; its commit lands or fails with its group.
 
@@ -30,6 +33,7 @@ use tokio::sync::oneshot;
 
 use crate::batch::Batch;
 use crate::checkpointer::{Checkpointer, TRANSACTIONS_PER_CHECKPOINT};
+use crate::search_index;
 
 /// How long a write waits for another process's write transaction before failing.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -214,7 +218,7 @@ fn closed() -> String {
 
 /// The writer's connection: the settings every connection of the store has (see
 /// [`crate::connections`]).
-fn connect(path: &Path) -> Result<Connection, String> {
+pub(crate) fn connect(path: &Path) -> Result<Connection, String> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags).map_err(|e| e.to_string())?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| e.to_string())?;
@@ -273,7 +277,7 @@ fn serve(owned: &Mutex<Owned>, queued: &AtomicUsize, queue: &mpsc::Receiver<Job>
 }
 
 /// Writes the commits as one transaction; one outcome per commit, in order.
-fn write(conn: &Connection, mut commits: Vec<Vec<Batch>>) -> Vec<Outcome> {
+pub(crate) fn write(conn: &Connection, mut commits: Vec<Vec<Batch>>) -> Vec<Outcome> {
     match commits.len() {
         0 => Vec::new(),
         1 => vec![alone(conn, &commits.pop().unwrap_or_default())],
@@ -287,9 +291,16 @@ fn alone(conn: &Connection, batches: &[Batch]) -> Outcome {
     finish(conn, batches)
 }
 
-/// Runs the batches of one commit in the transaction just begun, and commits it.
+/// Runs the batches of one commit in the transaction just begun, indexes its messages for
+/// search, and commits it.
 fn finish(conn: &Connection, batches: &[Batch]) -> Outcome {
-    match run(conn, batches) {
+    let ran = run(conn, batches).and_then(|returned| {
+        if stores_messages(batches) {
+            search_index::catch_up(conn)?;
+        }
+        Ok(returned)
+    });
+    match ran {
         Ok(returned) => match statement(conn, "COMMIT") {
             Ok(()) => Ok(returned),
             Err(e) => {
@@ -321,6 +332,14 @@ fn together(conn: &Connection, commits: &[Vec<Batch>]) -> Vec<Outcome> {
             }
         }
     }
+    // The index takes the messages of the whole group at once, after its last statement (see
+    // crate::search_index).
+    if commits.iter().any(|batches| stores_messages(batches))
+        && search_index::catch_up(conn).is_err()
+    {
+        rollback(conn);
+        return commits.iter().map(|batches| alone(conn, batches)).collect();
+    }
     match statement(conn, "COMMIT") {
         Ok(()) => outcomes,
         Err(e) => {
@@ -339,6 +358,11 @@ fn run(conn: &Connection, batches: &[Batch]) -> Outcome {
         }
     }
     Ok(returned)
+}
+
+/// Whether a commit inserts messages, so that its transaction ends by indexing them.
+fn stores_messages(batches: &[Batch]) -> bool {
+    batches.iter().any(Batch::stores_messages)
 }
 
 /// Runs one statement without parameters, prepared once.

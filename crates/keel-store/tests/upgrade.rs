@@ -1,7 +1,11 @@
 //! Opening a database written by an earlier schema version: the new migrations run once, and
 //! what the old keel stored reads as the new keel expects. Here: sessions compacted before
 //! schema version 3, whose summaries were known only by their metadata JSON, and runs stored
-//! before schema version 4, which had no cost, heartbeat, cancel request or events.
+//! before schema version 4, which had no cost, heartbeat, cancel request or events; and the
+//! session-search index, filled from the messages at version 16 and, from version 19, brought up
+//! to date once per transaction instead of by an insert trigger.
+
+mod common;
 
 use std::path::Path;
 
@@ -41,6 +45,63 @@ fn migrations_up_to(last: i64) -> Migrator {
             3,
             "summaries",
             include_str!("../migrations/0003_summaries.sql"),
+        ),
+        migration(
+            4,
+            "durability",
+            include_str!("../migrations/0004_durability.sql"),
+        ),
+        migration(
+            5,
+            "checkpoint frames",
+            include_str!("../migrations/0005_checkpoint_frames.sql"),
+        ),
+        migration(
+            6,
+            "session lanes",
+            include_str!("../migrations/0006_session_lanes.sql"),
+        ),
+        migration(
+            7,
+            "run launch",
+            include_str!("../migrations/0007_run_launch.sql"),
+        ),
+        migration(8, "daemon", include_str!("../migrations/0008_daemon.sql")),
+        migration(
+            9,
+            "user links",
+            include_str!("../migrations/0009_user_links.sql"),
+        ),
+        migration(
+            10,
+            "token log",
+            include_str!("../migrations/0010_token_log.sql"),
+        ),
+        migration(
+            11,
+            "platform",
+            include_str!("../migrations/0011_platform.sql"),
+        ),
+        migration(12, "files", include_str!("../migrations/0012_files.sql")),
+        migration(
+            13,
+            "approvals",
+            include_str!("../migrations/0013_approvals.sql"),
+        ),
+        migration(
+            16,
+            "session search",
+            include_str!("../migrations/0016_session_search.sql"),
+        ),
+        migration(
+            17,
+            "known facts",
+            include_str!("../migrations/0017_known_facts.sql"),
+        ),
+        migration(
+            18,
+            "message memory",
+            include_str!("../migrations/0018_message_memory.sql"),
         ),
     ];
     Migrator::with_migrations(all.into_iter().filter(|m| m.version <= last).collect())
@@ -359,4 +420,59 @@ async fn messages_stored_before_version_16_are_found_by_session_search_after_the
     search.query = "unicycle".into();
     assert_eq!(store.search_sessions(&search).await.unwrap().len(), 1);
     store.close().await;
+}
+
+#[tokio::test]
+async fn a_search_index_kept_by_the_insert_trigger_is_kept_and_extended_after_version_19() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("keel.db");
+    let options = SqliteConnectOptions::new()
+        .filename(&path)
+        .create_if_missing(true);
+    let mut conn = SqliteConnection::connect_with(&options).await.unwrap();
+    migrations_up_to(18).run(&mut conn).await.unwrap();
+    // Indexed one by one by version 16's trigger as they are stored.
+    let old = with_meta(vec![
+        Message::user("where did I park the canoe"),
+        Message::internal_user("canoe nudge", InternalReason::LoopNudge),
+        Message::assistant("The canoe is at the north dock."),
+    ]);
+    let borrowed: Vec<(Message, &str)> = old
+        .iter()
+        .map(|(message, meta)| (message.clone(), meta.as_str()))
+        .collect();
+    insert_v2(&mut conn, "old", &borrowed).await;
+    insert_v2(&mut conn, "gone", &[(Message::user("a kayak"), "")]).await;
+    conn.close().await.unwrap();
+
+    let store = SqliteStore::open(&path).await.unwrap();
+    common::assert_search_index_consistent(&path);
+    let mut search = keel_core::SessionSearch {
+        query: "canoe".into(),
+        owner: None,
+        exclude_session: None,
+        limit: 5,
+    };
+    let hits = store.search_sessions(&search).await.unwrap();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(hits[0].snippets.len(), 2, "not the internal one: {hits:?}");
+    // The newest session of the old index is deleted: the index forgets it, and its rowid,
+    // taken again by the next message, is indexed.
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    raw.execute_batch("PRAGMA foreign_keys = ON; DELETE FROM sessions WHERE id = 'gone'")
+        .unwrap();
+    search.query = "kayak".into();
+    assert!(store.search_sessions(&search).await.unwrap().is_empty());
+    store
+        .append_messages("old", None, &[Message::user("and the paddle?")])
+        .await
+        .unwrap();
+    search.query = "paddle".into();
+    assert_eq!(store.search_sessions(&search).await.unwrap().len(), 1);
+    let found = store.search_messages(None, "canoe paddle", None, 0.0, 10);
+    assert_eq!(found.await.unwrap().len(), 3);
+    store.close().await;
+    common::assert_search_index_consistent(&path);
+    // Reopening applies nothing twice.
+    SqliteStore::open(&path).await.unwrap().close().await;
 }
