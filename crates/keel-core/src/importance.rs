@@ -211,7 +211,6 @@ fn is_small_talk(lower: &str) -> bool {
     bare.is_empty() || SMALL_TALK_MESSAGES.contains(&bare.as_str())
 }
 
-
 /// A word that looks like a path or file name: `ops/deploy.sh`, `~/.config`, `Cargo.toml`.
 fn has_path(text: &str) -> bool {
     text.split_whitespace().any(|word| {

@@ -39,6 +39,7 @@ mod user_links;
 mod wal;
 mod writer;
 
+pub use search_index::check as check_search_index;
 pub use sqlite_store::SqliteStore;
 
 use keel_core::StoreError;

@@ -58,6 +58,61 @@ pub(crate) async fn catch_up_on_open(conn: &mut SqliteConnection) -> Result<(), 
     Ok(())
 }
 
+/// What is wrong with the session-search index of the database `conn` is open on, if anything:
+/// it must hold exactly the searchable messages, FTS5's count of rows (which BM25 reads) must be
+/// theirs, the watermark must be the newest message, and FTS5's own integrity check must pass.
+/// For tests and diagnosis; it reads every message's id.
+pub fn check(conn: &rusqlite::Connection) -> Result<(), String> {
+    use rusqlite::OptionalExtension;
+    let ids = |sql: &str| -> Result<Vec<i64>, String> {
+        let mut statement = conn.prepare(sql).map_err(|e| format!("{sql}: {e}"))?;
+        let rows = statement
+            .query_map([], |row| row.get(0))
+            .map_err(|e| format!("{sql}: {e}"))?;
+        rows.collect::<Result<_, _>>()
+            .map_err(|e| format!("{sql}: {e}"))
+    };
+    let indexed = ids("SELECT id FROM messages_fts_docsize ORDER BY id")?;
+    let searchable = ids("SELECT id FROM messages_searchable ORDER BY id")?;
+    if indexed != searchable {
+        return Err(format!(
+            "the index holds messages {indexed:?}, the searchable ones are {searchable:?}"
+        ));
+    }
+    // FTS5's count of rows: deleting from the index a message it does not hold would take it
+    // down all the same. It is the first varint of the averages record (rowid 1).
+    let averages: Option<Vec<u8>> = conn
+        .query_row(
+            "SELECT block FROM messages_fts_data WHERE id = 1",
+            [],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(|e| format!("reading FTS5's averages: {e}"))?;
+    let mut rows = 0i64;
+    for byte in averages.unwrap_or_default() {
+        rows = (rows << 7) | i64::from(byte & 0x7f);
+        if byte & 0x80 == 0 {
+            break;
+        }
+    }
+    if usize::try_from(rows).ok() != Some(searchable.len()) {
+        return Err(format!(
+            "FTS5 counts {rows} rows, there are {} searchable messages",
+            searchable.len()
+        ));
+    }
+    let watermark = ids("SELECT last FROM messages_fts_indexed")?;
+    let newest = ids("SELECT coalesce(max(rowid), 0) FROM messages")?;
+    if watermark != newest {
+        return Err(format!(
+            "the watermark is {watermark:?}, the newest message {newest:?}"
+        ));
+    }
+    conn.execute_batch("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")
+        .map_err(|e| format!("FTS5's integrity check: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use crate::batch::Batch;
@@ -65,52 +120,9 @@ mod tests {
     use crate::writer;
     use rusqlite::Connection;
 
-    /// Checks that the index holds exactly the searchable messages and that the watermark is the
-    /// newest message.
+    /// Checks the index as the integration tests do (see [`super::check`]).
     fn assert_consistent(conn: &Connection) {
-        use rusqlite::OptionalExtension;
-        let ids = |sql: &str| -> Vec<i64> {
-            let mut statement = conn.prepare(sql).unwrap();
-            statement
-                .query_map([], |row| row.get(0))
-                .unwrap()
-                .collect::<Result<_, _>>()
-                .unwrap()
-        };
-        assert_eq!(
-            ids("SELECT id FROM messages_fts_docsize ORDER BY id"),
-            ids("SELECT id FROM messages_searchable ORDER BY id"),
-            "the index holds exactly the searchable messages"
-        );
-        // FTS5's count of rows (for BM25): deleting from the index a message it does not hold
-        // would take it down all the same. The first varint of its averages record (rowid 1).
-        let averages: Option<Vec<u8>> = conn
-            .query_row(
-                "SELECT block FROM messages_fts_data WHERE id = 1",
-                [],
-                |row| row.get(0),
-            )
-            .optional()
-            .unwrap();
-        let mut rows = 0;
-        for byte in averages.unwrap_or_default() {
-            rows = (rows << 7) | i64::from(byte & 0x7f);
-            if byte & 0x80 == 0 {
-                break;
-            }
-        }
-        assert_eq!(
-            [rows],
-            *ids("SELECT count(*) FROM messages_searchable"),
-            "FTS5 counts the searchable messages"
-        );
-        assert_eq!(
-            ids("SELECT last FROM messages_fts_indexed"),
-            ids("SELECT coalesce(max(rowid), 0) FROM messages"),
-            "the watermark is the newest message"
-        );
-        conn.execute_batch("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")
-            .unwrap();
+        super::check(conn).unwrap();
     }
 
     /// A file with the store's schema, and the writer's kind of connection to it.

@@ -194,52 +194,9 @@ pub async fn sqlite_file() -> (keel_store::SqliteStore, tempfile::TempDir) {
     (store, dir)
 }
 
-/// Checks the session-search index of the SQLite database at `path` (schema version 19 on): it
-/// holds exactly the searchable messages, its watermark is the newest message, and FTS5 finds
-/// it whole.
+/// Checks the session-search index of the SQLite database at `path` (schema version 19 on):
+/// see `keel_store::check_search_index`.
 pub fn assert_search_index_consistent(path: &std::path::Path) {
-    use rusqlite::OptionalExtension;
     let conn = rusqlite::Connection::open(path).unwrap();
-    let ids = |sql: &str| -> Vec<i64> {
-        let mut statement = conn.prepare(sql).unwrap();
-        statement
-            .query_map([], |row| row.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap()
-    };
-    assert_eq!(
-        ids("SELECT id FROM messages_fts_docsize ORDER BY id"),
-        ids("SELECT id FROM messages_searchable ORDER BY id"),
-        "the index holds exactly the searchable messages"
-    );
-    // FTS5's count of rows (for BM25): deleting from the index a message it does not hold
-    // would take it down all the same. The first varint of its averages record (rowid 1).
-    let averages: Option<Vec<u8>> = conn
-        .query_row(
-            "SELECT block FROM messages_fts_data WHERE id = 1",
-            [],
-            |row| row.get(0),
-        )
-        .optional()
-        .unwrap();
-    let mut rows = 0;
-    for byte in averages.unwrap_or_default() {
-        rows = (rows << 7) | i64::from(byte & 0x7f);
-        if byte & 0x80 == 0 {
-            break;
-        }
-    }
-    assert_eq!(
-        [rows],
-        *ids("SELECT count(*) FROM messages_searchable"),
-        "FTS5 counts the searchable messages"
-    );
-    assert_eq!(
-        ids("SELECT last FROM messages_fts_indexed"),
-        ids("SELECT coalesce(max(rowid), 0) FROM messages"),
-        "the watermark is the newest message"
-    );
-    conn.execute_batch("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")
-        .unwrap();
+    keel_store::check_search_index(&conn).unwrap();
 }
