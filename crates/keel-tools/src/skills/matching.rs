@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use keel_core::event::{EventKind, MatchedSkill};
 use keel_core::prompt_parts::{PromptPart, PromptRequest, PromptSection};
 use keel_core::routing::contains_phrase;
+use keel_core::tokens::Encoding;
 
 use super::{SKILL_VIEW, SKILLS_LIST, Skill, SkillSet};
 
@@ -107,9 +108,9 @@ fn content_words(lower: &str) -> HashSet<String> {
         .collect()
 }
 
-/// The system-prompt section of the skills a message matches, within a token budget
-/// (estimated at four characters a token: counting exactly would load the BPE tables for
-/// every run of the command line).
+/// The system-prompt section of the skills a message matches, within a token budget (counted
+/// in cl100k_base, keel's proxy for every model: the budget bounds the prompt, it need not be
+/// exact to the model's own tokenizer).
 pub struct SkillPrompt {
     skills: Arc<SkillSet>,
     max_tokens: usize,
@@ -136,7 +137,7 @@ impl SkillPrompt {
                 "### {}\n{}\n\n{}\n\n",
                 m.skill.name, m.skill.description, m.skill.body
             );
-            let tokens = block.chars().count().div_ceil(4);
+            let tokens = Encoding::Cl100kBase.count(&block) as usize;
             if used + tokens > self.max_tokens {
                 left_out.push(m.skill.name.clone());
                 continue;
@@ -235,8 +236,9 @@ mod tests {
     #[test]
     fn the_budget_leaves_out_what_does_not_fit_and_says_so() {
         let big = SkillSet::from_skills(vec![
-            skill("a", "first", &["go"], &"x".repeat(400)),
-            skill("b", "second", &["go"], &"y".repeat(400)),
+            // "word " is one token: each block is about 85 tokens, so one fits in 150.
+            skill("a", "first", &["go"], &"word ".repeat(80)),
+            skill("b", "second", &["go"], &"word ".repeat(80)),
         ]);
         let prompt = SkillPrompt::new(Arc::new(big), 150);
         let section = prompt.section_for("go").unwrap();
@@ -251,5 +253,15 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(prompt.section_for("nothing relevant").is_none());
+    }
+
+    #[test]
+    fn the_budget_counts_tokens_not_characters() {
+        // 3,000 characters (750 at four a token) but ~605 tokens: it fits in 650.
+        let long = SkillSet::from_skills(vec![skill("a", "first", &["go"], &"word ".repeat(600))]);
+        let section = SkillPrompt::new(Arc::new(long), 650)
+            .section_for("go")
+            .unwrap();
+        assert!(section.text.contains("### a"), "{}", section.text);
     }
 }
