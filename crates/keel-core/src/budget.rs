@@ -149,20 +149,20 @@ impl Budgets {
     /// Checks `tokens` and `cost` spent so far against the limits. A cost limit that is not
     /// a finite number is no limit.
     pub fn check(&self, tokens: u64, cost: f64) -> BudgetStatus {
-        if let Some(limit) = self.token_budget {
-            if tokens >= limit {
-                return BudgetStatus::Exceeded(format!(
-                    "Stopped: the run used {tokens} tokens, reaching its token budget of {limit}."
-                ));
-            }
+        if let Some(limit) = self.token_budget
+            && tokens >= limit
+        {
+            return BudgetStatus::Exceeded(format!(
+                "Stopped: the run used {tokens} tokens, reaching its token budget of {limit}."
+            ));
         }
         let cost_limit = self.cost_limit.filter(|limit| limit.is_finite());
-        if let Some(limit) = cost_limit {
-            if cost >= limit {
-                return BudgetStatus::Exceeded(format!(
-                    "Stopped: the run cost ${cost:.4}, reaching its cost limit of ${limit:.4}."
-                ));
-            }
+        if let Some(limit) = cost_limit
+            && cost >= limit
+        {
+            return BudgetStatus::Exceeded(format!(
+                "Stopped: the run cost ${cost:.4}, reaching its cost limit of ${limit:.4}."
+            ));
         }
         if let Some(limit) = self.token_budget {
             let left = limit - tokens;

@@ -74,7 +74,7 @@ async fn fill_messages(store: &Arc<dyn Store>) {
         let texts: Vec<String> = (0..PER_SESSION)
             .map(|k| {
                 let i = session * PER_SESSION + k;
-                if i % 5 == 0 {
+                if i.is_multiple_of(5) {
                     format!("We decided that {}", text(i))
                 } else {
                     text(i)

@@ -423,10 +423,10 @@ impl Step {
             if call.name.is_empty() {
                 return Err(format!("tool_calls[{i}] has an empty name"));
             }
-            if let Some(id) = &call.id {
-                if !ids.insert(id) {
-                    return Err(format!("tool_calls[{i}]: id `{id}` is used twice"));
-                }
+            if let Some(id) = &call.id
+                && !ids.insert(id)
+            {
+                return Err(format!("tool_calls[{i}]: id `{id}` is used twice"));
             }
         }
         if let Some(error) = &self.error {

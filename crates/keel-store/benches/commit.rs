@@ -83,7 +83,7 @@ impl BoundaryRecords {
         let mut run = run.clone();
         run.iterations = seq;
         run.updated_at = Utc::now();
-        run.state = if seq % 2 == 0 {
+        run.state = if seq.is_multiple_of(2) {
             AgentState::Running
         } else {
             AgentState::WaitingForTool

@@ -165,7 +165,7 @@ pub(crate) fn encode_embedding(vector: &[f32]) -> Vec<u8> {
 }
 
 pub(crate) fn decode_embedding(bytes: &[u8]) -> Result<Vec<f32>, StoreError> {
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return Err(StoreError::Corrupt(format!(
             "an embedding of {} bytes is not a list of f32",
             bytes.len()

@@ -132,7 +132,9 @@ impl Owned {
     /// Counts a transaction, and asks for a checkpoint every so many.
     fn counted(&mut self) {
         self.transactions = self.transactions.wrapping_add(1);
-        if self.transactions % TRANSACTIONS_PER_CHECKPOINT == 0
+        if self
+            .transactions
+            .is_multiple_of(TRANSACTIONS_PER_CHECKPOINT)
             && let Some(checkpointer) = &self.checkpointer
         {
             checkpointer.nudge();

@@ -647,7 +647,11 @@ fn check_invariants(
 
 /// One task, killed at random instants until it completes.
 fn crash_until_done(rng: &mut Rng, iteration: u32, tally: &mut Tally) {
-    let decision = if iteration % 2 == 0 { "skip" } else { "retry" };
+    let decision = if iteration.is_multiple_of(2) {
+        "skip"
+    } else {
+        "retry"
+    };
     let mut scenario = Scenario::new(&task_script(4, true));
     let mut retried: HashMap<String, u32> = HashMap::new();
     let mut seen: Vec<Message> = Vec::new();

@@ -171,13 +171,13 @@ fn check_tools(tools: Option<&Value>, breakpoints: &mut usize) -> Result<Vec<Str
             match tool.get("input_schema") {
                 None => return Err(field_required(&format!("{path}.input_schema"))),
                 Some(Value::Object(schema)) => {
-                    if let Some(kind) = schema.get("type") {
-                        if kind != "object" {
-                            return Err(invalid(
-                                &format!("{path}.input_schema.type"),
-                                "Input should be 'object'",
-                            ));
-                        }
+                    if let Some(kind) = schema.get("type")
+                        && kind != "object"
+                    {
+                        return Err(invalid(
+                            &format!("{path}.input_schema.type"),
+                            "Input should be 'object'",
+                        ));
                     }
                 }
                 Some(_) => {

@@ -100,14 +100,14 @@ pub fn parse_completion(body: &[u8]) -> Result<ChatResponse, ProviderError> {
             excerpt(&text)
         ))
     })?;
-    if json.get("choices").is_none() {
-        if let Some(error) = json.get("error") {
-            let details = ErrorDetails::from_error_value(error);
-            return Err(ProviderError::new(
-                error_kind(None, &details),
-                details.message,
-            ));
-        }
+    if json.get("choices").is_none()
+        && let Some(error) = json.get("error")
+    {
+        let details = ErrorDetails::from_error_value(error);
+        return Err(ProviderError::new(
+            error_kind(None, &details),
+            details.message,
+        ));
     }
     let completion: WireCompletion = serde_json::from_value(json)
         .map_err(|err| malformed(format!("the answer is not a chat completion: {err}")))?;
