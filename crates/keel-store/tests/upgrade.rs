@@ -21,13 +21,8 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 use sqlx::{Connection, SqlSafeStr};
 
-/// Migrations as the store registers them, up to schema version 2 (the text must be the same,
-/// byte for byte: the store checks the checksums of applied migrations).
-fn migrations_1_and_2() -> Migrator {
-    migrations_up_to(2)
-}
-
-/// Migrations as the store registers them, up to schema version `last`.
+/// Migrations as the store registers them, up to schema version `last` (the text must be the
+/// same, byte for byte: the store checks the checksums of applied migrations).
 fn migrations_up_to(last: i64) -> Migrator {
     let migration = |version, description: &str, sql: &'static str| {
         Migration::new(
@@ -107,13 +102,13 @@ fn migrations_up_to(last: i64) -> Migrator {
     Migrator::with_migrations(all.into_iter().filter(|m| m.version <= last).collect())
 }
 
-/// Creates the database at `path` as keel at schema version 2 left it.
-async fn version_2_database(path: &Path) -> SqliteConnection {
+/// Creates the database at `path` as keel at schema version `version` left it.
+async fn database_at_version(path: &Path, version: i64) -> SqliteConnection {
     let options = SqliteConnectOptions::new()
         .filename(path)
         .create_if_missing(true);
     let mut conn = SqliteConnection::connect_with(&options).await.unwrap();
-    migrations_1_and_2().run(&mut conn).await.unwrap();
+    migrations_up_to(version).run(&mut conn).await.unwrap();
     conn
 }
 
@@ -179,7 +174,7 @@ fn with_meta(messages: Vec<Message>) -> Vec<(Message, String)> {
 async fn sessions_compacted_before_version_3_load_their_context_after_the_upgrade() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("keel.db");
-    let mut conn = version_2_database(&path).await;
+    let mut conn = database_at_version(&path, 2).await;
 
     // Twice compacted: the latest summary (seq 6) replaces 1..=5.
     let compacted = with_meta(vec![
@@ -298,11 +293,7 @@ async fn insert_v3_run(conn: &mut SqliteConnection, id: &str, state: &str, start
 async fn runs_stored_before_version_4_read_as_never_cancelled_and_cost_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("keel.db");
-    let options = SqliteConnectOptions::new()
-        .filename(&path)
-        .create_if_missing(true);
-    let mut conn = SqliteConnection::connect_with(&options).await.unwrap();
-    migrations_up_to(3).run(&mut conn).await.unwrap();
+    let mut conn = database_at_version(&path, 3).await;
     insert_v2(&mut conn, "s", &[(Message::user("hi"), "")]).await;
     insert_v3_run(
         &mut conn,
@@ -382,7 +373,7 @@ async fn runs_stored_before_version_4_read_as_never_cancelled_and_cost_nothing()
 async fn messages_stored_before_version_16_are_found_by_session_search_after_the_upgrade() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("keel.db");
-    let mut conn = version_2_database(&path).await;
+    let mut conn = database_at_version(&path, 2).await;
     let old = with_meta(vec![
         Message::user("my bike lock combination is 2580"),
         Message::internal_user("bike nudge", InternalReason::LoopNudge),
@@ -426,11 +417,7 @@ async fn messages_stored_before_version_16_are_found_by_session_search_after_the
 async fn a_search_index_kept_by_the_insert_trigger_is_kept_and_extended_after_version_19() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("keel.db");
-    let options = SqliteConnectOptions::new()
-        .filename(&path)
-        .create_if_missing(true);
-    let mut conn = SqliteConnection::connect_with(&options).await.unwrap();
-    migrations_up_to(18).run(&mut conn).await.unwrap();
+    let mut conn = database_at_version(&path, 18).await;
     // Indexed one by one by version 16's trigger as they are stored.
     let old = with_meta(vec![
         Message::user("where did I park the canoe"),
