@@ -80,6 +80,7 @@ impl Bpe {
     }
 
     fn splitter(&self) -> &Regex {
+        // Both patterns are constants, compiled by every test of `tests/equivalence.rs`.
         self.splitter
             .get_or_init(|| Regex::new(self.pattern).expect("the encoding's pattern compiles"))
     }

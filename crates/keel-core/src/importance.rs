@@ -5,15 +5,15 @@
 //! The rules read words, not meaning: they are a prior for ranking what to recall, not a
 //! judgement. [`ImportanceScorer`] lets a model scorer replace them.
 
+use std::sync::LazyLock;
+
+use aho_corasick::AhoCorasick;
+
 /// Scores texts for importance.
 pub trait ImportanceScorer: Send + Sync {
     /// The importance of `text`, in [0, 1].
     fn score(&self, text: &str) -> f32;
 }
-
-use std::sync::LazyLock;
-
-use aho_corasick::AhoCorasick;
 
 /// The rule-based scorer (see [`importance`]).
 #[derive(Clone, Copy, Debug, Default)]
@@ -151,6 +151,8 @@ static PHRASES: LazyLock<(AhoCorasick, Vec<usize>)> = LazyLock::new(|| {
         .enumerate()
         .flat_map(|(signal, (phrases, _))| phrases.iter().map(move |phrase| (*phrase, signal)))
         .unzip();
+    // Building fails only past the automaton's size limits; ~50 short phrases are far below
+    // them, and every test that scores a text builds it.
     let automaton = AhoCorasick::new(phrases).expect("plain phrases build an automaton");
     (automaton, signals)
 });
