@@ -76,8 +76,12 @@ const MESSAGES_PAGE: &str = "SELECT seq, run_id, role, content, tool_calls, tool
      reasoning, meta, created_at FROM messages WHERE session_id = $1 AND seq > $2 ORDER BY seq \
      LIMIT $3";
 
-const EVENTS_AFTER: &str =
-    "SELECT seq, payload FROM run_events WHERE run_id = $1 AND seq > $2 ORDER BY seq";
+/// The rows holding events above `$2`: from the last row that starts at or below `$2`, which may
+/// hold some of them (a row holds a commit's events, see
+/// `migrations/0020_events_per_commit.sql`); both found through the primary key.
+const EVENTS_AFTER: &str = "SELECT seq, events, payload FROM run_events WHERE run_id = $1 \
+     AND seq >= IFNULL((SELECT max(seq) FROM run_events WHERE run_id = $1 AND seq <= $2), 0) \
+     ORDER BY seq";
 
 /// Creates a conversation; `None` when the id is taken.
 pub(crate) async fn create_conversation(
@@ -219,15 +223,12 @@ pub(crate) async fn events_after(
         .fetch_all(&mut *conns.reader().await?)
         .await
         .or_backend(|| format!("cannot read the events of run `{run_id}`"))?;
-    rows.iter()
-        .map(|row| {
-            let seq: i64 = column(row, "seq", Place::Run(run_id))?;
-            Ok((
-                u64::try_from(seq).unwrap_or(0),
-                codec::decode_event(row, run_id)?,
-            ))
-        })
-        .collect()
+    let after = i64::try_from(after).unwrap_or(i64::MAX);
+    let mut events = Vec::with_capacity(rows.len() * 4);
+    for row in &rows {
+        codec::decode_events(row, run_id, after, &mut events)?;
+    }
+    Ok(events)
 }
 
 /// Queues a run (see [`keel_core::Store::enqueue_run`]).

@@ -6,8 +6,9 @@
 //! A boundary's statements follow the run upsert in the same query (see [`crate::batch`]), in
 //! this order: the checkpoint and the events reference the run, which exists by then, and the
 //! events are numbered from `runs.event_count`, which the upsert has just raised by their number:
-//! event `k` of `m` is `event_count - m + k`, found through the primary key without reading a
-//! single event.
+//! the first of `m` is `event_count - m + 1`, found through the primary key without reading a
+//! single event. A commit's events are one row, one event per line of its payload
+//! (`migrations/0020_events_per_commit.sql`).
 
 use std::fmt::Write;
 
@@ -41,13 +42,14 @@ const UPSERT_TOOL_CALLS_TAIL: &str = " ON CONFLICT (run_id, call_id) DO UPDATE S
 /// Parameters bound per envelope row.
 const TOOL_CALL_PARAMS: usize = 9;
 
-const INSERT_EVENTS: &str = "INSERT INTO run_events (run_id, seq, ts, name, payload) VALUES ";
+const INSERT_EVENTS: &str =
+    "INSERT INTO run_events (run_id, seq, events, ts, name, payload) VALUES ($5, ";
 
-/// The seq of event `k` of `m` is this minus `m - k` (see the module documentation).
-const EVENT_SEQ: &str = "(SELECT event_count FROM runs WHERE id = $5)";
+/// The first of a commit's `m` events is numbered this `- m + 1` (see the module documentation).
+const EVENT_COUNT: &str = "(SELECT event_count FROM runs WHERE id = $5)";
 
-/// Parameters bound per event.
-const EVENT_PARAMS: usize = 3;
+/// Parameters an events row binds.
+const EVENT_PARAMS: usize = 4;
 
 /// The journal of the commit's session (`$1`), updated now (`$2`).
 const UPSERT_JOURNAL: &str = "INSERT INTO journals (session_id, journal, updated_at) VALUES ($1";
@@ -76,7 +78,8 @@ const SELECT_TOOL_CALLS: &str = "SELECT run_id, call_id, name, arguments, idempo
      started_at, completed_at, ok, output FROM tool_calls WHERE run_id = $1 \
      ORDER BY started_at, call_id";
 
-const SELECT_EVENTS: &str = "SELECT seq, payload FROM run_events WHERE run_id = $1 ORDER BY seq";
+const SELECT_EVENTS: &str =
+    "SELECT seq, events, payload FROM run_events WHERE run_id = $1 ORDER BY seq";
 
 const SELECT_JOURNAL: &str = "SELECT journal FROM journals WHERE session_id = $1";
 
@@ -98,14 +101,8 @@ pub(crate) fn add_boundary(plan: &mut Plan<'_>, commit: &Commit<'_>) -> Result<(
     for chunk in commit.tool_calls.chunks(ROWS_PER_QUERY) {
         add_tool_calls(plan.batch(chunk.len() * TOOL_CALL_PARAMS)?, chunk)?;
     }
-    let count = commit.events.len();
-    for (i, chunk) in commit.events.chunks(ROWS_PER_QUERY).enumerate() {
-        let first = i * ROWS_PER_QUERY;
-        add_events(
-            plan.batch(chunk.len() * EVENT_PARAMS)?,
-            chunk,
-            count - first,
-        )?;
+    if !commit.events.is_empty() {
+        add_events(plan.batch(EVENT_PARAMS)?, commit.events)?;
     }
     if let Some(journal) = commit.journal {
         let batch = plan.batch(1)?;
@@ -161,21 +158,29 @@ pub(crate) fn add_tool_calls(
     Ok(())
 }
 
-/// One insert of up to [`ROWS_PER_QUERY`] events, the first of which has `remaining - 1` events
-/// of the commit after it.
-fn add_events(batch: &mut Batch, events: &[Event], remaining: usize) -> Result<(), StoreError> {
-    batch.end_statement().sql(INSERT_EVENTS);
-    for (row, event) in events.iter().enumerate() {
-        let after = remaining - row - 1;
-        let separator = if row == 0 { "" } else { ", " };
-        // Writing to a String cannot fail.
-        let _ = write!(batch, "{separator}($5, {EVENT_SEQ} - {after}");
-        batch
-            .value(timestamp(event.ts))?
-            .value(event.kind.name())?
-            .value(to_json(event, "an event")?)?
-            .sql(")");
+/// The insert of a commit's `events` (not empty) as one row: their JSON one per line.
+fn add_events(batch: &mut Batch, events: &[Event]) -> Result<(), StoreError> {
+    let mut names = String::with_capacity(events.len() * 24);
+    let mut payload = String::with_capacity(events.len() * 320);
+    for event in events {
+        if !payload.is_empty() {
+            names.push(' ');
+            payload.push('\n');
+        }
+        names.push_str(event.kind.name());
+        payload.push_str(&to_json(event, "an event")?);
     }
+    let count = stored_count(events.len() as u64, "the number of events")?;
+    batch.end_statement().sql(INSERT_EVENTS);
+    let m = batch.param(count)?;
+    // Writing to a String cannot fail.
+    let _ = write!(batch, "{EVENT_COUNT} - ${m} + 1");
+    batch
+        .placeholder(m)
+        .value(timestamp(events[0].ts))?
+        .value(names)?
+        .value(payload)?
+        .sql(")");
     Ok(())
 }
 
@@ -246,9 +251,11 @@ pub(crate) async fn events(
         .fetch_all(reader)
         .await
         .or_backend(|| format!("cannot read the events of run `{run_id}`"))?;
-    rows.iter()
-        .map(|row| codec::decode_event(row, run_id))
-        .collect()
+    let mut events = Vec::with_capacity(rows.len() * 4);
+    for row in &rows {
+        codec::decode_events(row, run_id, 0, &mut events)?;
+    }
+    Ok(events.into_iter().map(|(_, event)| event).collect())
 }
 
 /// The journal of `session_id`.

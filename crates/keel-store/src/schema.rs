@@ -128,6 +128,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0019_search_index_per_transaction.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            20,
+            "events per commit".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0020_events_per_commit.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

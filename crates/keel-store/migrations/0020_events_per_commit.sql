@@ -1,0 +1,17 @@
+-- keel store, schema version 20: the events of one commit share one row of run_events.
+--
+-- Why: a safe boundary emits three or four events (model request and response, a checkpoint,
+-- tool started and completed, step completed), and each was a row: an insert into the table and
+-- into its primary-key index, and a foreign-key lookup of the run, for ~300 bytes of JSON. They
+-- were about a fifth of the store writer's work per model call (issue 18). Now a commit writes
+-- its events as one row.
+--
+-- A row holds `events` events, numbered `seq`, `seq + 1`, … `seq + events - 1`; `payload` is
+-- their JSON, one event per line (JSON never holds a raw newline: serde escapes it inside
+-- strings), `name` their dotted names separated by single spaces, and `ts` the first one's time.
+-- A row from before this version holds one event: the default below, and its payload and name
+-- are already that one event's. `runs.event_count` still counts events, not rows.
+--
+-- To read the events after `n`, start from the row that holds event `n + 1` or, if none does,
+-- from the last row at or below `n` (see keel-store's `daemon::events_after`).
+ALTER TABLE run_events ADD COLUMN events BIGINT NOT NULL DEFAULT 1;
