@@ -7,7 +7,7 @@
 //! session or bumps its count, `updated_at` and title, and (2) inserts the rows, numbering them
 //! from the session's new count, so nothing is read back (a compaction summary's
 //! `summary_of.last` also goes to the `summary_last` column, see
-//! `migrations/0003_summaries.sql`). The last one also (3) upserts the run, returning whether it
+//! `migrations/0003_summaries.sql`). The last one also (3) upserts the run and reads whether it
 //! was asked to stop, and (4) writes the boundary's checkpoint, envelope rows, events and journal
 //! ([`crate::durability`]); only a boundary with hundreds of rows spills into further batches.
 //!
@@ -40,7 +40,8 @@ use crate::codec::{MessageColumns, RunCounts, timestamp, worker_column};
 use crate::connections::Connections;
 use crate::{OrBackend, durability};
 
-/// Rows per `INSERT`: keeps the number of distinct statement texts small.
+/// Messages per batch, and envelope rows per `INSERT`: keeps the number of distinct statement
+/// texts small.
 pub(crate) const ROWS_PER_QUERY: usize = 64;
 
 /// Parameters a batch may reach before further statements go to a new batch: far below SQLite's
@@ -79,7 +80,9 @@ const INSERT_RUN: &str = "INSERT INTO runs (id, session_id, state, reason, provi
 /// Updates every column but `session_id`, `started_at` and `state`: the first two are index
 /// keys, and `state` decides membership of the partial index `runs_active`; setting any of them,
 /// even to the same value, would rewrite index pages on every save. Adds the boundary's events
-/// to `event_count`, and answers whether the run was asked to stop.
+/// to `event_count`. (Whether the run was asked to stop is read by [`CANCEL_REQUESTED`]: a
+/// `RETURNING` clause here would make SQLite build and drop a temporary table for its one row,
+/// at every commit.)
 const UPSERT_RUN_TAIL: &str = ") ON CONFLICT (id) DO UPDATE SET \
      reason = excluded.reason, provider = excluded.provider, \
      model = excluded.model, model_used = excluded.model_used, \
@@ -90,8 +93,11 @@ const UPSERT_RUN_TAIL: &str = ") ON CONFLICT (id) DO UPDATE SET \
      cost = excluded.cost, heartbeat_at = excluded.heartbeat_at, \
      resume_available = excluded.resume_available, launch = excluded.launch, \
      worker = excluded.worker, \
-     event_count = runs.event_count + excluded.event_count \
-     RETURNING cancel_requested_at IS NOT NULL";
+     event_count = runs.event_count + excluded.event_count";
+
+/// Whether the committed run (`$5`), saved by the statements before, was asked to stop: the
+/// commit's answer (see [`Batch::run`]).
+const CANCEL_REQUESTED: &str = "SELECT cancel_requested_at IS NOT NULL FROM runs WHERE id = $5";
 
 /// Takes the committed run (`$5`) out of its lane's queue, if it was queued.
 const DEQUEUE_IN_COMMIT: &str = "DELETE FROM run_queue WHERE run_id = $5";
@@ -228,7 +234,7 @@ impl Batch {
     }
 
     /// Runs every statement of the batch on `conn`, each prepared once per connection; returns
-    /// the value of the one `RETURNING` column, if a statement returned a row.
+    /// the value of the one column of the last row a statement returned, if any did.
     pub(crate) fn run(&self, conn: &rusqlite::Connection) -> Result<Option<bool>, String> {
         let mut returned = None;
         for text in self.statements() {
@@ -412,14 +418,17 @@ pub(crate) fn plan<'a>(
     Ok(plan.batches)
 }
 
-/// Bumps the session by `chunk.len()` and inserts the chunk's rows.
+/// Bumps the session by `chunk.len()` and inserts the chunk's rows, one statement each: a
+/// multi-row insert into `messages`, whose row trigger fences the session's lane, would make
+/// SQLite copy the rows into a temporary table first. (The `k`-th row's text is the same in
+/// every batch, so the writer prepares one statement per row position.)
 fn add_messages(batch: &mut Batch, chunk: &[Message]) -> Result<(), StoreError> {
     batch.stores_messages = true;
-    batch.sql(BUMP_SESSION).end_statement().sql(INSERT_MESSAGES);
+    batch.sql(BUMP_SESSION);
     for (row, message) in chunk.iter().enumerate() {
-        let separator = if row == 0 { "" } else { ", " };
+        batch.end_statement().sql(INSERT_MESSAGES);
         // Writing to a String cannot fail.
-        let _ = write!(batch, "{separator}($1, {ROW_SEQ}{}, $5", row + 1);
+        let _ = write!(batch, "($1, {ROW_SEQ}{}, $5", row + 1);
         let columns = MessageColumns::encode(message)?;
         batch
             .value(columns.role)?
@@ -483,11 +492,12 @@ fn add_run(batch: &mut Batch, commit: &Commit<'_>, counts: &RunCounts) -> Result
     if run.state.is_terminal() {
         batch.end_statement().sql(crate::lanes::RELEASE_IN_COMMIT);
     }
+    batch.end_statement().sql(CANCEL_REQUESTED);
     Ok(())
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::BTreeSet;
 
@@ -517,7 +527,8 @@ mod tests {
         }
     }
 
-    fn run() -> keel_core::RunRecord {
+    /// A running run `r` of session `s`.
+    pub(crate) fn run() -> keel_core::RunRecord {
         let now = chrono::Utc::now();
         keel_core::RunRecord {
             id: "r".into(),
@@ -583,7 +594,7 @@ mod tests {
         assert_numbered_without_gaps(&batches);
         let full = batches[0].params();
         assert_eq!(full, 5 + ROWS_PER_QUERY * MESSAGE_PARAMS);
-        assert!(batches[2].text().contains("RETURNING"));
+        assert!(batches[2].text().contains(CANCEL_REQUESTED));
         assert!(
             batches
                 .iter()

@@ -362,4 +362,116 @@ mod tests {
             }
         }
     }
+
+    /// The opcodes of each statement of every batch of a full boundary's commit (messages,
+    /// checkpoint, envelope rows, events, journal, token log; a running and a finished run), as
+    /// SQLite compiled them on a migrated database.
+    async fn boundary_statements() -> Vec<(String, Vec<(String, Option<String>)>)> {
+        use keel_core::token_log::TokenCharge;
+        use keel_core::{AgentState, Boundary, EventKind, Message, Usage};
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keel.db");
+        crate::SqliteStore::open(&path).await.unwrap().close().await;
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let now = Utc::now();
+        let mut run = crate::batch::tests::run();
+        let checkpoint = Checkpoint {
+            run_id: "r".into(),
+            seq: 2,
+            boundary: Boundary::ToolResult,
+            iteration: 1,
+            message_cursor: 1,
+            persisted: 2,
+            prompt_hash: "h".into(),
+            completed_calls: Vec::new(),
+            state: "{}".into(),
+            frame: None,
+            created_at: now,
+        };
+        let call = ToolCallRecord {
+            run_id: "r".into(),
+            call_id: "c".into(),
+            name: "t".into(),
+            arguments: "{}".into(),
+            idempotent: false,
+            started_at: now,
+            completed_at: None,
+            ok: None,
+            output: None,
+        };
+        let event = Event {
+            ts: now,
+            run_id: "r".into(),
+            session_id: "s".into(),
+            kind: EventKind::RunStarted {
+                provider: "p".into(),
+                model: "m".into(),
+                context: Default::default(),
+            },
+        };
+        let charge = TokenCharge {
+            user_id: Some("u".into()),
+            model: "m".into(),
+            usage: Usage::default(),
+            cost: 0.0,
+            at: now,
+        };
+        let journal = Journal::default();
+        let mut statements = Vec::new();
+        for (state, messages) in [
+            (AgentState::Running, vec![Message::assistant("a")]),
+            (
+                AgentState::Completed,
+                vec![Message::tool_result("c", "out"), Message::assistant("b")],
+            ),
+        ] {
+            run.state = state;
+            let commit = Commit {
+                run: &run,
+                messages: &messages,
+                checkpoint: Some(&checkpoint),
+                tool_calls: &[call.clone(), call.clone()],
+                events: &[event.clone(), event.clone()],
+                journal: Some(&journal),
+                charges: std::slice::from_ref(&charge),
+            };
+            for batch in crate::batch::plan("s", Some("r"), &messages, Some(&commit)).unwrap() {
+                for text in batch.text().split(";\n") {
+                    let mut explain = conn.prepare(&format!("EXPLAIN {text}")).unwrap();
+                    let mut rows = explain.raw_query();
+                    let mut opcodes = Vec::new();
+                    while let Some(row) = rows.next().unwrap() {
+                        // EXPLAIN's columns: addr, opcode, p1, p2, p3, p4, p5, comment.
+                        opcodes.push((row.get(1).unwrap(), row.get(5).unwrap()));
+                    }
+                    statements.push((text.to_string(), opcodes));
+                }
+            }
+        }
+        statements
+    }
+
+    /// A temporary table costs a commit a B-tree opened, filled and dropped (a `RETURNING`
+    /// clause, a multi-row insert into a table with triggers, an `IN` list). One is allowed: the
+    /// list of finished states in the predicate of the partial index `runs_active`, which SQLite
+    /// evaluates only when a run is inserted or its state or keys change, not at every boundary.
+    #[tokio::test]
+    async fn a_boundarys_statements_build_no_temporary_table() {
+        let statements = boundary_statements().await;
+        assert!(statements.len() >= 10, "{statements:?}");
+        for (text, opcodes) in &statements {
+            for (i, (opcode, _)) in opcodes.iter().enumerate() {
+                if opcode != "OpenEphemeral" {
+                    continue;
+                }
+                let fills = opcodes.get(i + 1).and_then(|(_, p4)| p4.as_deref());
+                assert!(
+                    text.starts_with("INSERT INTO runs ") || text.starts_with("UPDATE runs "),
+                    "{text}: {opcodes:?}"
+                );
+                assert_eq!(fills, Some("completed"), "{text}: {opcodes:?}");
+            }
+        }
+    }
 }
