@@ -3,6 +3,10 @@
 //! little-endian u32 per rank) and an open-addressing hash table from bytes to rank (`.slots`,
 //! a little-endian u32 per slot: rank + 1, or 0 for an empty slot). Building them here means a
 //! process never decodes, hashes or sorts 300,000 tokens at start.
+//!
+//! Also writes `classes.rs`: the Unicode classes the pre-tokenizers ask about (see
+//! `src/classes.rs`), as runs of code points, taken from regex-syntax, whose tables the
+//! encodings' regular expressions use.
 
 use std::path::Path;
 
@@ -18,6 +22,58 @@ fn main() {
     write_table(out, "cl100k_base", &tokens_of(&cl100k), 100_256);
     let o200k = tiktoken_rs::o200k_base().expect("tiktoken-rs builds o200k_base");
     write_table(out, "o200k_base", &tokens_of(&o200k), 199_998);
+    write_classes(out);
+}
+
+/// The classes, one bit each, in the order of `src/classes.rs`'s constants.
+const CLASSES: [&str; 5] = [
+    r"\p{L}",
+    r"\p{N}",
+    r"\s",
+    r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]",
+    r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]",
+];
+
+/// Writes `classes.rs`: `ASCII`, the classes of each ASCII character, and `STARTS` and
+/// `RUNS`, where each run of code points of the same classes starts and its classes.
+fn write_classes(out: &Path) {
+    let mut classes = vec![0u8; 0x11_0000];
+    for (bit, pattern) in CLASSES.iter().enumerate() {
+        let hir = regex_syntax::parse(pattern).expect("the class parses");
+        let regex_syntax::hir::HirKind::Class(regex_syntax::hir::Class::Unicode(class)) =
+            hir.kind()
+        else {
+            panic!("{pattern} is not a Unicode class");
+        };
+        for range in class.ranges() {
+            for c in u32::from(range.start())..=u32::from(range.end()) {
+                classes[c as usize] |= 1 << bit;
+            }
+        }
+    }
+    let mut starts = Vec::new();
+    let mut runs = Vec::new();
+    for (c, class) in classes.iter().enumerate().skip(128) {
+        if runs.last() != Some(class) {
+            starts.push(c as u32);
+            runs.push(*class);
+        }
+    }
+    let source = format!(
+        "/// The classes of each ASCII character.\n\
+         pub(crate) static ASCII: [u8; 128] = {:?};\n\
+         /// The first code point of each run, from 128 on, ascending.\n\
+         pub(crate) static STARTS: [u32; {}] = {:?};\n\
+         /// The classes of each run.\n\
+         pub(crate) static RUNS: [u8; {}] = {:?};\n",
+        &classes[..128],
+        starts.len(),
+        starts,
+        runs.len(),
+        runs
+    );
+    let path = out.join("classes.rs");
+    std::fs::write(&path, source).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
 }
 
 /// The ordinary tokens' bytes, in rank order: ranks 0, 1, … up to the first one without

@@ -2,11 +2,14 @@
 //! (`count_ordinary`: special tokens are plain text), for keel's context accounting.
 //!
 //! The ranks are laid out at build time (see `build.rs`) as flat arrays inside the binary, so
-//! a process builds nothing at start and keeps in memory only the pages its texts touch; the
-//! one thing built at run time is each encoding's pre-tokenizing regex, on first use.
+//! a process builds nothing at start and keeps in memory only the pages its texts touch.
+//! cl100k_base's pre-tokenizer is written by hand ([`pretokenize`]); o200k_base's is its
+//! regular expression, compiled on first use.
 
+mod classes;
 mod hash;
 mod merge;
+mod pretokenize;
 mod table;
 
 use std::sync::OnceLock;
@@ -42,19 +45,25 @@ macro_rules! table {
 static CL100K_BASE: Bpe = Bpe {
     table: table!("cl100k_base"),
     pattern: CL100K_PATTERN,
+    by_hand: true,
     splitter: OnceLock::new(),
 };
 
 static O200K_BASE: Bpe = Bpe {
     table: table!("o200k_base"),
     pattern: O200K_PATTERN,
+    by_hand: false,
     splitter: OnceLock::new(),
 };
 
 /// A byte-pair encoding: its ranks and its pre-tokenizer.
 pub struct Bpe {
     table: Table,
+    /// The pre-tokenizer's regular expression.
     pattern: &'static str,
+    /// Whether [`pretokenize`] splits as the expression does (then the expression is never
+    /// compiled).
+    by_hand: bool,
     splitter: OnceLock<Regex>,
 }
 
@@ -74,9 +83,18 @@ impl Bpe {
         &self.table
     }
 
-    /// Builds the pre-tokenizer now rather than at the first count (a few milliseconds).
+    /// The pre-tokenizer's regular expression, as tiktoken spells it: [`Bpe::split`] cuts a
+    /// text where it would.
+    pub fn pattern(&self) -> &'static str {
+        self.pattern
+    }
+
+    /// Builds the pre-tokenizer now rather than at the first count (a few milliseconds for a
+    /// regular expression; nothing for one written by hand).
     pub fn prepare(&self) {
-        self.splitter();
+        if !self.by_hand {
+            self.splitter();
+        }
     }
 
     fn splitter(&self) -> &Regex {
@@ -88,19 +106,28 @@ impl Bpe {
     /// Tokens in `text`.
     pub fn count(&self, text: &str) -> usize {
         let mut count = 0;
-        let mut counted_to = 0;
-        for piece in self.splitter().find_iter(text) {
-            match piece {
-                Ok(piece) => {
-                    count += self.count_piece(piece.as_str().as_bytes());
-                    counted_to = piece.end();
-                }
-                // The regex engine gave up (its backtracking limit): every byte left is at most
-                // one token, so the count stays an upper bound rather than failing.
-                Err(_) => return count + (text.len() - counted_to),
-            }
+        let whole = self.split(text, |piece| count += self.count_piece(piece.as_bytes()));
+        // The regex engine gave up (its backtracking limit): every byte left is at most one
+        // token, so the count stays an upper bound rather than failing.
+        count + (text.len() - whole)
+    }
+
+    /// Calls `piece` with each pre-tokenized piece of `text`, in order, and answers how much of
+    /// the text they cover: all of it, unless the regular expression's engine gave up.
+    pub fn split<'t>(&self, text: &'t str, mut piece: impl FnMut(&'t str)) -> usize {
+        if self.by_hand {
+            pretokenize::cl100k(text, piece);
+            return text.len();
         }
-        count
+        let mut covered = 0;
+        for found in self.splitter().find_iter(text) {
+            let Ok(found) = found else {
+                break;
+            };
+            piece(found.as_str());
+            covered = found.end();
+        }
+        covered
     }
 
     /// Tokens in one pre-tokenized piece.

@@ -1,6 +1,9 @@
-//! keel-bpe counts what tiktoken-rs counts (`count_ordinary`), text for text: on this
-//! repository's own files, on hostile shapes (long runs, whitespace mixes, scripts, emoji,
-//! special-token text) and on generated strings.
+//! keel-bpe counts what tiktoken-rs counts (`count_ordinary`), text for text, and splits texts
+//! into the pieces its encodings' regular expressions find (cl100k_base's pre-tokenizer is
+//! written by hand): on this repository's own files, on hostile shapes (long runs, whitespace
+//! mixes, scripts, emoji, special-token text) and on generated strings.
+
+use std::sync::OnceLock;
 
 use keel_bpe::Bpe;
 use proptest::prelude::*;
@@ -21,8 +24,45 @@ fn encodings() -> [(&'static Bpe, &'static CoreBPE, &'static str); 2] {
     ]
 }
 
+/// Each encoding's regular expression, compiled once.
+fn expressions() -> &'static [fancy_regex::Regex; 2] {
+    static COMPILED: OnceLock<[fancy_regex::Regex; 2]> = OnceLock::new();
+    COMPILED.get_or_init(|| {
+        encodings().map(|(ours, ..)| fancy_regex::Regex::new(ours.pattern()).unwrap())
+    })
+}
+
+/// The pieces of `text`: keel-bpe's, and its encoding's expression's.
+fn both_pieces(
+    ours: &Bpe,
+    expression: &fancy_regex::Regex,
+    text: &str,
+) -> (Vec<String>, Vec<String>) {
+    let mut split = Vec::new();
+    let covered = ours.split(text, |piece| split.push(piece.to_string()));
+    assert_eq!(covered, text.len());
+    let found = expression
+        .find_iter(text)
+        .map(|found| found.unwrap().as_str().to_string())
+        .collect();
+    (split, found)
+}
+
 fn assert_same(text: &str, what: &str) {
-    for (ours, theirs, name) in encodings() {
+    for ((ours, theirs, name), expression) in encodings().into_iter().zip(expressions()) {
+        let (split, found) = both_pieces(ours, expression, text);
+        if split != found {
+            let at = split
+                .iter()
+                .zip(&found)
+                .position(|(a, b)| a != b)
+                .unwrap_or(0);
+            panic!(
+                "{name}: {what}: pieces differ at {at}: ours {:?}, the expression's {:?}",
+                &split[at..(at + 3).min(split.len())],
+                &found[at..(at + 3).min(found.len())]
+            );
+        }
         assert_eq!(
             ours.count(text),
             theirs.count_ordinary(text),
@@ -98,21 +138,44 @@ fn hostile_shapes_count_the_same() {
     }
 }
 
+/// Every character after an apostrophe, alone and before itself and an `e`, and beside spaces,
+/// numbers and line breaks: the contractions fold case as Unicode does (`'ſ` is `'s`), and
+/// every class of character meets each branch of cl100k_base's expression (the one split by
+/// hand), a few thousand characters to a text.
+#[test]
+fn every_character_splits_the_same() {
+    let cl100k = Bpe::cl100k_base();
+    let expression = &expressions()[0];
+    let characters: Vec<char> = (0..=0x10_FFFF).filter_map(char::from_u32).collect();
+    for chunk in characters.chunks(4096) {
+        let mut text = String::new();
+        for &c in chunk {
+            text.extend(['\'', c, ' ', '\'', c, c, 'e', c, '1', c, '\n', c]);
+        }
+        let (split, found) = both_pieces(cl100k, expression, &text);
+        assert!(split == found, "near {:?}", chunk[0]);
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
     #[test]
     fn generated_strings_count_the_same(
-        text in "[a-zA-Z0-9 \\n\\r\\t'.,!?/_\\-+=(){}\"éßøŸ日本語😀\u{0301}\u{a0}]{0,300}"
+        text in "[a-zA-Z0-9 \\n\\r\\t'.,!?/_\\-+=(){}\"éßøŸſ日本語😀\u{0301}\u{a0}\u{2028}\u{3000}½٣]{0,300}"
     ) {
-        for (ours, theirs, _) in encodings() {
+        for ((ours, theirs, _), expression) in encodings().into_iter().zip(expressions()) {
+            let (split, found) = both_pieces(ours, expression, &text);
+            prop_assert_eq!(split, found);
             prop_assert_eq!(ours.count(&text), theirs.count_ordinary(&text));
         }
     }
 
     #[test]
     fn any_unicode_counts_the_same(text in "\\PC{0,200}") {
-        for (ours, theirs, _) in encodings() {
+        for ((ours, theirs, _), expression) in encodings().into_iter().zip(expressions()) {
+            let (split, found) = both_pieces(ours, expression, &text);
+            prop_assert_eq!(split, found);
             prop_assert_eq!(ours.count(&text), theirs.count_ordinary(&text));
         }
     }
