@@ -10,7 +10,10 @@ pub(crate) const LETTER: u8 = 1;
 pub(crate) const NUMBER: u8 = 2;
 /// `\s`: Unicode white space.
 pub(crate) const SPACE: u8 = 4;
-// Bits 8 and 16: o200k_base's capital-like and small-like classes (see `build.rs`).
+/// `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`: o200k_base's capital-like class.
+pub(crate) const UPPER: u8 = 8;
+/// `[\p{Ll}\p{Lm}\p{Lo}\p{M}]`: o200k_base's small-like class.
+pub(crate) const LOWER: u8 = 16;
 
 /// The classes of `c`.
 pub(crate) fn of(c: char) -> u8 {
@@ -44,8 +47,6 @@ mod tests {
 
     #[test]
     fn the_classes_of_a_few_characters() {
-        const UPPER: u8 = 8;
-        const LOWER: u8 = 16;
         assert_eq!(of('a'), LETTER | LOWER);
         assert_eq!(of('Z'), LETTER | UPPER);
         assert_eq!(of('7'), NUMBER);

@@ -1,10 +1,10 @@
 //! Token counts in OpenAI's `cl100k_base` and `o200k_base` encodings, equal to tiktoken's
 //! (`count_ordinary`: special tokens are plain text), for keel's context accounting.
 //!
-//! The ranks are laid out at build time (see `build.rs`) as flat arrays inside the binary, so
-//! a process builds nothing at start and keeps in memory only the pages its texts touch.
-//! cl100k_base's pre-tokenizer is written by hand ([`pretokenize`]); o200k_base's is its
-//! regular expression, compiled on first use.
+//! The ranks are laid out at build time (see `build.rs`) as flat arrays inside the binary, and
+//! the pre-tokenizers are written by hand after the encodings' regular expressions
+//! ([`pretokenize`]), so a process builds nothing at start, not even a regex, and keeps in
+//! memory only the pages its texts touch.
 
 mod classes;
 mod hash;
@@ -12,16 +12,13 @@ mod merge;
 mod pretokenize;
 mod table;
 
-use std::sync::OnceLock;
-
-use fancy_regex::Regex;
-
 pub use table::{Rank, Table};
 
-/// cl100k_base's pre-tokenizer (OpenAI's `tiktoken`, as tiktoken-rs 0.12 spells it).
+/// cl100k_base's pre-tokenizer (OpenAI's `tiktoken`, as tiktoken-rs 0.12 spells it), which
+/// [`pretokenize`] follows.
 const CL100K_PATTERN: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
 
-/// o200k_base's pre-tokenizer.
+/// o200k_base's pre-tokenizer, which [`pretokenize`] follows.
 const O200K_PATTERN: &str = concat!(
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
     r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
@@ -45,15 +42,13 @@ macro_rules! table {
 static CL100K_BASE: Bpe = Bpe {
     table: table!("cl100k_base"),
     pattern: CL100K_PATTERN,
-    by_hand: true,
-    splitter: OnceLock::new(),
+    piece_end: pretokenize::cl100k_piece,
 };
 
 static O200K_BASE: Bpe = Bpe {
     table: table!("o200k_base"),
     pattern: O200K_PATTERN,
-    by_hand: false,
-    splitter: OnceLock::new(),
+    piece_end: pretokenize::o200k_piece,
 };
 
 /// A byte-pair encoding: its ranks and its pre-tokenizer.
@@ -61,10 +56,8 @@ pub struct Bpe {
     table: Table,
     /// The pre-tokenizer's regular expression.
     pattern: &'static str,
-    /// Whether [`pretokenize`] splits as the expression does (then the expression is never
-    /// compiled).
-    by_hand: bool,
-    splitter: OnceLock<Regex>,
+    /// Where the piece that starts at a byte of a text ends, as the expression would cut it.
+    piece_end: fn(&str, usize) -> usize,
 }
 
 impl Bpe {
@@ -89,45 +82,22 @@ impl Bpe {
         self.pattern
     }
 
-    /// Builds the pre-tokenizer now rather than at the first count (a few milliseconds for a
-    /// regular expression; nothing for one written by hand).
-    pub fn prepare(&self) {
-        if !self.by_hand {
-            self.splitter();
-        }
-    }
-
-    fn splitter(&self) -> &Regex {
-        // Both patterns are constants, compiled by every test of `tests/equivalence.rs`.
-        self.splitter
-            .get_or_init(|| Regex::new(self.pattern).expect("the encoding's pattern compiles"))
-    }
-
     /// Tokens in `text`.
     pub fn count(&self, text: &str) -> usize {
         let mut count = 0;
-        let whole = self.split(text, |piece| count += self.count_piece(piece.as_bytes()));
-        // The regex engine gave up (its backtracking limit): every byte left is at most one
-        // token, so the count stays an upper bound rather than failing.
-        count + (text.len() - whole)
+        self.split(text, |piece| count += self.count_piece(piece.as_bytes()));
+        count
     }
 
-    /// Calls `piece` with each pre-tokenized piece of `text`, in order, and answers how much of
-    /// the text they cover: all of it, unless the regular expression's engine gave up.
-    pub fn split<'t>(&self, text: &'t str, mut piece: impl FnMut(&'t str)) -> usize {
-        if self.by_hand {
-            pretokenize::cl100k(text, piece);
-            return text.len();
+    /// Calls `piece` with each pre-tokenized piece of `text`, in order: together they are the
+    /// whole text.
+    pub fn split<'t>(&self, text: &'t str, mut piece: impl FnMut(&'t str)) {
+        let mut start = 0;
+        while start < text.len() {
+            let end = (self.piece_end)(text, start);
+            piece(&text[start..end]);
+            start = end;
         }
-        let mut covered = 0;
-        for found in self.splitter().find_iter(text) {
-            let Ok(found) = found else {
-                break;
-            };
-            piece(found.as_str());
-            covered = found.end();
-        }
-        covered
     }
 
     /// Tokens in one pre-tokenized piece.

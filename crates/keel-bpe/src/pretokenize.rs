@@ -1,28 +1,14 @@
-//! cl100k_base's pre-tokenizer by hand: where its regular expression
-//!
-//! ```text
-//! '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s
-//! ```
-//!
-//! splits a text, found by one pass over its characters instead of a backtracking engine (and
-//! without the engine's per-thread caches, which threads counting at once contend for). Each
-//! branch below is one alternative of the expression, tried in its order; `tests/equivalence.rs`
-//! checks the pieces against the expression's on this repository's files and generated text.
+//! The encodings' pre-tokenizers by hand: where their regular expressions (`CL100K_PATTERN` and
+//! `O200K_PATTERN` in `lib.rs`) split a text, found by one pass over its characters instead of
+//! a backtracking engine (and without the engine's per-thread caches, which threads counting at
+//! once contend for). Each branch below is one alternative of an expression, tried in its order,
+//! with the expression's backtracking worked out; `tests/equivalence.rs` checks the pieces
+//! against the expressions' on this repository's files, generated text and every code point.
 
-use crate::classes::{self, LETTER, NUMBER, SPACE};
+use crate::classes::{self, LETTER, LOWER, NUMBER, SPACE, UPPER};
 
-/// Calls `piece` with each piece of `text`, in order; together they are the whole text.
-pub(crate) fn cl100k<'t>(text: &'t str, mut piece: impl FnMut(&'t str)) {
-    let mut start = 0;
-    while start < text.len() {
-        let end = cl100k_piece(text, start);
-        piece(&text[start..end]);
-        start = end;
-    }
-}
-
-/// Where the piece that starts at byte `i` (below the text's length) ends.
-fn cl100k_piece(text: &str, i: usize) -> usize {
+/// Where cl100k_base's piece that starts at byte `i` (below the text's length) ends.
+pub(crate) fn cl100k_piece(text: &str, i: usize) -> usize {
     let (c, class, len) = classes::at(text, i);
     // '(?i:[sdmt]|ll|ve|re)
     if c == '\''
@@ -43,36 +29,13 @@ fn cl100k_piece(text: &str, i: usize) -> usize {
     }
     // \p{N}{1,3}+
     if class & NUMBER != 0 {
-        let mut end = i + len;
-        for _ in 0..2 {
-            if end >= text.len() {
-                break;
-            }
-            let (_, class, len) = classes::at(text, end);
-            if class & NUMBER == 0 {
-                break;
-            }
-            end += len;
-        }
-        return end;
+        return numbers(text, i);
     }
-    //  ?[^\s\p{L}\p{N}]++[\r\n]*+ : the space is given back when no such character follows it.
-    let is_other = |class: u8| class & (SPACE | LETTER | NUMBER) == 0;
-    let mut first = i;
-    if c == ' ' && i + 1 < text.len() && is_other(classes::at(text, i + 1).1) {
-        first = i + 1;
-    }
-    if is_other(classes::at(text, first).1) {
-        let mut end = first;
-        while end < text.len() {
-            let (_, class, len) = classes::at(text, end);
-            if !is_other(class) {
-                break;
-            }
-            end += len;
-        }
+    //  ?[^\s\p{L}\p{N}]++[\r\n]*+
+    if let Some(end) = others(text, i, c) {
         let bytes = text.as_bytes();
-        while end < bytes.len() && (bytes[end] == b'\r' || bytes[end] == b'\n') {
+        let mut end = end;
+        while end < bytes.len() && matches!(bytes[end], b'\r' | b'\n') {
             end += 1;
         }
         return end;
@@ -83,20 +46,135 @@ fn cl100k_piece(text: &str, i: usize) -> usize {
     if spaces == text.len() {
         return spaces;
     }
-    // \s*[\r\n] : up to the run's last line break.
-    if let Some(last) = text[i..spaces].rfind(['\r', '\n']) {
-        return i + last + 1;
+    // \s*[\r\n]|\s+(?!\S)|\s
+    before_non_space(text, i, spaces).unwrap_or(i + len)
+}
+
+/// `\p{N}{1,3}` at byte `i`, where a number is: where it ends.
+fn numbers(text: &str, i: usize) -> usize {
+    let mut end = i;
+    for _ in 0..3 {
+        if end >= text.len() {
+            break;
+        }
+        let (_, class, len) = classes::at(text, end);
+        if class & NUMBER == 0 {
+            break;
+        }
+        end += len;
     }
-    // \s+(?!\S) : the run but its last character, which is followed by a non-space.
+    end
+}
+
+/// ` ?[^\s\p{L}\p{N}]+` at byte `i`, where `c` is: where its run of characters that are
+/// neither white space, letters nor numbers ends, if there is one. The space is given back
+/// when no such character follows it.
+fn others(text: &str, i: usize, c: char) -> Option<usize> {
+    let is_other = |class: u8| class & (SPACE | LETTER | NUMBER) == 0;
+    let mut first = i;
+    if c == ' ' && i + 1 < text.len() && is_other(classes::at(text, i + 1).1) {
+        first = i + 1;
+    }
+    if !is_other(classes::at(text, first).1) {
+        return None;
+    }
+    let mut end = first;
+    while end < text.len() {
+        let (_, class, len) = classes::at(text, end);
+        if !is_other(class) {
+            break;
+        }
+        end += len;
+    }
+    Some(end)
+}
+
+/// For the white space from byte `i` to `spaces`, which a non-space follows: `\s*[\r\n]`,
+/// up to the run's last line break; else `\s+(?!\S)`, the run but its last character; `None`
+/// for a run of one character and no line break.
+fn before_non_space(text: &str, i: usize, spaces: usize) -> Option<usize> {
+    if let Some(last) = text[i..spaces].rfind(['\r', '\n']) {
+        return Some(i + last + 1);
+    }
     let last = text[i..spaces]
         .char_indices()
         .next_back()
         .map_or(0, |(at, _)| at);
-    if last > 0 {
-        return i + last;
+    (last > 0).then_some(i + last)
+}
+
+/// Where o200k_base's piece that starts at byte `i` (below the text's length) ends:
+///
+/// ```text
+/// [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+/// |[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+/// |\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+/// ```
+///
+/// (`UPPER` and `LOWER` are the two bracketed letter classes.)
+pub(crate) fn o200k_piece(text: &str, i: usize) -> usize {
+    let (c, class, len) = classes::at(text, i);
+    // The two word branches start after an optional character that is neither a line break, a
+    // letter nor a number; with it first, then without.
+    let leading = c != '\r' && c != '\n' && class & (LETTER | NUMBER) == 0;
+    let starts = [leading.then_some(i + len), Some(i)];
+    // UPPER* LOWER+ : after the longest run of UPPER, a LOWER run; or, giving back UPPER
+    // characters, the last one that is also LOWER.
+    for j in starts.into_iter().flatten() {
+        let upper = run(text, j, UPPER);
+        let end = if upper < text.len() && classes::at(text, upper).1 & LOWER != 0 {
+            Some(run(text, upper, LOWER))
+        } else {
+            text[j..upper]
+                .char_indices()
+                .rev()
+                .find(|&(_, c)| classes::of(c) & LOWER != 0)
+                .map(|(at, c)| j + at + c.len_utf8())
+        };
+        if let Some(end) = end {
+            return end + suffix(text, end);
+        }
     }
-    // \s
-    i + len
+    // UPPER+ LOWER*
+    for j in starts.into_iter().flatten() {
+        let upper = run(text, j, UPPER);
+        if upper > j {
+            let end = run(text, upper, LOWER);
+            return end + suffix(text, end);
+        }
+    }
+    // \p{N}{1,3}
+    if class & NUMBER != 0 {
+        return numbers(text, i);
+    }
+    //  ?[^\s\p{L}\p{N}]+[\r\n/]*
+    if let Some(end) = others(text, i, c) {
+        let bytes = text.as_bytes();
+        let mut end = end;
+        while end < bytes.len() && matches!(bytes[end], b'\r' | b'\n' | b'/') {
+            end += 1;
+        }
+        return end;
+    }
+    // White space: \s*[\r\n]+ (before \s+(?!\S) here, so a run that ends the text stops at
+    // its last line break), \s+(?!\S), \s+.
+    let spaces = run(text, i, SPACE);
+    if let Some(last) = text[i..spaces].rfind(['\r', '\n']) {
+        return i + last + 1;
+    }
+    if spaces == text.len() {
+        return spaces;
+    }
+    before_non_space(text, i, spaces).unwrap_or(spaces)
+}
+
+/// The length of the contraction `(?i:'s|'t|'re|'ve|'m|'ll|'d)` at byte `i`, or 0.
+fn suffix(text: &str, i: usize) -> usize {
+    if text.as_bytes().get(i) == Some(&b'\'') {
+        contraction(text, i + 1).map_or(0, |end| end - i)
+    } else {
+        0
+    }
 }
 
 /// Where the characters of class `class` that start at byte `i` end.
@@ -127,11 +205,17 @@ fn contraction(text: &str, i: usize) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::Bpe;
 
     fn pieces(text: &str) -> Vec<&str> {
         let mut found = Vec::new();
-        cl100k(text, |piece| found.push(piece));
+        Bpe::cl100k_base().split(text, |piece| found.push(piece));
+        found
+    }
+
+    fn o200k_pieces(text: &str) -> Vec<&str> {
+        let mut found = Vec::new();
+        Bpe::o200k_base().split(text, |piece| found.push(piece));
         found
     }
 
@@ -148,5 +232,15 @@ mod tests {
         assert_eq!(pieces(" 1"), [" ", "1"]);
         assert_eq!(pieces("\r\nx"), ["\r\n", "x"]);
         assert_eq!(pieces(""), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn each_branch_of_o200k_bases_expression() {
+        assert_eq!(o200k_pieces("HelloWorld's"), ["Hello", "World's"]);
+        assert_eq!(o200k_pieces("ABCdef GHI"), ["ABCdef", " GHI"]);
+        assert_eq!(o200k_pieces("1234"), ["123", "4"]);
+        assert_eq!(o200k_pieces("a //x\n\n"), ["a", " //", "x", "\n\n"]);
+        assert_eq!(o200k_pieces("x  \n  "), ["x", "  \n", "  "]);
+        assert_eq!(o200k_pieces("x  y"), ["x", " ", " y"]);
     }
 }

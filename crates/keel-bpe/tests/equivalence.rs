@@ -39,8 +39,7 @@ fn both_pieces(
     text: &str,
 ) -> (Vec<String>, Vec<String>) {
     let mut split = Vec::new();
-    let covered = ours.split(text, |piece| split.push(piece.to_string()));
-    assert_eq!(covered, text.len());
+    ours.split(text, |piece| split.push(piece.to_string()));
     let found = expression
         .find_iter(text)
         .map(|found| found.unwrap().as_str().to_string())
@@ -138,22 +137,24 @@ fn hostile_shapes_count_the_same() {
     }
 }
 
-/// Every character after an apostrophe, alone and before itself and an `e`, and beside spaces,
-/// numbers and line breaks: the contractions fold case as Unicode does (`'ſ` is `'s`), and
-/// every class of character meets each branch of cl100k_base's expression (the one split by
-/// hand), a few thousand characters to a text.
+/// Every character after an apostrophe, alone and before itself and an `e`, beside spaces,
+/// numbers, line breaks, slashes and capital and small letters: the contractions fold case as
+/// Unicode does (`'ſ` is `'s`), and every class of character meets each branch of both
+/// expressions, a few thousand characters to a text.
 #[test]
 fn every_character_splits_the_same() {
-    let cl100k = Bpe::cl100k_base();
-    let expression = &expressions()[0];
     let characters: Vec<char> = (0..=0x10_FFFF).filter_map(char::from_u32).collect();
-    for chunk in characters.chunks(4096) {
-        let mut text = String::new();
-        for &c in chunk {
-            text.extend(['\'', c, ' ', '\'', c, c, 'e', c, '1', c, '\n', c]);
+    for ((ours, ..), expression) in encodings().into_iter().zip(expressions()) {
+        for chunk in characters.chunks(4096) {
+            let mut text = String::new();
+            for &c in chunk {
+                text.extend([
+                    '\'', c, ' ', '\'', c, c, 'e', c, '1', c, '\n', c, 'A', c, 'a', c, '/', ' ',
+                ]);
+            }
+            let (split, found) = both_pieces(ours, expression, &text);
+            assert!(split == found, "near {:?}", chunk[0]);
         }
-        let (split, found) = both_pieces(cl100k, expression, &text);
-        assert!(split == found, "near {:?}", chunk[0]);
     }
 }
 

@@ -60,12 +60,6 @@ impl Encoding {
         u32::try_from(self.bpe().count(text)).unwrap_or(u32::MAX)
     }
 
-    /// Builds what the first count would (the pre-tokenizer's regex, a few milliseconds), so a
-    /// caller can do it off the hot path.
-    pub fn prepare(self) {
-        self.bpe().prepare();
-    }
-
     fn bpe(self) -> &'static keel_bpe::Bpe {
         match self {
             Encoding::Cl100kBase => keel_bpe::Bpe::cl100k_base(),

@@ -22,28 +22,6 @@ pub fn load_settings(
     keel_config::assembly::load_settings(config_file, home, &flags.overrides())
 }
 
-/// Prepares the tokenizer a run will count with, on a thread of its own: its ranks are tables in
-/// the binary, but its pre-tokenizing regex is compiled on first use (a few milliseconds), which
-/// overlaps this way with opening the store instead of delaying the first model call. The first
-/// count waits for it if it is not ready yet (it is built once per process). Settings that do
-/// not read prepare nothing here: the command reports that error itself.
-pub fn preload_tokenizer(config_file: Option<&Path>, home: &Path, flags: &crate::cli::AgentArgs) {
-    let config_file = config_file.map(Path::to_path_buf);
-    let home = home.to_path_buf();
-    let overrides = flags.overrides();
-    // Failing to start the thread only loses the head start.
-    let _ = std::thread::Builder::new()
-        .name("keel-tokenizer".into())
-        .spawn(move || {
-            let Ok(configured) =
-                keel_config::assembly::load_settings(config_file.as_deref(), &home, &overrides)
-            else {
-                return;
-            };
-            keel_core::tokens::Encoding::for_model(&configured.settings.model).prepare();
-        });
-}
-
 /// Opens the SQLite store at `$KEEL_HOME/keel.db`, to be closed by [`close_stores`].
 pub async fn open_store(home: &Path) -> anyhow::Result<Arc<dyn Store>> {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&home.join("keel.db")).await?);
