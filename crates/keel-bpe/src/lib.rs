@@ -42,13 +42,13 @@ macro_rules! table {
 static CL100K_BASE: Bpe = Bpe {
     table: table!("cl100k_base"),
     pattern: CL100K_PATTERN,
-    piece_end: pretokenize::cl100k_piece,
+    pretokenizer: Pretokenizer::Cl100k,
 };
 
 static O200K_BASE: Bpe = Bpe {
     table: table!("o200k_base"),
     pattern: O200K_PATTERN,
-    piece_end: pretokenize::o200k_piece,
+    pretokenizer: Pretokenizer::O200k,
 };
 
 /// A byte-pair encoding: its ranks and its pre-tokenizer.
@@ -56,8 +56,14 @@ pub struct Bpe {
     table: Table,
     /// The pre-tokenizer's regular expression.
     pattern: &'static str,
-    /// Where the piece that starts at a byte of a text ends, as the expression would cut it.
-    piece_end: fn(&str, usize) -> usize,
+    pretokenizer: Pretokenizer,
+}
+
+/// Which of [`pretokenize`]'s pre-tokenizers cuts an encoding's texts (a name rather than a
+/// function pointer, so each inlines into its loop).
+enum Pretokenizer {
+    Cl100k,
+    O200k,
 }
 
 impl Bpe {
@@ -91,12 +97,10 @@ impl Bpe {
 
     /// Calls `piece` with each pre-tokenized piece of `text`, in order: together they are the
     /// whole text.
-    pub fn split<'t>(&self, text: &'t str, mut piece: impl FnMut(&'t str)) {
-        let mut start = 0;
-        while start < text.len() {
-            let end = (self.piece_end)(text, start);
-            piece(&text[start..end]);
-            start = end;
+    pub fn split<'t>(&self, text: &'t str, piece: impl FnMut(&'t str)) {
+        match self.pretokenizer {
+            Pretokenizer::Cl100k => split_by(text, pretokenize::cl100k_piece, piece),
+            Pretokenizer::O200k => split_by(text, pretokenize::o200k_piece, piece),
         }
     }
 
@@ -107,5 +111,20 @@ impl Bpe {
         } else {
             merge::count(&self.table, piece)
         }
+    }
+}
+
+/// Calls `piece` with each piece of `text`, where `piece_end` says the piece at a byte ends.
+#[inline(always)]
+fn split_by<'t>(
+    text: &'t str,
+    piece_end: impl Fn(&str, usize) -> usize,
+    mut piece: impl FnMut(&'t str),
+) {
+    let mut start = 0;
+    while start < text.len() {
+        let end = piece_end(text, start);
+        piece(&text[start..end]);
+        start = end;
     }
 }
