@@ -128,6 +128,14 @@ fn hostile_shapes_count_the_same() {
         "aGVsbG8gd29ybGQ=".repeat(800),
         "/usr/local/bin/../lib/x86_64-linux-gnu/".repeat(100),
         "\u{feff}\u{200b}\u{200d}\u{2060}".repeat(100),
+        // o200k_base's capital and small classes overlap (modifier letters, other letters,
+        // marks): long capital runs that give characters back, marks alone, title case.
+        format!("\u{2b0}{}!", "A".repeat(20_000)),
+        "A\u{2b0}".repeat(5_000),
+        format!("A\u{2b0}{}", "A".repeat(20_000)),
+        "\u{301}".repeat(5_000),
+        "\u{1c5}\u{1c5}a ".repeat(2_000),
+        "'S'LL 'Ve'ſ'ﬅ".repeat(300),
     ];
     for shape in shapes {
         assert_same(
