@@ -464,41 +464,43 @@ pub(crate) fn decode_tool_call(row: &SqliteRow) -> Result<ToolCallRecord, StoreE
     })
 }
 
-/// Decodes a row of `SELECT seq, events, payload FROM run_events` of run `run_id` into its
-/// events, each with its number, and adds those numbered above `after` to `into`. The payload
-/// holds one event's JSON per line, as many lines as `events` says
+/// Decodes the rows of `SELECT seq, events, payload FROM run_events` of run `run_id`, in
+/// order, into their events numbered above `after`, each with its number. A row's payload holds
+/// one event's JSON per line, as many lines as `events` says
 /// (`migrations/0020_events_per_commit.sql`).
 pub(crate) fn decode_events(
-    row: &SqliteRow,
+    rows: &[SqliteRow],
     run_id: &str,
     after: i64,
-    into: &mut Vec<(u64, Event)>,
-) -> Result<(), StoreError> {
-    let seq: i64 = column(row, "seq", Place::Run(run_id))?;
-    let count: i64 = column(row, "events", Place::Event(run_id, seq))?;
-    let payload: &str = column(row, "payload", Place::Event(run_id, seq))?;
-    let mut lines = 0i64;
-    for (i, line) in payload.split('\n').enumerate() {
-        let number = seq.saturating_add(i as i64);
-        lines += 1;
-        if number <= after {
-            continue;
+) -> Result<Vec<(u64, Event)>, StoreError> {
+    let mut events = Vec::with_capacity(rows.len() * 4);
+    for row in rows {
+        let seq: i64 = column(row, "seq", Place::Run(run_id))?;
+        let count: i64 = column(row, "events", Place::Event(run_id, seq))?;
+        let payload: &str = column(row, "payload", Place::Event(run_id, seq))?;
+        let mut lines = 0i64;
+        for (i, line) in payload.split('\n').enumerate() {
+            let number = seq.saturating_add(i as i64);
+            lines += 1;
+            if number <= after {
+                continue;
+            }
+            let event = serde_json::from_str(line).map_err(|e| {
+                corrupt(
+                    Place::Event(run_id, number),
+                    format_args!("payload: bad JSON: {e}"),
+                )
+            })?;
+            events.push((u64::try_from(number).unwrap_or(0), event));
         }
-        let event = serde_json::from_str(line).map_err(|e| {
-            corrupt(
-                Place::Event(run_id, number),
-                format_args!("payload: bad JSON: {e}"),
-            )
-        })?;
-        into.push((u64::try_from(number).unwrap_or(0), event));
+        if lines != count {
+            return Err(corrupt(
+                Place::Event(run_id, seq),
+                format_args!("payload: {lines} events where the row says {count}"),
+            ));
+        }
     }
-    if lines != count {
-        return Err(corrupt(
-            Place::Event(run_id, seq),
-            format_args!("payload: {lines} events where the row says {count}"),
-        ));
-    }
-    Ok(())
+    Ok(events)
 }
 
 /// Decodes a row of `SELECT journal FROM journals` of session `session_id`.

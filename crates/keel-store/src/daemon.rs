@@ -223,12 +223,7 @@ pub(crate) async fn events_after(
         .fetch_all(&mut *conns.reader().await?)
         .await
         .or_backend(|| format!("cannot read the events of run `{run_id}`"))?;
-    let after = i64::try_from(after).unwrap_or(i64::MAX);
-    let mut events = Vec::with_capacity(rows.len() * 4);
-    for row in &rows {
-        codec::decode_events(row, run_id, after, &mut events)?;
-    }
-    Ok(events)
+    codec::decode_events(&rows, run_id, i64::try_from(after).unwrap_or(i64::MAX))
 }
 
 /// Queues a run (see [`keel_core::Store::enqueue_run`]).

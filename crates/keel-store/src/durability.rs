@@ -251,10 +251,7 @@ pub(crate) async fn events(
         .fetch_all(reader)
         .await
         .or_backend(|| format!("cannot read the events of run `{run_id}`"))?;
-    let mut events = Vec::with_capacity(rows.len() * 4);
-    for row in &rows {
-        codec::decode_events(row, run_id, 0, &mut events)?;
-    }
+    let events = codec::decode_events(&rows, run_id, 0)?;
     Ok(events.into_iter().map(|(_, event)| event).collect())
 }
 

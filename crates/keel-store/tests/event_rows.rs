@@ -58,9 +58,8 @@ fn events_with_newlines() -> Vec<Event> {
 
 #[tokio::test]
 async fn a_commits_events_are_one_row_and_read_back_from_any_event() {
-    let dir = tempfile::tempdir().unwrap();
+    let (store, dir) = common::sqlite_file().await;
     let path = dir.path().join("keel.db");
-    let store = SqliteStore::open(&path).await.unwrap();
     let events = events_with_newlines();
     let n = events.len();
     assert!(n >= 7, "{n}");
@@ -107,9 +106,8 @@ async fn a_commits_events_are_one_row_and_read_back_from_any_event() {
 
 #[tokio::test]
 async fn rows_of_one_event_each_as_before_version_20_read_the_same() {
-    let dir = tempfile::tempdir().unwrap();
+    let (store, dir) = common::sqlite_file().await;
     let path = dir.path().join("keel.db");
-    let store = SqliteStore::open(&path).await.unwrap();
     let events = events_with_newlines();
     // A first commit makes the run; the rest are written the way version 4 to 19 wrote them:
     // one row per event, with no `events` column (its default).
@@ -146,9 +144,8 @@ async fn rows_of_one_event_each_as_before_version_20_read_the_same() {
 
 #[tokio::test]
 async fn a_row_whose_lines_and_count_disagree_is_corrupt_not_read_short() {
-    let dir = tempfile::tempdir().unwrap();
+    let (store, dir) = common::sqlite_file().await;
     let path = dir.path().join("keel.db");
-    let store = SqliteStore::open(&path).await.unwrap();
     let events = events_with_newlines();
     commit_in_groups(&store, &events[..3], &[3]).await;
     let conn = rusqlite::Connection::open(&path).unwrap();
