@@ -33,12 +33,7 @@ pub(crate) fn cl100k_piece(text: &str, i: usize) -> usize {
     }
     //  ?[^\s\p{L}\p{N}]++[\r\n]*+
     if let Some(end) = others(text, i, c) {
-        let bytes = text.as_bytes();
-        let mut end = end;
-        while end < bytes.len() && matches!(bytes[end], b'\r' | b'\n') {
-            end += 1;
-        }
-        return end;
+        return past(text, end, b"\r\n");
     }
     // White space from here on: every character is a letter, a number, white space or other.
     let spaces = run(text, i, SPACE);
@@ -89,6 +84,12 @@ fn others(text: &str, i: usize, c: char) -> Option<usize> {
     Some(end)
 }
 
+/// Where the bytes from `end` that are among `these` (ASCII) end.
+fn past(text: &str, end: usize, these: &[u8]) -> usize {
+    let rest = &text.as_bytes()[end..];
+    end + rest.iter().take_while(|byte| these.contains(byte)).count()
+}
+
 /// For the white space from byte `i` to `spaces`, which a non-space follows: `\s*[\r\n]`,
 /// up to the run's last line break; else `\s+(?!\S)`, the run but its last character; `None`
 /// for a run of one character and no line break.
@@ -117,11 +118,11 @@ pub(crate) fn o200k_piece(text: &str, i: usize) -> usize {
     // The two word branches start after an optional character that is neither a line break, a
     // letter nor a number; with it first, then without.
     let leading = c != '\r' && c != '\n' && class & (LETTER | NUMBER) == 0;
-    let starts = [leading.then_some(i + len), Some(i)];
+    // Each start, and where the run of UPPER from it ends.
+    let starts = [leading.then_some(i + len), Some(i)].map(|j| j.map(|j| (j, run(text, j, UPPER))));
     // UPPER* LOWER+ : after the longest run of UPPER, a LOWER run; or, giving back UPPER
     // characters, the last one that is also LOWER.
-    for j in starts.into_iter().flatten() {
-        let upper = run(text, j, UPPER);
+    for (j, upper) in starts.into_iter().flatten() {
         let end = if upper < text.len() && classes::at(text, upper).1 & LOWER != 0 {
             Some(run(text, upper, LOWER))
         } else {
@@ -136,8 +137,7 @@ pub(crate) fn o200k_piece(text: &str, i: usize) -> usize {
         }
     }
     // UPPER+ LOWER*
-    for j in starts.into_iter().flatten() {
-        let upper = run(text, j, UPPER);
+    for (j, upper) in starts.into_iter().flatten() {
         if upper > j {
             let end = run(text, upper, LOWER);
             return end + suffix(text, end);
@@ -149,12 +149,7 @@ pub(crate) fn o200k_piece(text: &str, i: usize) -> usize {
     }
     //  ?[^\s\p{L}\p{N}]+[\r\n/]*
     if let Some(end) = others(text, i, c) {
-        let bytes = text.as_bytes();
-        let mut end = end;
-        while end < bytes.len() && matches!(bytes[end], b'\r' | b'\n' | b'/') {
-            end += 1;
-        }
-        return end;
+        return past(text, end, b"\r\n/");
     }
     // White space: \s*[\r\n]+ (before \s+(?!\S) here, so a run that ends the text stops at
     // its last line break), \s+(?!\S), \s+.
