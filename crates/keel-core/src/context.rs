@@ -287,11 +287,11 @@ pub fn sent_share(window: u32, calls: usize) -> usize {
 /// a short JSON object that says so, so every API still gets valid JSON. The stored message
 /// stays whole; the call ran with its full arguments.
 pub fn clip_for_request(message: &Message, limit: usize) -> Option<Message> {
-    let long_result = message.role == Role::Tool && message.content.chars().nth(limit).is_some();
+    let long_result = message.role == Role::Tool && over_chars(&message.content, limit);
     let long_call = message
         .tool_calls
         .iter()
-        .any(|call| call.arguments.chars().nth(limit).is_some());
+        .any(|call| over_chars(&call.arguments, limit));
     if !long_result && !long_call {
         return None;
     }
@@ -315,6 +315,13 @@ pub fn clip_for_request(message: &Message, limit: usize) -> Option<Message> {
         }
     }
     Some(sent)
+}
+
+/// True when `text` has more than `limit` characters. A text of at most `limit` bytes cannot
+/// (a character takes at least one byte), so most texts are never walked: each request asks
+/// this of every message it carries.
+fn over_chars(text: &str, limit: usize) -> bool {
+    text.len() > limit && text.chars().nth(limit).is_some()
 }
 
 /// `text` cut to `max` characters with an ellipsis.

@@ -164,7 +164,10 @@ pub struct LoopGuard {
     config: GuardConfig,
     #[serde(skip_serializing_if = "VecDeque::is_empty")]
     recent: VecDeque<CallRecord>,
-    #[serde(skip_serializing_if = "HashSet::is_empty")]
+    /// Hashes of the results seen so far. Not in checkpoints, which would grow with every
+    /// result: a restored run gives them back ([`LoopGuard::learns`]); checkpoints written
+    /// before 2026-11-27 listed them, which a restore still reads.
+    #[serde(skip_serializing)]
     seen_results: HashSet<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     last_batch: Option<u64>,
@@ -197,6 +200,12 @@ impl LoopGuard {
         self.level
     }
 
+    /// Remembers a result; true when it is new: a successful, non-empty result not seen before
+    /// in this run. A restored run calls it for each of its results, in order.
+    pub fn learns(&mut self, ok: bool, content: &str) -> bool {
+        ok && !content.trim().is_empty() && self.seen_results.insert(hash(content))
+    }
+
     /// Observes a finished tool batch; returns what it shows, if anything.
     pub fn observe_batch(
         &mut self,
@@ -208,9 +217,7 @@ impl LoopGuard {
             let signature = signature(call);
             signature.hash(&mut batch);
             let result = results.iter().find(|r| r.call_id == call.id);
-            let learned = result.is_some_and(|r| {
-                r.ok && !r.content.trim().is_empty() && self.seen_results.insert(hash(&r.content))
-            });
+            let learned = result.is_some_and(|r| self.learns(r.ok, &r.content));
             self.recent.push_back(CallRecord {
                 name: call.name.clone(),
                 signature,

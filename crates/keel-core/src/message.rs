@@ -111,6 +111,10 @@ pub struct MessageMeta {
     /// The cached token count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<TokenCount>,
+    /// For a tool result: the call failed (an error, a refusal, a timeout). A restored run
+    /// rebuilds its call reports and its loop guard's memory from its results and this mark.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failed: bool,
 }
 
 /// One message of a conversation.

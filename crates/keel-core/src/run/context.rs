@@ -124,12 +124,13 @@ impl Run {
     /// The messages the model sees: the summary, then the verbatim part, with oversized
     /// arguments and results cut (see [`context::clip_for_request`]).
     pub(super) fn context_messages(&self) -> Vec<Message> {
+        let window = self.first_window();
         let summary = self.summary_index.map(|i| self.messages[i].clone());
         summary
             .into_iter()
             .chain(self.verbatim().map(|i| {
                 let message = &self.messages[i];
-                let limit = self.sent_limit(i, message);
+                let limit = context::sent_share(window, self.calls_sharing(i, message));
                 context::clip_for_request(message, limit).unwrap_or_else(|| message.clone())
             }))
             .collect()
@@ -148,16 +149,25 @@ impl Run {
     /// at `index`: its answer's share of the run's window. The run's first model sets the
     /// window, so the count taken at [`Run::push`] and the request always agree.
     pub(super) fn sent_limit(&self, index: usize, message: &Message) -> usize {
-        let calls = match message.role {
+        context::sent_share(self.first_window(), self.calls_sharing(index, message))
+    }
+
+    /// How many calls share the window with `message` at `index`: its own calls, or for a tool
+    /// result the calls of the answer it belongs to.
+    fn calls_sharing(&self, index: usize, message: &Message) -> usize {
+        match message.role {
             Role::Tool => self.messages[..index]
                 .iter()
                 .rev()
                 .find(|m| m.role != Role::Tool)
                 .map_or(1, |m| m.tool_calls.len()),
             _ => message.tool_calls.len(),
-        };
-        let window = self.settings.context.window_for(&self.settings.model);
-        context::sent_share(window, calls)
+        }
+    }
+
+    /// The run's first model's window, which sets what each message may carry.
+    fn first_window(&self) -> u32 {
+        self.settings.context.window_for(&self.settings.model)
     }
 
     /// Estimated tokens of the next request (before ephemeral layers).

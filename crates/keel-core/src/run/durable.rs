@@ -8,11 +8,11 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{Run, Step, ToolResult};
+use super::{Run, Step, ToolCallReport, ToolResult};
 use crate::checkpoint::{Boundary, Checkpoint};
 use crate::event::EventKind;
 use crate::journal::Journal;
-use crate::message::ToolCall;
+use crate::message::{Role, ToolCall};
 use crate::run_settings::RunSettings;
 use crate::state::{AgentState, ErrorReason};
 use crate::store::StoredMessage;
@@ -279,31 +279,56 @@ impl Run {
         }
         run.seqs = stored.iter().map(|m| m.seq).collect();
         run.next_seq = checkpoint.persisted + 1;
+        let mut own_results = Vec::new();
         for stored in stored {
             let mut message = stored.message;
+            if message.role == Role::Tool && stored.run_id.as_deref() == Some(run.id.as_str()) {
+                own_results.push(run.messages.len());
+            }
             let count = run.count_sent(&mut message);
             run.messages.push(message);
             run.counts.push(count);
         }
         run.persisted = run.messages.len();
         run.events = Vec::new();
-        run.fill_call_reports();
+        run.rebuild_calls(&own_results);
         Ok(run)
     }
 
-    /// Gives the restored call reports their arguments and outputs from the messages.
-    fn fill_call_reports(&mut self) {
-        for report in &mut self.tool_calls {
-            for message in &self.messages {
-                if let Some(call) = message.tool_calls.iter().find(|c| c.id == report.id) {
-                    report.arguments = serde_json::from_str(&call.arguments)
-                        .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
-                }
-                if message.tool_call_id.as_deref() == Some(report.id.as_str()) {
-                    report.output = message.content.clone();
-                }
-            }
+    /// Rebuilds the run's call reports and its loop guard's memory of results from its own
+    /// tool results (at `results`, in order) and the calls they answer: what checkpoints leave
+    /// out so that they do not grow with the run. A checkpoint from before that listed each
+    /// call's success, which wins over the result's mark (older results have none).
+    fn rebuild_calls(&mut self, results: &[usize]) {
+        let listed: std::collections::HashMap<String, bool> = std::mem::take(&mut self.tool_calls)
+            .into_iter()
+            .map(|report| (report.id, report.ok))
+            .collect();
+        let mut reports = Vec::with_capacity(results.len());
+        for &at in results {
+            let result = &self.messages[at];
+            let Some(id) = result.tool_call_id.as_deref() else {
+                continue;
+            };
+            let call = self.messages[..at]
+                .iter()
+                .rev()
+                .flat_map(|m| m.tool_calls.iter())
+                .find(|call| call.id == id);
+            let ok = listed.get(id).copied().unwrap_or(!result.meta.failed);
+            self.guard.learns(ok, &result.content);
+            reports.push(ToolCallReport {
+                id: id.to_string(),
+                name: call.map(|c| c.name.clone()).unwrap_or_default(),
+                arguments: call.map_or(serde_json::Value::Null, |c| {
+                    serde_json::from_str(&c.arguments)
+                        .unwrap_or_else(|_| serde_json::Value::String(c.arguments.clone()))
+                }),
+                ok,
+                output: result.content.clone(),
+            });
         }
+        self.tool_calls = reports;
     }
 
     /// The step a restored run owes, rebuilt from its state.
@@ -441,31 +466,17 @@ impl Run {
 }
 
 /// Tool-call reports in a checkpoint: (id, name, ok) only.
+/// The (id, name, ok) list of tool calls that checkpoints written before 2026-11-27 held.
 pub(super) mod compact_calls {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde::{Deserialize, Deserializer};
 
     use crate::run::ToolCallReport;
-
-    #[derive(Serialize)]
-    struct CompactRef<'a> {
-        id: &'a str,
-        name: &'a str,
-        ok: bool,
-    }
 
     #[derive(Deserialize)]
     struct Compact {
         id: String,
         name: String,
         ok: bool,
-    }
-
-    pub fn serialize<S: Serializer>(calls: &[ToolCallReport], s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(calls.iter().map(|c| CompactRef {
-            id: &c.id,
-            name: &c.name,
-            ok: c.ok,
-        }))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ToolCallReport>, D::Error> {

@@ -62,7 +62,7 @@ fn stored(run: &Run) -> Vec<StoredMessage> {
         .enumerate()
         .map(|(i, message)| StoredMessage {
             seq: i as u64 + 1,
-            run_id: None,
+            run_id: Some(run.id().to_string()),
             created_at: DateTime::from_timestamp(0, 0).unwrap(),
             message: message.clone(),
         })
@@ -567,4 +567,87 @@ fn a_bad_clarify_call_is_answered_with_the_reason_and_asks_nothing() {
             .iter()
             .any(|t| t.name == CLARIFY && t.interactive)
     );
+}
+
+#[test]
+fn checkpoints_do_not_grow_with_calls_and_a_restore_rebuilds_them_from_the_runs_own_results() {
+    // The session's history holds another run's call and result: not this run's.
+    let history = vec![
+        Message::user("earlier"),
+        Message::assistant_with_calls(
+            "",
+            vec![ToolCall {
+                id: "x0".into(),
+                name: "append".into(),
+                arguments: "{}".into(),
+            }],
+        ),
+        Message::tool_result("x0", "line 1"),
+        Message::assistant("ok"),
+    ];
+    let mut settings = RunSettings::new("p", "m");
+    settings.max_iterations = 100;
+    let mut run = Run::new(
+        "r1",
+        "s1",
+        settings,
+        vec![ToolSpec::new(
+            "append",
+            "appends",
+            json!({"type": "object"}),
+        )],
+        Run::history(history),
+        Message::user("append forty times"),
+        DateTime::from_timestamp(0, 0).unwrap(),
+    );
+    run.start();
+    let now = DateTime::from_timestamp(8, 0).unwrap();
+    let mut sizes = Vec::new();
+    let mut frame = None;
+    for i in 0..40u32 {
+        let id = format!("c{i}");
+        run.on_model_result(Ok(calls(&[(&id, "append", json!({"n": i}))])));
+        let result = if i % 3 == 0 {
+            ToolResult {
+                call_id: id,
+                ok: false,
+                content: format!("Error: disk full {i}"),
+            }
+        } else {
+            ok(&id, &format!("line {i}"))
+        };
+        run.on_tool_results(vec![result]);
+        let checkpoint = run.checkpoint(i + 1, now).unwrap();
+        frame = frame.or(checkpoint.frame);
+        sizes.push(checkpoint.state.len());
+    }
+    // Only counters and the guard's bounded window change; no list of calls or results.
+    assert!(sizes[39] <= sizes[9] + 16, "{sizes:?}");
+
+    let mut stored = stored(&run);
+    for message in &mut stored[..4] {
+        message.run_id = Some("r0".into());
+    }
+    let checkpoint = Checkpoint {
+        frame,
+        ..run.checkpoint(41, now).unwrap()
+    };
+    let mut restored = Run::restore(&checkpoint, stored).unwrap();
+    assert_eq!(restored.tool_calls(), run.tool_calls());
+    assert_eq!(restored.tool_calls().len(), 40);
+    assert!(!restored.tool_calls()[0].ok && restored.tool_calls()[1].ok);
+    assert_eq!(restored.tool_calls()[1].arguments, json!({"n": 1}));
+    assert_eq!(restored.tool_calls()[1].output, "line 1");
+    // The guard remembers the run's successful results (another run's "line 1" was never
+    // this run's, but this run saw it too), and not its failures.
+    for (text, new) in [
+        ("line 2", false),
+        ("line 38", false),
+        ("line 39", true),
+        ("Error: disk full 3", true),
+    ] {
+        assert_eq!(restored.guard.learns(true, text), new, "{text}");
+        assert_eq!(run.guard.learns(true, text), new, "{text}");
+    }
+    assert_eq!(restored.resume(), run.resume());
 }

@@ -184,12 +184,13 @@ pub struct Run {
     known_facts: String,
     #[serde(skip)]
     recalled: Option<serde_json::Value>,
-    /// Every tool call of the run. Checkpoints keep only (id, name, ok); a restore reads
-    /// arguments and outputs back from the messages.
+    /// Every tool call of the run. Not in checkpoints, which would grow with every call: a
+    /// restore rebuilds them from the run's tool results (see [`Run::restore`]). Checkpoints
+    /// written before 2026-11-27 listed (id, name, ok), which a restore still reads.
     #[serde(
         default,
-        with = "durable::compact_calls",
-        skip_serializing_if = "Vec::is_empty"
+        deserialize_with = "durable::compact_calls::deserialize",
+        skip_serializing
     )]
     tool_calls: Vec<ToolCallReport>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -569,10 +570,9 @@ impl Run {
                 ok: result.ok,
                 output: result.content.clone(),
             });
-            self.push(Message::tool_result(
-                call.id.clone(),
-                result.content.clone(),
-            ));
+            let mut message = Message::tool_result(call.id.clone(), result.content.clone());
+            message.meta.failed = !result.ok;
+            self.push(message);
             ordered.push(result);
         }
         self.state = AgentState::Running;
