@@ -387,13 +387,26 @@ impl Run {
         self.remember(step)
     }
 
+    /// True when one of `calls` has the id of another of them or of a call in the history.
+    /// Asked of every answer, so it compares ids in place and builds no set: ids almost never
+    /// repeat, and the set of the whole history is built only when one does.
+    fn repeats_a_call_id(&self, calls: &[ToolCall]) -> bool {
+        calls.iter().enumerate().any(|(i, call)| {
+            calls[..i].iter().any(|other| other.id == call.id)
+                || self
+                    .messages
+                    .iter()
+                    .any(|m| m.tool_calls.iter().any(|c| c.id == call.id))
+        })
+    }
+
     fn on_answer(&mut self, response: ChatResponse) -> Step {
         self.retries = 0;
         self.charge(&response);
         self.model_used = Some(response.model.clone());
         let mut message = response.message;
         message.role = Role::Assistant;
-        if !message.tool_calls.is_empty() {
+        if self.repeats_a_call_id(&message.tool_calls) {
             // One id per call before anything runs: two calls sharing an id (in this answer or
             // with an earlier one) would share a result and an envelope row.
             let mut used = self
