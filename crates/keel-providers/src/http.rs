@@ -14,7 +14,7 @@ use futures::{Stream, StreamExt};
 use keel_core::{
     ChatRequest, ChatResponse, DeltaSink, ProviderError, ProviderErrorKind, StreamDelta,
 };
-use reqwest::header::CONTENT_TYPE;
+use reqwest::header::{CONTENT_TYPE, HeaderValue};
 use reqwest::{RequestBuilder, Response, Url};
 
 use crate::classify::{classify_http_error, describe_text_body};
@@ -88,6 +88,21 @@ pub(crate) enum Stage {
     Body,
     /// Reading an event stream.
     Stream,
+}
+
+/// A request body as JSON bytes.
+pub(crate) fn json_bytes(body: &impl serde::Serialize) -> Vec<u8> {
+    // Cannot fail: writing into a Vec does no I/O, every map of a request body has string keys,
+    // and serde_json writes a non-finite float as `null` instead of failing.
+    serde_json::to_vec(body).expect("a request body always serializes")
+}
+
+/// `request` with `body` (already serialized JSON) as its body, marked `application/json`:
+/// what `RequestBuilder::json` does, without serializing again.
+pub(crate) fn with_json_body(request: RequestBuilder, body: Vec<u8>) -> RequestBuilder {
+    request
+        .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+        .body(body)
 }
 
 /// Sends `request`; a non-success status becomes a classified error (its body read in full).

@@ -150,22 +150,28 @@ impl Anthropic {
         &self.endpoint
     }
 
+    /// The JSON body this adapter sends for `request`.
+    pub fn request_body(&self, request: &ChatRequest) -> Vec<u8> {
+        let options = BodyOptions {
+            default_max_tokens: self.config.default_max_tokens,
+            prompt_caching: self.config.prompt_caching,
+        };
+        http::json_bytes(&build_request_body(request, options))
+    }
+
     /// One call, without the stream's final `Finished` delta.
     async fn call(
         &self,
         request: &ChatRequest,
         sink: &dyn DeltaSink,
     ) -> Result<ChatResponse, ProviderError> {
-        let options = BodyOptions {
-            default_max_tokens: self.config.default_max_tokens,
-            prompt_caching: self.config.prompt_caching,
-        };
-        let body = build_request_body(request, options);
-        let mut http_request = self
-            .client
-            .post(&self.endpoint)
-            .header("anthropic-version", &self.config.version)
-            .json(&body);
+        let body = self.request_body(request);
+        let mut http_request = http::with_json_body(
+            self.client
+                .post(&self.endpoint)
+                .header("anthropic-version", &self.config.version),
+            body,
+        );
         if let Some(key) = &self.config.api_key {
             http_request = http_request.header("x-api-key", key);
         }

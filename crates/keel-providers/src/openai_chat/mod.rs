@@ -119,14 +119,19 @@ impl OpenAiChat {
         &self.config
     }
 
+    /// The JSON body this adapter sends for `request`.
+    pub fn request_body(&self, request: &ChatRequest) -> Vec<u8> {
+        http::json_bytes(&build_request_body(request, self.token_limit))
+    }
+
     /// One call, without the stream's final `Finished` delta.
     async fn call(
         &self,
         request: &ChatRequest,
         sink: &dyn DeltaSink,
     ) -> Result<ChatResponse, ProviderError> {
-        let body = build_request_body(request, self.token_limit);
-        let mut http_request = self.client.post(&self.endpoint).json(&body);
+        let body = self.request_body(request);
+        let mut http_request = http::with_json_body(self.client.post(&self.endpoint), body);
         if let Some(key) = &self.config.api_key {
             http_request = http_request.bearer_auth(key);
         }

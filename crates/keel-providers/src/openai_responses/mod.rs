@@ -116,14 +116,19 @@ impl OpenAiResponses {
         Ok(answer)
     }
 
+    /// The JSON body this adapter sends for `request`, with encrypted reasoning or without.
+    pub fn request_body(&self, request: &ChatRequest, reasoning: EncryptedReasoning) -> Vec<u8> {
+        http::json_bytes(&build_request_body(request, reasoning))
+    }
+
     /// Sends the request; a non-success status comes back as a classified error.
     async fn send(
         &self,
         request: &ChatRequest,
         reasoning: EncryptedReasoning,
     ) -> Result<reqwest::Response, ProviderError> {
-        let body = build_request_body(request, reasoning);
-        let mut http_request = self.client.post(&self.endpoint).json(&body);
+        let body = self.request_body(request, reasoning);
+        let mut http_request = http::with_json_body(self.client.post(&self.endpoint), body);
         if let Some(key) = &self.config.api_key {
             http_request = http_request.bearer_auth(key);
         }
