@@ -4,7 +4,8 @@
 //! with 20 tools whose JSON schemas have a few properties each.
 //!
 //! The same request (the same `Arc` of tools) goes to the adapter on every iteration, as every
-//! call of one run sends the same tool list. Each body is checked once to parse as JSON and to
+//! call of one run sends the same tool list: after the first, the tools' JSON comes from the
+//! adapter's cache and only the messages are written. Each body is checked once to parse as JSON and to
 //! hold the 20 tools before anything is measured.
 //!
 //! Group `request_body`, one case per adapter; criterion's throughput line is bytes of body

@@ -108,16 +108,12 @@ impl fmt::Display for Api {
     }
 }
 
-/// Adds `temperature` to a request body when the caller set one (the same key in all three
-/// APIs), rounded to three decimals so `0.2` goes out as `0.2`, not its `f32` expansion.
-pub(crate) fn insert_temperature(
-    body: &mut serde_json::Map<String, serde_json::Value>,
-    request: &keel_core::ChatRequest,
-) {
-    if let Some(temperature) = request.temperature {
-        let rounded = (f64::from(temperature) * 1000.0).round() / 1000.0;
-        body.insert("temperature".into(), serde_json::json!(rounded));
-    }
+/// The `temperature` to send (the same key in all three APIs), when the caller set one:
+/// rounded to three decimals so `0.2` goes out as `0.2`, not its `f32` expansion.
+pub(crate) fn wire_temperature(request: &keel_core::ChatRequest) -> Option<f64> {
+    request
+        .temperature
+        .map(|temperature| (f64::from(temperature) * 1000.0).round() / 1000.0)
 }
 
 #[cfg(test)]

@@ -90,13 +90,6 @@ pub(crate) enum Stage {
     Stream,
 }
 
-/// A request body as JSON bytes.
-pub(crate) fn json_bytes(body: &impl serde::Serialize) -> Vec<u8> {
-    // Cannot fail: writing into a Vec does no I/O, every map of a request body has string keys,
-    // and serde_json writes a non-finite float as `null` instead of failing.
-    serde_json::to_vec(body).expect("a request body always serializes")
-}
-
 /// `request` with `body` (already serialized JSON) as its body, marked `application/json`:
 /// what `RequestBuilder::json` does, without serializing again.
 pub(crate) fn with_json_body(request: RequestBuilder, body: Vec<u8>) -> RequestBuilder {

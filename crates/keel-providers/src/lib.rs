@@ -11,6 +11,8 @@
 //! - `<adapter>/request.rs`: `ChatRequest` → wire JSON,
 //! - `<adapter>/response.rs`: a whole JSON answer → `ChatResponse`,
 //! - `<adapter>/stream.rs`: an accumulator fed one SSE event at a time,
+//! - `wire_json.rs`: wire bodies written as JSON bytes (and as trees for tests), each tool
+//!   list's JSON written once and reused by the calls that send it, shared,
 //! - `http.rs`: client construction, sending, transport errors and the SSE read loop, shared,
 //! - [`classify`]: HTTP status + headers + body → `ProviderError`, shared.
 //!
@@ -28,6 +30,9 @@ mod http;
 pub mod openai_chat;
 pub mod openai_responses;
 mod tls;
+mod wire_json;
+#[cfg(test)]
+mod wire_test_support;
 
 pub use anthropic::{Anthropic, AnthropicConfig};
 pub use api::Api;

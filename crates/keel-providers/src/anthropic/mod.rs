@@ -7,6 +7,8 @@
 //! - `stream.rs`: the event-stream accumulator.
 
 mod request;
+#[cfg(test)]
+mod request_reference;
 mod response;
 mod stream;
 
@@ -22,6 +24,7 @@ pub use response::parse_message;
 pub use stream::parse_stream;
 
 use crate::http::{self, ConfigError};
+use crate::wire_json::ToolsJsonCache;
 
 /// The base URL used when `ANTHROPIC_BASE_URL` is not set.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -120,6 +123,8 @@ pub struct Anthropic {
     /// The base URL without its trailing slash, named in transport errors.
     origin: String,
     endpoint: String,
+    /// The JSON of the tool lists it sent last (for its fixed [`BodyOptions`]).
+    tools_json: ToolsJsonCache,
 }
 
 impl Anthropic {
@@ -134,6 +139,7 @@ impl Anthropic {
         };
         Ok(Anthropic {
             endpoint,
+            tools_json: ToolsJsonCache::default(),
             origin,
             client,
             config,
@@ -156,7 +162,12 @@ impl Anthropic {
             default_max_tokens: self.config.default_max_tokens,
             prompt_caching: self.config.prompt_caching,
         };
-        http::json_bytes(&build_request_body(request, options))
+        let tools = (!request.tools.is_empty()).then(|| {
+            self.tools_json
+                .get_or_write(&request.tools, |tools| request::tools_json(tools, options))
+        });
+        let body = request::wire_body(request, options, tools.as_deref());
+        crate::wire_json::json_bytes(&body)
     }
 
     /// One call, without the stream's final `Finished` delta.

@@ -3,6 +3,8 @@
 //! LiteLLM and other proxies): without an API key no `Authorization` header is sent.
 
 mod request;
+#[cfg(test)]
+mod request_reference;
 mod response;
 mod stream;
 
@@ -18,6 +20,7 @@ pub use response::parse_completion;
 pub use stream::parse_stream;
 
 use crate::http::{self, ConfigError};
+use crate::wire_json::ToolsJsonCache;
 
 /// The base URL used when `OPENAI_BASE_URL` is not set.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -98,6 +101,8 @@ pub struct OpenAiChat {
     origin: String,
     endpoint: String,
     token_limit: TokenLimitField,
+    /// The JSON of the tool lists it sent last.
+    tools_json: ToolsJsonCache,
 }
 
 impl OpenAiChat {
@@ -108,6 +113,7 @@ impl OpenAiChat {
         Ok(OpenAiChat {
             endpoint: format!("{origin}/chat/completions"),
             token_limit: TokenLimitField::for_host(url.host_str()),
+            tools_json: ToolsJsonCache::default(),
             origin,
             client,
             config,
@@ -121,7 +127,12 @@ impl OpenAiChat {
 
     /// The JSON body this adapter sends for `request`.
     pub fn request_body(&self, request: &ChatRequest) -> Vec<u8> {
-        http::json_bytes(&build_request_body(request, self.token_limit))
+        let tools = (!request.tools.is_empty()).then(|| {
+            self.tools_json
+                .get_or_write(&request.tools, request::tools_json)
+        });
+        let body = request::wire_body(request, self.token_limit, tools.as_deref());
+        crate::wire_json::json_bytes(&body)
     }
 
     /// One call, without the stream's final `Finished` delta.

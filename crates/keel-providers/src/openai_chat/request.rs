@@ -1,7 +1,9 @@
 //! `ChatRequest` → the JSON body of `POST /chat/completions`.
 
 use keel_core::{ChatRequest, Message, Role, ToolCall, ToolChoice, ToolSpec};
-use serde_json::{Map, Value, json};
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// Which JSON field carries the output-token limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,91 +39,207 @@ impl TokenLimitField {
 /// when there are some; `tool_choice` omitted when there are no tools to choose from and the
 /// choice is `Auto` or `None` (OpenAI rejects a `tool_choice` without `tools`).
 pub fn build_request_body(request: &ChatRequest, limit: TokenLimitField) -> Value {
-    let mut body = Map::new();
-    body.insert("model".into(), json!(request.model));
-    body.insert(
-        "messages".into(),
-        request.messages.iter().map(wire_message).collect(),
-    );
-    let has_tools = !request.tools.is_empty();
-    if has_tools {
-        body.insert(
-            "tools".into(),
-            request.tools.iter().map(wire_tool).collect(),
-        );
-    }
-    if let Some(choice) = wire_tool_choice(&request.tool_choice, has_tools) {
-        body.insert("tool_choice".into(), choice);
-    }
-    if let Some(max_tokens) = request.max_tokens {
-        body.insert(limit.as_str().into(), json!(max_tokens));
-    }
-    crate::api::insert_temperature(&mut body, request);
-    if request.stream {
-        body.insert("stream".into(), json!(true));
-        body.insert("stream_options".into(), json!({"include_usage": true}));
-    }
-    Value::Object(body)
+    let tools = (!request.tools.is_empty()).then(|| tools_json(&request.tools));
+    crate::wire_json::to_value(&wire_body(request, limit, tools.as_deref()))
 }
 
-fn wire_message(message: &Message) -> Value {
-    match message.role {
-        Role::System | Role::User => json!({
-            "role": message.role.as_str(),
-            "content": message.content,
+/// The tools array of a request that offers `tools`.
+pub(super) fn tools_json(tools: &[ToolSpec]) -> Box<RawValue> {
+    crate::wire_json::raw_json(&tools.iter().map(WireTool::new).collect::<Vec<_>>())
+}
+
+/// The request body for `request`, with `tools` the [`tools_json`] of its tools (`None` when it
+/// has none).
+pub(super) fn wire_body<'a>(
+    request: &'a ChatRequest,
+    limit: TokenLimitField,
+    tools: Option<&'a RawValue>,
+) -> WireBody<'a> {
+    let (max_completion_tokens, max_tokens) = match limit {
+        TokenLimitField::MaxCompletionTokens => (request.max_tokens, None),
+        TokenLimitField::MaxTokens => (None, request.max_tokens),
+    };
+    WireBody {
+        model: &request.model,
+        messages: request.messages.iter().map(WireMessage::new).collect(),
+        tools,
+        tool_choice: WireToolChoice::new(&request.tool_choice, tools.is_some()),
+        max_completion_tokens,
+        max_tokens,
+        temperature: crate::api::wire_temperature(request),
+        stream: request.stream.then_some(true),
+        stream_options: request.stream.then_some(StreamOptions {
+            include_usage: true,
         }),
-        Role::Assistant => {
-            let content = if message.content.is_empty() {
-                Value::Null
-            } else {
-                json!(message.content)
-            };
-            let mut wire = json!({"role": "assistant", "content": content});
-            if !message.tool_calls.is_empty() {
-                wire["tool_calls"] = message.tool_calls.iter().map(wire_tool_call).collect();
-            }
-            wire
+    }
+}
+
+/// The body of `POST /chat/completions`.
+#[derive(Serialize)]
+pub(super) struct WireBody<'a> {
+    model: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<WireToolChoice<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+/// One `messages` entry.
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum WireMessage<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: &'a str,
+    },
+    Assistant {
+        /// `null` when empty (a message that only calls tools).
+        content: Option<&'a str>,
+        #[serde(skip_serializing_if = "WireToolCalls::is_empty")]
+        tool_calls: WireToolCalls<'a>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+impl<'a> WireMessage<'a> {
+    fn new(message: &'a Message) -> Self {
+        let content = message.content.as_str();
+        match message.role {
+            Role::System => WireMessage::System { content },
+            Role::User => WireMessage::User { content },
+            Role::Assistant => WireMessage::Assistant {
+                content: (!content.is_empty()).then_some(content),
+                tool_calls: WireToolCalls(&message.tool_calls),
+            },
+            Role::Tool => WireMessage::Tool {
+                tool_call_id: message.tool_call_id.as_deref().unwrap_or_default(),
+                content,
+            },
         }
-        Role::Tool => json!({
-            "role": "tool",
-            "tool_call_id": message.tool_call_id.as_deref().unwrap_or_default(),
-            "content": message.content,
-        }),
     }
 }
 
-fn wire_tool_call(call: &ToolCall) -> Value {
-    json!({
-        "id": call.id,
-        "type": "function",
-        "function": {"name": call.name, "arguments": call.arguments},
-    })
+/// An assistant message's `tool_calls`, written straight from keel's calls.
+struct WireToolCalls<'a>(&'a [ToolCall]);
+
+impl WireToolCalls<'_> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
-fn wire_tool(tool: &ToolSpec) -> Value {
-    json!({
-        "type": "function",
-        "function": {
-            "name": tool.name,
-            "description": tool.description,
-            "parameters": tool.parameters,
-        },
-    })
+impl Serialize for WireToolCalls<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|call| WireToolCall {
+            id: &call.id,
+            kind: "function",
+            function: WireFunctionCall {
+                name: &call.name,
+                arguments: &call.arguments,
+            },
+        }))
+    }
 }
 
-fn wire_tool_choice(choice: &ToolChoice, has_tools: bool) -> Option<Value> {
-    match choice {
-        ToolChoice::Auto | ToolChoice::None if !has_tools => None,
-        ToolChoice::Auto => Some(json!("auto")),
-        ToolChoice::None => Some(json!("none")),
-        ToolChoice::Required => Some(json!("required")),
-        ToolChoice::Tool(name) => Some(json!({"type": "function", "function": {"name": name}})),
+#[derive(Serialize)]
+struct WireToolCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunctionCall<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunctionCall<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+/// One `tools` entry.
+#[derive(Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+impl<'a> WireTool<'a> {
+    fn new(tool: &'a ToolSpec) -> Self {
+        WireTool {
+            kind: "function",
+            function: WireFunction {
+                name: &tool.name,
+                description: &tool.description,
+                parameters: &tool.parameters,
+            },
+        }
+    }
+}
+
+/// `tool_choice`: a mode, or the one function to call.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WireToolChoice<'a> {
+    Mode(&'static str),
+    Function {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        function: WireFunctionName<'a>,
+    },
+}
+
+#[derive(Serialize)]
+struct WireFunctionName<'a> {
+    name: &'a str,
+}
+
+impl<'a> WireToolChoice<'a> {
+    fn new(choice: &'a ToolChoice, has_tools: bool) -> Option<Self> {
+        match choice {
+            ToolChoice::Auto | ToolChoice::None if !has_tools => None,
+            ToolChoice::Auto => Some(WireToolChoice::Mode("auto")),
+            ToolChoice::None => Some(WireToolChoice::Mode("none")),
+            ToolChoice::Required => Some(WireToolChoice::Mode("required")),
+            ToolChoice::Tool(name) => Some(WireToolChoice::Function {
+                kind: "function",
+                function: WireFunctionName { name },
+            }),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use keel_core::InternalReason;
+    use serde_json::json;
 
     use super::*;
 

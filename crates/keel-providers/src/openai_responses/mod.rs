@@ -10,6 +10,8 @@
 //! (`OPENAI_API_KEY`, `OPENAI_BASE_URL`).
 
 mod request;
+#[cfg(test)]
+mod request_reference;
 mod response;
 mod stream;
 
@@ -26,6 +28,7 @@ pub use stream::parse_stream;
 
 use crate::http::{self, ConfigError};
 use crate::openai_chat::OpenAiConfig;
+use crate::wire_json::ToolsJsonCache;
 
 /// The provider name used when the config keeps the chat adapter's default name (`openai`).
 pub const DEFAULT_NAME: &str = "openai-responses";
@@ -40,6 +43,8 @@ pub struct OpenAiResponses {
     endpoint: String,
     /// Models that rejected `include: ["reasoning.encrypted_content"]`.
     without_encrypted_reasoning: Mutex<HashSet<String>>,
+    /// The JSON of the tool lists it sent last.
+    tools_json: ToolsJsonCache,
 }
 
 impl OpenAiResponses {
@@ -58,6 +63,7 @@ impl OpenAiResponses {
             client,
             config,
             without_encrypted_reasoning: Mutex::default(),
+            tools_json: ToolsJsonCache::default(),
         })
     }
 
@@ -118,7 +124,12 @@ impl OpenAiResponses {
 
     /// The JSON body this adapter sends for `request`, with encrypted reasoning or without.
     pub fn request_body(&self, request: &ChatRequest, reasoning: EncryptedReasoning) -> Vec<u8> {
-        http::json_bytes(&build_request_body(request, reasoning))
+        let tools = (!request.tools.is_empty()).then(|| {
+            self.tools_json
+                .get_or_write(&request.tools, request::tools_json)
+        });
+        let body = request::wire_body(request, reasoning, tools.as_deref());
+        crate::wire_json::json_bytes(&body)
     }
 
     /// Sends the request; a non-success status comes back as a classified error.
