@@ -41,6 +41,9 @@ use timing::{TimedProvider, timed};
 const TOOL: &str = "lookup";
 
 /// Runs `keel bench`.
+/// The context window of the bench's model: far more than `--iterations` can fill.
+const BENCH_WINDOW: u32 = 1 << 24;
+
 pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if args.conversations == 0 || args.iterations == 0 {
         return Err(
@@ -96,6 +99,10 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
             .store(store)
             .tool(Arc::new(Lookup::new()))
             .max_iterations(args.iterations + 1)
+            // The bench measures the loop, not compaction: the scripted model finds its place
+            // in a turn by the turn's messages, which a compaction would drop, so a long
+            // conversation (hundreds of iterations) would never reach its answer in 32k.
+            .context_window(BENCH_WINDOW)
             .stream(setup.stream)
             .build()?,
     );
