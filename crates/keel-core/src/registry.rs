@@ -52,14 +52,6 @@ pub struct ToolRegistry {
     source_schemas: Mutex<SourceSchemas>,
 }
 
-/// Builds what checking a tool's schema needs, once per process: the JSON Schema meta-schema
-/// every registered schema is checked against takes a few milliseconds to compile on first use.
-/// A command calls it on a thread of its own while it does other start-up work, so that the
-/// first [`ToolRegistry::register`] does not wait for it (a register that comes first waits).
-pub fn prepare_schema_checks() {
-    let _ = jsonschema::meta::is_valid(&serde_json::json!({"type": "object"}));
-}
-
 impl ToolRegistry {
     /// An empty registry.
     pub fn new() -> Self {

@@ -22,16 +22,6 @@ pub fn load_settings(
     keel_config::assembly::load_settings(config_file, home, &flags.overrides())
 }
 
-/// Starts a thread that prepares what building an agent needs once per process (the meta-schema
-/// its tools' schemas are checked against), so that it overlaps with opening the store instead
-/// of delaying the first model call.
-pub fn prepare_in_background() {
-    // Failing to start the thread only loses the head start.
-    let _ = std::thread::Builder::new()
-        .name("keel-prepare".into())
-        .spawn(keel_core::registry::prepare_schema_checks);
-}
-
 /// Opens the SQLite store at `$KEEL_HOME/keel.db`, to be closed by [`close_stores`].
 pub async fn open_store(home: &Path) -> anyhow::Result<Arc<dyn Store>> {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&home.join("keel.db")).await?);

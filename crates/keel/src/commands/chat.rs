@@ -27,7 +27,6 @@ pub fn chat(
     args: ChatArgs,
 ) -> anyhow::Result<ExitCode> {
     let home = keel_home()?;
-    setup::prepare_in_background();
     let store = runtime.block_on(setup::open_store(&home))?;
     runtime.block_on(crate::commands::run::known_user(
         store.as_ref(),

@@ -20,7 +20,6 @@ use crate::terminal_text::terminal_safe;
 pub async fn run(config_file: Option<&Path>, args: RunArgs) -> anyhow::Result<ExitCode> {
     let prompt = args.prompt.join(" ");
     let home = keel_home()?;
-    setup::prepare_in_background();
     let store = setup::open_store(&home).await?;
     known_user(store.as_ref(), args.agent.user.as_deref()).await?;
     let reconciled = setup::reconcile(store.as_ref(), config_file, &home).await?;
