@@ -63,7 +63,7 @@ fn frame_json(
     if let Ok(last) = LAST.lock()
         && let Some((last_settings, last_tools, json)) = last.as_ref()
         && last_settings == settings
-        && last_tools[..] == tools[..]
+        && (Arc::ptr_eq(last_tools, tools) || last_tools[..] == tools[..])
     {
         return Ok(json.clone());
     }
@@ -72,6 +72,25 @@ fn frame_json(
         *last = Some((settings.clone(), tools.clone(), json.clone()));
     }
     Ok(json)
+}
+
+/// `tools` as a shared list: the runs of one agent build equal lists, so a run whose list
+/// equals the last one built takes that one. Runs then hold one copy of their tool specs
+/// between them, not one each, and a provider that keeps a list's JSON by its address (the
+/// HTTP adapters) writes it once for all of them.
+pub(super) fn shared_tools(tools: Vec<ToolSpec>) -> Arc<[ToolSpec]> {
+    static LAST: Mutex<Option<Arc<[ToolSpec]>>> = Mutex::new(None);
+    let last = LAST.lock().ok().and_then(|last| last.clone());
+    if let Some(last) = last
+        && last[..] == tools[..]
+    {
+        return last;
+    }
+    let tools: Arc<[ToolSpec]> = tools.into();
+    if let Ok(mut last) = LAST.lock() {
+        *last = Some(tools.clone());
+    }
+    tools
 }
 
 /// The tools a run holds between decoding its state and reading its frame.
@@ -261,7 +280,7 @@ impl Run {
                 })?;
         run.guard.set_config(frame.settings.guard.clone());
         run.settings = frame.settings;
-        run.tools = frame.tools.into();
+        run.tools = shared_tools(frame.tools);
         run.frame_stored = true;
         let stored: Vec<StoredMessage> = stored
             .into_iter()

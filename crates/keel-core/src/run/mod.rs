@@ -252,7 +252,7 @@ impl Run {
             iteration_limit: settings.max_iterations,
             guard: LoopGuard::new(settings.guard.clone()),
             settings,
-            tools: tools.into(),
+            tools: durable::shared_tools(tools),
             frame_stored: false,
             messages: Vec::with_capacity(history.len() + 8),
             counts: Vec::with_capacity(history.len() + 8),
