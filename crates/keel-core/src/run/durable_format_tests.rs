@@ -211,5 +211,8 @@ fn runs_with_equal_tools_share_one_list_and_a_different_list_is_never_shared() {
         assert!(other.tools.iter().all(|t| t.name != "alpha"));
         shared |= Arc::ptr_eq(&a.tools, &b.tools);
     }
-    assert!(shared, "two runs in a row with the same tools never shared their list");
+    assert!(
+        shared,
+        "two runs in a row with the same tools never shared their list"
+    );
 }
