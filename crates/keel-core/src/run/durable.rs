@@ -2,6 +2,7 @@
 //! checkpoint, and coming back from one — in another process, after a crash, after a human
 //! answered, or refusing to guess when a side effect may be half done.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -319,21 +320,25 @@ impl Run {
     /// out so that they do not grow with the run. A checkpoint from before that listed each
     /// call's success, which wins over the result's mark (older results have none).
     fn rebuild_calls(&mut self, results: &[usize]) {
-        let listed: std::collections::HashMap<String, bool> = std::mem::take(&mut self.tool_calls)
+        let listed: HashMap<String, bool> = std::mem::take(&mut self.tool_calls)
             .into_iter()
             .map(|report| (report.id, report.ok))
             .collect();
+        // The calls made before each result, by id (the latest of an id wins), gathered in one
+        // pass: a history of many results that answer nothing costs no search of it per result.
+        let mut calls: HashMap<&str, &ToolCall> = HashMap::new();
+        let mut seen = 0;
         let mut reports = Vec::with_capacity(results.len());
         for &at in results {
+            for message in &self.messages[seen..at] {
+                calls.extend(message.tool_calls.iter().map(|c| (c.id.as_str(), c)));
+            }
+            seen = seen.max(at);
             let result = &self.messages[at];
             let Some(id) = result.tool_call_id.as_deref() else {
                 continue;
             };
-            let call = self.messages[..at]
-                .iter()
-                .rev()
-                .flat_map(|m| m.tool_calls.iter())
-                .find(|call| call.id == id);
+            let call = calls.get(id);
             let ok = listed.get(id).copied().unwrap_or(!result.meta.failed);
             self.guard.learns(ok, &result.content);
             reports.push(ToolCallReport {

@@ -216,3 +216,68 @@ fn runs_with_equal_tools_share_one_list_and_a_different_list_is_never_shared() {
         "two runs in a row with the same tools never shared their list"
     );
 }
+
+#[test]
+fn a_restore_pairs_each_result_with_the_latest_call_before_it_and_keeps_orphans() {
+    let mut run = Run::new(
+        "r1",
+        "s1",
+        RunSettings::new("p", "m"),
+        Vec::new(),
+        Vec::new(),
+        Message::user("go"),
+        DateTime::from_timestamp(0, 0).unwrap(),
+    );
+    run.start();
+    let checkpoint = run
+        .checkpoint(1, DateTime::from_timestamp(8, 0).unwrap())
+        .unwrap();
+    let call = |n: u32| ToolCall {
+        id: "x".into(),
+        name: format!("tool{n}"),
+        arguments: json!({ "n": n }).to_string(),
+    };
+    // Older data may repeat an id, and a store may hold a result whose call it lost.
+    let mut messages = vec![Message::user("go")];
+    for n in 1..=2 {
+        messages.push(Message::assistant_with_calls("", vec![call(n)]));
+        messages.push(Message::tool_result("x", format!("result {n}")));
+    }
+    messages.push(Message::tool_result("orphan", "nobody asked"));
+    let stored: Vec<StoredMessage> = messages
+        .into_iter()
+        .enumerate()
+        .map(|(i, message)| StoredMessage {
+            seq: i as u64 + 1,
+            run_id: Some("r1".into()),
+            created_at: DateTime::from_timestamp(0, 0).unwrap(),
+            message,
+        })
+        .collect();
+    let checkpoint = Checkpoint {
+        message_cursor: 1,
+        persisted: stored.len() as u64,
+        ..checkpoint
+    };
+    let restored = Run::restore(&checkpoint, stored).unwrap();
+    let reports: Vec<(&str, &str, serde_json::Value, &str)> = restored
+        .tool_calls()
+        .iter()
+        .map(|r| {
+            (
+                r.id.as_str(),
+                r.name.as_str(),
+                r.arguments.clone(),
+                r.output.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        reports,
+        [
+            ("x", "tool1", json!({"n": 1}), "result 1"),
+            ("x", "tool2", json!({"n": 2}), "result 2"),
+            ("orphan", "", serde_json::Value::Null, "nobody asked"),
+        ]
+    );
+}
