@@ -345,8 +345,7 @@ impl Run {
                 id: id.to_string(),
                 name: call.map(|c| c.name.clone()).unwrap_or_default(),
                 arguments: call.map_or(serde_json::Value::Null, |c| {
-                    serde_json::from_str(&c.arguments)
-                        .unwrap_or_else(|_| serde_json::Value::String(c.arguments.clone()))
+                    ToolCallReport::arguments_of(&c.arguments)
                 }),
                 ok,
                 output: result.content.clone(),
@@ -489,7 +488,6 @@ impl Run {
     }
 }
 
-/// Tool-call reports in a checkpoint: (id, name, ok) only.
 /// The (id, name, ok) list of tool calls that checkpoints written before 2026-11-27 held.
 pub(super) mod compact_calls {
     use serde::{Deserialize, Deserializer};

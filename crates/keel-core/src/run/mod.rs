@@ -578,8 +578,7 @@ impl Run {
             self.tool_calls.push(ToolCallReport {
                 id: call.id.clone(),
                 name: call.name.clone(),
-                arguments: serde_json::from_str(&call.arguments)
-                    .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone())),
+                arguments: ToolCallReport::arguments_of(&call.arguments),
                 ok: result.ok,
                 output: result.content.clone(),
             });

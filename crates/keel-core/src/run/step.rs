@@ -69,3 +69,11 @@ pub struct ToolCallReport {
     /// What the model saw.
     pub output: String,
 }
+
+impl ToolCallReport {
+    /// A call's raw arguments as a report shows them: the JSON they hold, or the text itself
+    /// when it is not JSON.
+    pub fn arguments_of(raw: &str) -> serde_json::Value {
+        serde_json::from_str(raw).unwrap_or_else(|_| serde_json::Value::String(raw.to_string()))
+    }
+}

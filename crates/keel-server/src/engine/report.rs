@@ -49,8 +49,7 @@ pub async fn stored_report(
         .into_iter()
         .filter(|call| call.completed_at.is_some())
         .map(|call| ToolCallReport {
-            arguments: serde_json::from_str(&call.arguments)
-                .unwrap_or(serde_json::Value::String(call.arguments.clone())),
+            arguments: ToolCallReport::arguments_of(&call.arguments),
             id: call.call_id,
             name: call.name,
             ok: call.ok.unwrap_or(false),
