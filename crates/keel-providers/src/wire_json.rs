@@ -56,6 +56,16 @@ impl ToolsJsonCache {
         json
     }
 
+    /// The JSON of the tools a request offers, through [`ToolsJsonCache::get_or_write`];
+    /// `None` when it offers none (no API gets a `tools` key then).
+    pub(crate) fn offered(
+        &self,
+        tools: &Arc<[ToolSpec]>,
+        write: impl FnOnce(&[ToolSpec]) -> Box<RawValue>,
+    ) -> Option<Arc<RawValue>> {
+        (!tools.is_empty()).then(|| self.get_or_write(tools, write))
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Slots> {
         // The slots are consistent after every statement: a panic elsewhere cannot break them.
         self.slots.lock().unwrap_or_else(PoisonError::into_inner)

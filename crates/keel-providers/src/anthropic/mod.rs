@@ -162,10 +162,9 @@ impl Anthropic {
             default_max_tokens: self.config.default_max_tokens,
             prompt_caching: self.config.prompt_caching,
         };
-        let tools = (!request.tools.is_empty()).then(|| {
-            self.tools_json
-                .get_or_write(&request.tools, |tools| request::tools_json(tools, options))
-        });
+        let tools = self
+            .tools_json
+            .offered(&request.tools, |tools| request::tools_json(tools, options));
         let body = request::wire_body(request, options, tools.as_deref());
         crate::wire_json::json_bytes(&body)
     }

@@ -127,10 +127,7 @@ impl OpenAiChat {
 
     /// The JSON body this adapter sends for `request`.
     pub fn request_body(&self, request: &ChatRequest) -> Vec<u8> {
-        let tools = (!request.tools.is_empty()).then(|| {
-            self.tools_json
-                .get_or_write(&request.tools, request::tools_json)
-        });
+        let tools = self.tools_json.offered(&request.tools, request::tools_json);
         let body = request::wire_body(request, self.token_limit, tools.as_deref());
         crate::wire_json::json_bytes(&body)
     }

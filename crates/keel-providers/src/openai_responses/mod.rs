@@ -124,10 +124,7 @@ impl OpenAiResponses {
 
     /// The JSON body this adapter sends for `request`, with encrypted reasoning or without.
     pub fn request_body(&self, request: &ChatRequest, reasoning: EncryptedReasoning) -> Vec<u8> {
-        let tools = (!request.tools.is_empty()).then(|| {
-            self.tools_json
-                .get_or_write(&request.tools, request::tools_json)
-        });
+        let tools = self.tools_json.offered(&request.tools, request::tools_json);
         let body = request::wire_body(request, reasoning, tools.as_deref());
         crate::wire_json::json_bytes(&body)
     }
