@@ -40,10 +40,10 @@ use timing::{TimedProvider, timed};
 /// The tool every iteration but the last asks for.
 const TOOL: &str = "lookup";
 
-/// Runs `keel bench`.
 /// The context window of the bench's model: far more than `--iterations` can fill.
 const BENCH_WINDOW: u32 = 1 << 24;
 
+/// Runs `keel bench`.
 pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if args.conversations == 0 || args.iterations == 0 {
         return Err(
