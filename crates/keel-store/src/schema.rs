@@ -135,6 +135,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0020_events_per_commit.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            21,
+            "active runs without a list".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0021_active_runs_without_a_list.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

@@ -99,12 +99,13 @@ const LIST_SESSION_RUNS: &str = concat!(
 );
 
 /// Runs not in a terminal state, oldest first, read in order from the partial index
-/// `runs_active`: the WHERE clause must stay the index's, word for word.
+/// `runs_active`: the WHERE clause must stay the index's (`migrations/0021_…`), word for word.
 const ACTIVE_RUNS: &str = concat!(
     "SELECT ",
     run_columns!(),
-    " FROM runs WHERE state NOT IN ('completed', 'cancelled', 'timed_out', 'max_steps', \
-     'budget_exceeded', 'error') ORDER BY started_at, id"
+    " FROM runs WHERE state <> 'completed' AND state <> 'cancelled' AND state <> 'timed_out' \
+     AND state <> 'max_steps' AND state <> 'budget_exceeded' AND state <> 'error' \
+     ORDER BY started_at, id"
 );
 
 const SELECT_USER: &str = "SELECT id, monthly_token_budget, created_at, updated_at, permission \

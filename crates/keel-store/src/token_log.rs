@@ -63,9 +63,12 @@ pub(crate) fn add_charges(plan: &mut Plan<'_>, charges: &[TokenCharge]) -> Resul
             .sql(")");
         if let Some(user) = &charge.user_id {
             let user = batch.param(user.as_str())?;
-            batch.end_statement().sql(ADD_TO_MONTH);
-            let _ = std::fmt::Write::write_fmt(batch, format_args!("${user}"));
-            batch.placeholder(month_param);
+            batch
+                .end_statement()
+                .sql(ADD_TO_MONTH)
+                .sql("$")
+                .number(user)
+                .placeholder(month_param);
             for n in &numbers {
                 batch.placeholder(*n);
             }
