@@ -44,6 +44,10 @@ const CLOSING_CHECKPOINT_WAIT: Duration = Duration::from_millis(100);
 /// Most commits in one transaction: bounds how long the first of a group waits for the last.
 const MAX_GROUP: usize = 256;
 
+/// The size, in bytes, the log file is cut back to when it starts over: four times what the
+/// checkpointer lets it grow to before it asks for that (see [`crate::checkpointer`]).
+const WAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
+
 /// The writer's page cache, in KiB.
 const WRITER_CACHE_KIB: i64 = 32 * 1024;
 
@@ -129,13 +133,17 @@ impl Owned {
         }
     }
 
-    /// Counts a transaction, and asks for a checkpoint every so many.
+    /// Counts a transaction, asks for a checkpoint every so many, and starts the log over when
+    /// the checkpointer asks for it (see [`crate::checkpointer`]).
     fn counted(&mut self) {
         self.transactions = self.transactions.wrapping_add(1);
+        let (Some(checkpointer), Some(conn)) = (&self.checkpointer, &self.conn) else {
+            return;
+        };
+        checkpointer.restart_if_asked(conn);
         if self
             .transactions
             .is_multiple_of(TRANSACTIONS_PER_CHECKPOINT)
-            && let Some(checkpointer) = &self.checkpointer
         {
             checkpointer.nudge();
         }
@@ -234,6 +242,9 @@ pub(crate) fn connect(path: &Path) -> Result<Connection, String> {
         .and_then(|()| conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB))
         // Checkpoints are the checkpointer's (see crate::checkpointer).
         .and_then(|()| conn.pragma_update(None, "wal_autocheckpoint", 0))
+        // A log that grew past this while readers held it back is cut back to it when it
+        // starts over.
+        .and_then(|()| conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT))
         .map_err(|e| e.to_string())?;
     conn.set_prepared_statement_cache_capacity(PREPARED_STATEMENTS);
     Ok(conn)
