@@ -157,19 +157,28 @@ mod tests {
     use super::*;
     use std::time::{Duration, Instant};
 
-    #[test]
-    fn a_nudge_copies_the_log_into_the_database_file() {
+    /// A database in WAL mode that checkpoints only when asked, with a table `t (id, text)`,
+    /// after `sql`; its directory, path, and a connection to it.
+    fn database(sql: &str) -> (tempfile::TempDir, std::path::PathBuf, Connection) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
         let writer = Connection::open(&path).unwrap();
         writer
             .execute_batch(
                 "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
-                 CREATE TABLE t (id INTEGER PRIMARY KEY, text TEXT);
-                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
-                 INSERT INTO t SELECT i, printf('%0100d', i) FROM n;",
+                 CREATE TABLE t (id INTEGER PRIMARY KEY, text TEXT);",
             )
             .unwrap();
+        writer.execute_batch(sql).unwrap();
+        (dir, path, writer)
+    }
+
+    #[test]
+    fn a_nudge_copies_the_log_into_the_database_file() {
+        let (_dir, path, _writer) = database(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+             INSERT INTO t SELECT i, printf('%0100d', i) FROM n;",
+        );
         let size = || std::fs::metadata(&path).unwrap().len();
         assert!(size() < 64 * 1024, "the rows are still in the log only");
 
@@ -186,16 +195,7 @@ mod tests {
     /// checkpoint asked for every few, as the writer does, while another thread keeps reading;
     /// returns the largest the log file got.
     fn largest_log(restart_frames: i64, transactions: usize) -> u64 {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.db");
-        let writer = Connection::open(&path).unwrap();
-        writer
-            .execute_batch(
-                "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
-                 PRAGMA journal_size_limit = 1048576;
-                 CREATE TABLE t (id INTEGER PRIMARY KEY, text TEXT);",
-            )
-            .unwrap();
+        let (_dir, path, writer) = database("PRAGMA journal_size_limit = 1048576;");
         let stop = Arc::new(AtomicBool::new(false));
         let reader = {
             let (path, stop) = (path.clone(), stop.clone());
