@@ -39,6 +39,12 @@ macro_rules! durability_tests {
             }
 
             #[tokio::test]
+            async fn checkpoints_written_out_of_order_come_back_in_order_of_seq() {
+                let (store, _guard) = $make.await;
+                out_of_order_checkpoints_on(&store).await;
+            }
+
+            #[tokio::test]
             async fn envelope_rows_are_replaced_by_run_and_call() {
                 let (store, _guard) = $make.await;
                 envelope_on(&store).await;
@@ -293,6 +299,40 @@ async fn checkpoints_on(store: &dyn Store) {
     assert_eq!(store.checkpoints("r1").await.unwrap(), written);
     assert_eq!(store.checkpoints("r2").await.unwrap(), [theirs.clone()]);
     assert_eq!(store.latest_checkpoint("r2").await.unwrap(), Some(theirs));
+}
+
+/// A stalled worker's checkpoint (a seq below the latest, not taken) lands among the others in
+/// order of seq, and the latest stays the highest; its seq again is refused.
+async fn out_of_order_checkpoints_on(store: &dyn Store) {
+    let run = run_record("r1", "s1", at(0));
+    let write = |seq| checkpoint("r1", seq, Boundary::ToolResult);
+    for seq in [1, 2, 5, 4] {
+        let checkpoint = write(seq);
+        let commit = Commit {
+            checkpoint: Some(&checkpoint),
+            ..Commit::new(&run, &[])
+        };
+        store.commit(&commit).await.unwrap();
+    }
+    let seqs: Vec<u32> = store
+        .checkpoints("r1")
+        .await
+        .unwrap()
+        .iter()
+        .map(|c| c.seq)
+        .collect();
+    assert_eq!(seqs, [1, 2, 4, 5]);
+    let latest = store.latest_checkpoint("r1").await.unwrap().unwrap();
+    assert_eq!(latest.seq, 5);
+    let again = write(4);
+    let commit = Commit {
+        checkpoint: Some(&again),
+        ..Commit::new(&run, &[])
+    };
+    assert!(matches!(
+        store.commit(&commit).await,
+        Err(keel_core::StoreError::Superseded { seq: 4, .. })
+    ));
 }
 
 async fn envelope_on(store: &dyn Store) {

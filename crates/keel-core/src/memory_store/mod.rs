@@ -85,7 +85,13 @@ impl Data {
     fn upsert_tool_calls(&mut self, calls: &[ToolCallRecord]) {
         for call in calls {
             let rows = self.tool_calls.entry(call.run_id.clone()).or_default();
-            match rows.iter_mut().find(|row| row.call_id == call.call_id) {
+            // From the end: a completion replaces the row its start wrote a boundary before,
+            // so a long run's commits do not scan all its calls.
+            match rows
+                .iter_mut()
+                .rev()
+                .find(|row| row.call_id == call.call_id)
+            {
                 Some(row) => *row = call.clone(),
                 None => rows.push(call.clone()),
             }
@@ -154,6 +160,13 @@ impl Data {
     }
 }
 
+/// Where checkpoint `seq` is among a run's checkpoints, kept in order of seq (as SQLite's
+/// store reads them): `Ok` if it is there, else where it goes (at the end, but for a stale
+/// worker's). A binary search, so that a long run's commits do not scan all its checkpoints.
+fn position(stored: &[Checkpoint], seq: u32) -> Result<usize, usize> {
+    stored.binary_search_by_key(&seq, |c| c.seq)
+}
+
 #[async_trait]
 impl Store for MemoryStore {
     async fn ensure_session(&self, session_id: &str) -> Result<(), StoreError> {
@@ -220,7 +233,7 @@ impl Store for MemoryStore {
             && data
                 .checkpoints
                 .get(&run.id)
-                .is_some_and(|stored| stored.iter().any(|c| c.seq == checkpoint.seq))
+                .is_some_and(|stored| position(stored, checkpoint.seq).is_ok())
         {
             return Err(StoreError::Superseded {
                 run_id: run.id.clone(),
@@ -243,10 +256,10 @@ impl Store for MemoryStore {
         record.cancel_requested_at = cancel_requested_at;
         data.runs.insert(run.id.clone(), record);
         if let Some(checkpoint) = commit.checkpoint {
-            data.checkpoints
-                .entry(run.id.clone())
-                .or_default()
-                .push(checkpoint.clone());
+            let stored = data.checkpoints.entry(run.id.clone()).or_default();
+            if let Err(at) = position(stored, checkpoint.seq) {
+                stored.insert(at, checkpoint.clone());
+            }
         }
         data.upsert_tool_calls(commit.tool_calls);
         data.events
