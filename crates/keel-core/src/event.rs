@@ -13,6 +13,7 @@ use crate::state::{AgentState, ErrorReason};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     /// When it happened.
+    #[serde(serialize_with = "crate::timestamp::serialize")]
     pub ts: DateTime<Utc>,
     /// The run it belongs to.
     pub run_id: String,

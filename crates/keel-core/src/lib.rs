@@ -46,6 +46,7 @@ pub mod run_settings;
 pub mod session_search;
 pub mod state;
 pub mod store;
+pub mod timestamp;
 pub mod todo;
 pub mod token_log;
 pub mod tokens;

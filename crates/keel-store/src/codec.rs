@@ -4,7 +4,8 @@
 
 use std::fmt;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
+use keel_core::timestamp::Fraction;
 use keel_core::worker::Worker;
 use keel_core::{
     AgentState, Checkpoint, ErrorReason, Event, Journal, LaneHolder, Message, MessageMeta,
@@ -52,7 +53,7 @@ fn corrupt(place: Place<'_>, what: impl fmt::Display) -> StoreError {
 /// A timestamp as stored: RFC 3339 in UTC with exactly nine fractional digits, so that it is
 /// lossless and text order is time order.
 pub(crate) fn timestamp(at: DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(SecondsFormat::Nanos, true)
+    keel_core::timestamp::rfc3339(at, Fraction::Nine)
 }
 
 fn parse_timestamp(

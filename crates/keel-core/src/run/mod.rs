@@ -197,6 +197,7 @@ pub struct Run {
     final_text: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    #[serde(serialize_with = "crate::timestamp::serialize")]
     started_at: DateTime<Utc>,
     /// State of the jitter generator (xorshift), seeded from the run id.
     rng: u64,
