@@ -380,6 +380,18 @@ pub(crate) fn one_line(text: &str) -> String {
 }
 
 /// One line of at most [`EXCERPT_CHARS`] characters, marked with `…` when cut.
+/// A whole answer's body as a JSON tree; a body that is not JSON is a `MalformedResponse` that
+/// quotes the start of it.
+pub(crate) fn json_body(body: &[u8]) -> Result<Value, ProviderError> {
+    serde_json::from_slice(body).map_err(|err| {
+        let text = String::from_utf8_lossy(body);
+        ProviderError::new(
+            ProviderErrorKind::MalformedResponse,
+            format!("the answer is not JSON ({err}): {}", excerpt(&text)),
+        )
+    })
+}
+
 pub(crate) fn excerpt(text: &str) -> String {
     let line = one_line(text);
     match line.char_indices().nth(EXCERPT_CHARS) {

@@ -7,7 +7,7 @@ use keel_core::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::classify::{ErrorDetails, error_kind, excerpt};
+use crate::classify::{ErrorDetails, error_kind, json_body};
 
 #[derive(Deserialize)]
 struct WireMessage {
@@ -74,13 +74,7 @@ impl WireUsage {
 /// naming what was wrong; an error document (`{"type": "error", …}`, which a proxy may send
 /// with status 200) is classified like an HTTP error of its type.
 pub fn parse_message(body: &[u8]) -> Result<ChatResponse, ProviderError> {
-    let json: Value = serde_json::from_slice(body).map_err(|err| {
-        let text = String::from_utf8_lossy(body);
-        malformed(format!(
-            "the answer is not JSON ({err}): {}",
-            excerpt(&text)
-        ))
-    })?;
+    let json = json_body(body)?;
     if json.get("type").and_then(Value::as_str) == Some("error") {
         let details = ErrorDetails::from_json(&json);
         return Err(ProviderError::new(

@@ -7,7 +7,7 @@ use keel_core::{
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::classify::{ErrorDetails, error_kind, excerpt};
+use crate::classify::{ErrorDetails, error_kind, json_body};
 
 #[derive(Deserialize)]
 struct WireCompletion {
@@ -93,24 +93,13 @@ pub(crate) const NO_CHOICES: &str = "the answer has no choices";
 /// naming what was wrong; an `{"error": …}` body (some servers send it with status 200) is
 /// classified like an HTTP error.
 pub fn parse_completion(body: &[u8]) -> Result<ChatResponse, ProviderError> {
-    let json: Value = serde_json::from_slice(body).map_err(|err| {
-        let text = String::from_utf8_lossy(body);
-        malformed(format!(
-            "the answer is not JSON ({err}): {}",
-            excerpt(&text)
-        ))
-    })?;
-    if json.get("choices").is_none()
-        && let Some(error) = json.get("error")
-    {
-        let details = ErrorDetails::from_error_value(error);
-        return Err(ProviderError::new(
-            error_kind(None, &details),
-            details.message,
-        ));
-    }
-    let completion: WireCompletion = serde_json::from_value(json)
-        .map_err(|err| malformed(format!("the answer is not a chat completion: {err}")))?;
+    // A completion straight from the bytes: it has `choices`, so it is not an error document,
+    // and it reads as the tree below would. Anything else takes the tree, which says what is
+    // wrong (and keeps the last of duplicate keys, which this refuses).
+    let completion = match serde_json::from_slice::<WireCompletion>(body) {
+        Ok(completion) => completion,
+        Err(_) => completion_from_tree(body)?,
+    };
     let choice = completion
         .choices
         .into_iter()
@@ -156,6 +145,24 @@ pub fn parse_completion(body: &[u8]) -> Result<ChatResponse, ProviderError> {
         model: completion.model.unwrap_or_default(),
     };
     Ok(parts.into_response(stop_reason))
+}
+
+/// A chat completion read through a JSON tree: an `{"error": …}` body without choices is
+/// classified like an HTTP error, and anything else that is not a completion says what is wrong.
+fn completion_from_tree(body: &[u8]) -> Result<WireCompletion, ProviderError> {
+    let json = json_body(body)?;
+    if json.get("choices").is_none()
+        && let Some(error) = json.get("error")
+    {
+        let details = ErrorDetails::from_error_value(error);
+        return Err(ProviderError::new(
+            error_kind(None, &details),
+            details.message,
+        ));
+    }
+    let completion: WireCompletion = serde_json::from_value(json)
+        .map_err(|err| malformed(format!("the answer is not a chat completion: {err}")))?;
+    Ok(completion)
 }
 
 /// The pieces of an answer, however they arrived.
@@ -368,6 +375,24 @@ mod tests {
                 stop
             );
         }
+    }
+
+    /// A body the typed reading refuses but the tree reads (duplicate keys: the last wins)
+    /// still reads as it did, and an error document with choices is still an answer.
+    #[test]
+    fn bodies_the_direct_reading_refuses_read_through_the_tree() {
+        let duplicate = br#"{"choices": [{"message": {"content": "first"}}],
+            "choices": [{"message": {"content": "last"}, "finish_reason": "stop"}]}"#;
+        assert!(serde_json::from_slice::<WireCompletion>(duplicate).is_err());
+        assert_eq!(parse_completion(duplicate).unwrap().message.content, "last");
+
+        let error_only = br#"{"error": {"message": "slow down", "type": "rate_limit_exceeded"}}"#;
+        let error = parse_completion(error_only).unwrap_err();
+        assert_eq!(error.message, "slow down");
+
+        let both = br#"{"error": {"message": "ignored"},
+            "choices": [{"message": {"content": "an answer"}, "finish_reason": "stop"}]}"#;
+        assert_eq!(parse_completion(both).unwrap().message.content, "an answer");
     }
 
     #[test]

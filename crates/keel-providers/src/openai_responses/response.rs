@@ -7,7 +7,7 @@ use keel_core::{
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::classify::{ErrorDetails, error_kind, excerpt};
+use crate::classify::{ErrorDetails, error_kind, json_body};
 
 /// A `response` object, as much of it as keel reads.
 #[derive(Debug, Deserialize)]
@@ -100,13 +100,7 @@ impl WireResponse {
 /// naming what was wrong; a `failed` response, or an `{"error": …}` body (some servers send
 /// it with status 200), is classified like an HTTP error.
 pub fn parse_response(body: &[u8]) -> Result<ChatResponse, ProviderError> {
-    let json: Value = serde_json::from_slice(body).map_err(|err| {
-        let text = String::from_utf8_lossy(body);
-        malformed(format!(
-            "the answer is not JSON ({err}): {}",
-            excerpt(&text)
-        ))
-    })?;
+    let json = json_body(body)?;
     let is_response = json.get("output").is_some() || json.get("status").is_some();
     if let Some(error) = json
         .get("error")
