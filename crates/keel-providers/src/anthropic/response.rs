@@ -11,6 +11,10 @@ use crate::classify::{ErrorDetails, error_kind, json_body};
 
 #[derive(Deserialize)]
 struct WireMessage {
+    /// `"message"`, or `"error"` for an error document; any JSON, so that reading it never
+    /// refuses a body the checks below would take.
+    #[serde(default, rename = "type")]
+    kind: Option<Value>,
     #[serde(default)]
     model: Option<String>,
     content: Vec<Value>,
@@ -74,16 +78,13 @@ impl WireUsage {
 /// naming what was wrong; an error document (`{"type": "error", …}`, which a proxy may send
 /// with status 200) is classified like an HTTP error of its type.
 pub fn parse_message(body: &[u8]) -> Result<ChatResponse, ProviderError> {
-    let json = json_body(body)?;
-    if json.get("type").and_then(Value::as_str) == Some("error") {
-        let details = ErrorDetails::from_json(&json);
-        return Err(ProviderError::new(
-            error_kind(None, &details),
-            details.message,
-        ));
-    }
-    let message: WireMessage = serde_json::from_value(json)
-        .map_err(|err| malformed(format!("the answer is not a message: {err}")))?;
+    // A message straight from the bytes, unless it says it is an error; anything else takes
+    // the tree, which says what is wrong (and keeps the last of duplicate keys, which this
+    // refuses).
+    let message = match serde_json::from_slice::<WireMessage>(body) {
+        Ok(message) if message.kind.as_ref().and_then(Value::as_str) != Some("error") => message,
+        _ => message_from_tree(body)?,
+    };
     let mut parts = AnswerParts {
         model: message.model.unwrap_or_default(),
         usage: message.usage.unwrap_or_default(),
@@ -93,6 +94,21 @@ pub fn parse_message(body: &[u8]) -> Result<ChatResponse, ProviderError> {
         parts.add_block(block);
     }
     Ok(parts.into_response(message.stop_reason.as_deref()))
+}
+
+/// A message read through a JSON tree: an error document is classified like an HTTP error of
+/// its type, and anything else that is not a message says what is wrong.
+fn message_from_tree(body: &[u8]) -> Result<WireMessage, ProviderError> {
+    let json = json_body(body)?;
+    if json.get("type").and_then(Value::as_str) == Some("error") {
+        let details = ErrorDetails::from_json(&json);
+        return Err(ProviderError::new(
+            error_kind(None, &details),
+            details.message,
+        ));
+    }
+    serde_json::from_value(json)
+        .map_err(|err| malformed(format!("the answer is not a message: {err}")))
 }
 
 /// The pieces of an answer, however they arrived.
@@ -307,6 +323,25 @@ mod tests {
         let response = parse(answer(content, "end_turn")).unwrap();
         assert_eq!(response.message.content, "found it");
         assert!(response.message.tool_calls.is_empty());
+    }
+
+    /// Bodies the direct reading refuses, or must not take, read as they did through the tree:
+    /// duplicate keys (the last wins), an error document that also carries content, a `type`
+    /// that is not text.
+    #[test]
+    fn bodies_the_direct_reading_refuses_read_through_the_tree() {
+        let duplicate = br#"{"content": [{"type": "text", "text": "first"}],
+            "content": [{"type": "text", "text": "last"}], "stop_reason": "end_turn"}"#;
+        assert!(serde_json::from_slice::<WireMessage>(duplicate).is_err());
+        assert_eq!(parse_message(duplicate).unwrap().message.content, "last");
+
+        let error_with_content = br#"{"type": "error", "content": [],
+            "error": {"type": "overloaded_error", "message": "Overloaded"}}"#;
+        let error = parse_message(error_with_content).unwrap_err();
+        assert_eq!(error.kind, ProviderErrorKind::Overloaded);
+
+        let odd_type = br#"{"type": 7, "content": [{"type": "text", "text": "hi"}]}"#;
+        assert_eq!(parse_message(odd_type).unwrap().message.content, "hi");
     }
 
     #[test]
