@@ -1,6 +1,6 @@
 //! The wire adapters reading a whole (not streamed) answer: each adapter's public parse function
 //! over the real recorded answers in `fixtures/providers/` (a text answer and a tool call for
-//! OpenAI chat and Anthropic), as they come off the socket. No network, no runtime.
+//! each of OpenAI chat, Anthropic and the Responses API), as they come off the socket. No network, no runtime.
 //!
 //! `cargo bench -p keel-providers --bench answer_parse -- --warm-up-time 1 --measurement-time 2`
 
@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use keel_core::{ChatResponse, ProviderError};
-use keel_providers::{anthropic, openai_chat};
+use keel_providers::{anthropic, openai_chat, openai_responses};
 
 /// A recorded answer's body.
 fn recorded(name: &str) -> Vec<u8> {
@@ -21,7 +21,7 @@ fn recorded(name: &str) -> Vec<u8> {
 type Parse = fn(&[u8]) -> Result<ChatResponse, ProviderError>;
 
 fn bench(c: &mut Criterion) {
-    let cases: [(&str, &str, Parse); 4] = [
+    let cases: [(&str, &str, Parse); 6] = [
         (
             "openai_chat",
             "oai_chat_text.json",
@@ -34,6 +34,16 @@ fn bench(c: &mut Criterion) {
         ),
         ("anthropic", "anth_text.json", anthropic::parse_message),
         ("anthropic", "anth_tool_use.json", anthropic::parse_message),
+        (
+            "responses",
+            "resp_text.json",
+            openai_responses::parse_response,
+        ),
+        (
+            "responses",
+            "resp_function_calls.json",
+            openai_responses::parse_response,
+        ),
     ];
     let mut group = c.benchmark_group("answer_parse");
     for (adapter, file, parse) in cases {

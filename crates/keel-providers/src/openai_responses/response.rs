@@ -100,19 +100,19 @@ impl WireResponse {
 /// naming what was wrong; a `failed` response, or an `{"error": …}` body (some servers send
 /// it with status 200), is classified like an HTTP error.
 pub fn parse_response(body: &[u8]) -> Result<ChatResponse, ProviderError> {
-    let json = json_body(body)?;
-    let is_response = json.get("output").is_some() || json.get("status").is_some();
-    if let Some(error) = json
-        .get("error")
-        .filter(|error| !is_response && !error.is_null())
-    {
-        let details = ErrorDetails::from_error_value(error);
-        return Err(ProviderError::new(
-            error_kind(None, &details),
-            details.message,
-        ));
-    }
-    let response = WireResponse::from_value(json)?;
+    // A response straight from the bytes when it is plainly not an error document (it has an
+    // output or a status, or no error); anything else takes the tree, which says what is wrong
+    // (and keeps the last of duplicate keys, which this refuses).
+    let response = match serde_json::from_slice::<WireResponse>(body) {
+        Ok(response)
+            if response.output.is_some()
+                || response.status.is_some()
+                || response.error.is_none() =>
+        {
+            response
+        }
+        _ => response_from_tree(body)?,
+    };
     if let Some(error) = response.failure() {
         return Err(error);
     }
@@ -126,6 +126,24 @@ pub fn parse_response(body: &[u8]) -> Result<ChatResponse, ProviderError> {
     let stop = response.stop_reason(answer.has_tool_calls());
     let model = response.model.clone().unwrap_or_default();
     Ok(answer.into_response(stop, response.usage(), model))
+}
+
+/// A response read through a JSON tree: an `{"error": …}` body that is not a response is
+/// classified like an HTTP error, and anything else that is not a response says what is wrong.
+fn response_from_tree(body: &[u8]) -> Result<WireResponse, ProviderError> {
+    let json = json_body(body)?;
+    let is_response = json.get("output").is_some() || json.get("status").is_some();
+    if let Some(error) = json
+        .get("error")
+        .filter(|error| !is_response && !error.is_null())
+    {
+        let details = ErrorDetails::from_error_value(error);
+        return Err(ProviderError::new(
+            error_kind(None, &details),
+            details.message,
+        ));
+    }
+    WireResponse::from_value(json)
 }
 
 /// One output item in keel's terms.
@@ -470,6 +488,40 @@ mod tests {
         let mut body = answer("failed", json!([]));
         body["error"] = json!({"code": "server_error", "message": "Oops."});
         assert_eq!(parse(body).unwrap_err().kind, ProviderErrorKind::Server);
+    }
+
+    /// Bodies the direct reading refuses, or must not take, read as they did through the tree.
+    #[test]
+    fn bodies_the_direct_reading_refuses_read_through_the_tree() {
+        let text = |t: &str| {
+            format!(
+                r#"[{{"type": "message", "content": [{{"type": "output_text", "text": "{t}"}}]}}]"#
+            )
+        };
+        let duplicate = format!(
+            r#"{{"status": "completed", "output": {}, "output": {}}}"#,
+            text("first"),
+            text("last")
+        );
+        assert!(serde_json::from_slice::<WireResponse>(duplicate.as_bytes()).is_err());
+        let answer = parse_response(duplicate.as_bytes()).unwrap();
+        assert_eq!(answer.message.content, "last");
+
+        let error_only = br#"{"error": {"message": "slow down", "code": "rate_limit_exceeded"}}"#;
+        assert_eq!(parse_response(error_only).unwrap_err().message, "slow down");
+
+        // A null output still makes it a response, one without output.
+        let null_output = br#"{"output": null, "error": {"message": "ignored"}}"#;
+        let error = parse_response(null_output).unwrap_err();
+        assert_eq!(error.kind, ProviderErrorKind::MalformedResponse);
+        assert!(error.message.contains("no output"), "{error}");
+
+        let error_and_output = format!(
+            r#"{{"status": "completed", "error": null, "output": {}}}"#,
+            text("fine")
+        );
+        let answer = parse_response(error_and_output.as_bytes()).unwrap();
+        assert_eq!(answer.message.content, "fine");
     }
 
     #[test]
