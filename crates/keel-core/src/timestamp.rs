@@ -20,25 +20,35 @@ pub enum Fraction {
 
 /// `at` as RFC 3339 text in UTC with a `Z`, its fraction as `fraction` says.
 pub fn rfc3339(at: DateTime<Utc>, fraction: Fraction) -> String {
-    let mut text = String::with_capacity(30);
-    push_rfc3339(&mut text, at, fraction);
-    text
+    let mut bytes = [0u8; TEXT_BYTES];
+    match digits(at, fraction, &mut bytes) {
+        Some(text) => text.to_owned(),
+        None => chrono_text(at, fraction),
+    }
 }
 
-/// Appends `at` as [`rfc3339`] writes it to `out`.
-pub fn push_rfc3339(out: &mut String, at: DateTime<Utc>, fraction: Fraction) {
+/// Serializes a timestamp as chrono's `Serialize` does (`Fraction::Auto`), for
+/// `#[serde(serialize_with = ...)]`; the text is written on the stack, not allocated.
+pub fn serialize<S: Serializer>(at: &DateTime<Utc>, serializer: S) -> Result<S::Ok, S::Error> {
+    let mut bytes = [0u8; TEXT_BYTES];
+    match digits(*at, Fraction::Auto, &mut bytes) {
+        Some(text) => serializer.serialize_str(text),
+        None => serializer.serialize_str(&chrono_text(*at, Fraction::Auto)),
+    }
+}
+
+/// The longest text [`digits`] writes: `YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ`.
+const TEXT_BYTES: usize = 30;
+
+/// Writes `at` into `bytes` and returns the text, or `None` for a year outside 0–9999 or a leap
+/// second, which are left to chrono.
+fn digits(at: DateTime<Utc>, fraction: Fraction, bytes: &mut [u8; TEXT_BYTES]) -> Option<&str> {
     let year = at.year();
     let nanos = at.nanosecond();
     if !(0..=9999).contains(&year) || nanos >= 1_000_000_000 {
-        let format = match fraction {
-            Fraction::Auto => SecondsFormat::AutoSi,
-            Fraction::Nine => SecondsFormat::Nanos,
-        };
-        out.push_str(&at.to_rfc3339_opts(format, true));
-        return;
+        return None;
     }
     // Both are in range here: year 0–9999, nanos below a billion.
-    let mut bytes = [0u8; 30];
     put_digits(&mut bytes[0..4], year as u32);
     bytes[4] = b'-';
     put_digits(&mut bytes[5..7], at.month());
@@ -50,7 +60,7 @@ pub fn push_rfc3339(out: &mut String, at: DateTime<Utc>, fraction: Fraction) {
     put_digits(&mut bytes[14..16], at.minute());
     bytes[16] = b':';
     put_digits(&mut bytes[17..19], at.second());
-    let digits = match fraction {
+    let fraction_digits = match fraction {
         Fraction::Nine => 9,
         Fraction::Auto if nanos == 0 => 0,
         Fraction::Auto if nanos.is_multiple_of(1_000_000) => 3,
@@ -58,14 +68,23 @@ pub fn push_rfc3339(out: &mut String, at: DateTime<Utc>, fraction: Fraction) {
         Fraction::Auto => 9,
     };
     let mut end = 19;
-    if digits > 0 {
+    if fraction_digits > 0 {
         bytes[19] = b'.';
         put_digits(&mut bytes[20..29], nanos);
-        end = 20 + digits;
+        end = 20 + fraction_digits;
     }
     bytes[end] = b'Z';
-    // Only ASCII digits and separators were written.
-    out.push_str(std::str::from_utf8(&bytes[..=end]).unwrap_or_default());
+    // Only ASCII digits and separators were written, so this never fails.
+    std::str::from_utf8(&bytes[..=end]).ok()
+}
+
+/// What chrono writes for `at`.
+fn chrono_text(at: DateTime<Utc>, fraction: Fraction) -> String {
+    let format = match fraction {
+        Fraction::Auto => SecondsFormat::AutoSi,
+        Fraction::Nine => SecondsFormat::Nanos,
+    };
+    at.to_rfc3339_opts(format, true)
 }
 
 /// Writes `value` in decimal into `slot`, zero-padded on the left to its width (the value is
@@ -77,19 +96,14 @@ fn put_digits(slot: &mut [u8], mut value: u32) {
     }
 }
 
-/// Serializes a timestamp as chrono's `Serialize` does (`Fraction::Auto`), for
-/// `#[serde(serialize_with = ...)]`.
-pub fn serialize<S: Serializer>(at: &DateTime<Utc>, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_str(&rfc3339(*at, Fraction::Auto))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use chrono::{NaiveDate, TimeZone};
     use proptest::prelude::*;
 
-    fn chrono_text(at: DateTime<Utc>, fraction: Fraction) -> String {
+    /// The oracle: chrono's `Serialize` for `Auto`, its RFC 3339 with nine digits for `Nine`.
+    fn what_chrono_writes(at: DateTime<Utc>, fraction: Fraction) -> String {
         match fraction {
             Fraction::Auto => serde_json::to_value(at)
                 .unwrap()
@@ -100,10 +114,26 @@ mod tests {
         }
     }
 
+    #[derive(serde::Serialize)]
+    struct Stamped {
+        #[serde(serialize_with = "serialize")]
+        at: DateTime<Utc>,
+    }
+
+    /// Both fractions, and the serializer, against chrono.
     fn both(at: DateTime<Utc>) {
         for fraction in [Fraction::Auto, Fraction::Nine] {
-            assert_eq!(rfc3339(at, fraction), chrono_text(at, fraction), "{at:?}");
+            assert_eq!(
+                rfc3339(at, fraction),
+                what_chrono_writes(at, fraction),
+                "{at:?}"
+            );
         }
+        assert_eq!(
+            serde_json::to_value(Stamped { at }).unwrap()["at"],
+            serde_json::to_value(at).unwrap(),
+            "{at:?}"
+        );
     }
 
     #[test]
@@ -152,11 +182,6 @@ mod tests {
 
     #[test]
     fn serializing_writes_what_chrono_writes_and_reads_back() {
-        #[derive(serde::Serialize)]
-        struct Stamped {
-            #[serde(serialize_with = "serialize")]
-            at: DateTime<Utc>,
-        }
         let at = Utc.with_ymd_and_hms(2026, 11, 27, 6, 18, 14).unwrap()
             + chrono::Duration::nanoseconds(123_400);
         let json = serde_json::to_string(&Stamped { at }).unwrap();
