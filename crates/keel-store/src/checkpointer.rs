@@ -31,7 +31,7 @@ use rusqlite::Connection;
 pub(crate) const TRANSACTIONS_PER_CHECKPOINT: u32 = 32;
 
 /// Frames of log (of a 4 KiB page each) past which the writer is asked to start it over.
-pub(crate) const RESTART_FRAMES: i64 = 4_096;
+const RESTART_FRAMES: i64 = 4_096;
 
 /// Frames committed during a pass few enough for the writer to copy between two transactions.
 const FEW_FRAMES: i64 = 256;
