@@ -165,6 +165,12 @@ impl ErrorDetails {
     fn says_overloaded(&self) -> bool {
         self.message.to_ascii_lowercase().contains("overloaded")
     }
+
+    /// The error of an error document sent as a whole answer (no HTTP error status), with its
+    /// own message.
+    pub(crate) fn into_answer_error(self) -> ProviderError {
+        ProviderError::new(error_kind(None, &self), self.message)
+    }
 }
 
 /// The class of a failure from its HTTP status (`None` for an error reported inside a

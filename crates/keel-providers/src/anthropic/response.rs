@@ -7,7 +7,7 @@ use keel_core::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::classify::{ErrorDetails, error_kind, json_body};
+use crate::classify::{ErrorDetails, json_body};
 
 #[derive(Deserialize)]
 struct WireMessage {
@@ -101,11 +101,7 @@ pub fn parse_message(body: &[u8]) -> Result<ChatResponse, ProviderError> {
 fn message_from_tree(body: &[u8]) -> Result<WireMessage, ProviderError> {
     let json = json_body(body)?;
     if json.get("type").and_then(Value::as_str) == Some("error") {
-        let details = ErrorDetails::from_json(&json);
-        return Err(ProviderError::new(
-            error_kind(None, &details),
-            details.message,
-        ));
+        return Err(ErrorDetails::from_json(&json).into_answer_error());
     }
     serde_json::from_value(json)
         .map_err(|err| malformed(format!("the answer is not a message: {err}")))

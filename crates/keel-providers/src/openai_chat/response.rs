@@ -7,7 +7,7 @@ use keel_core::{
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::classify::{ErrorDetails, error_kind, json_body};
+use crate::classify::{ErrorDetails, json_body};
 
 #[derive(Deserialize)]
 struct WireCompletion {
@@ -154,11 +154,7 @@ fn completion_from_tree(body: &[u8]) -> Result<WireCompletion, ProviderError> {
     if json.get("choices").is_none()
         && let Some(error) = json.get("error")
     {
-        let details = ErrorDetails::from_error_value(error);
-        return Err(ProviderError::new(
-            error_kind(None, &details),
-            details.message,
-        ));
+        return Err(ErrorDetails::from_error_value(error).into_answer_error());
     }
     let completion: WireCompletion = serde_json::from_value(json)
         .map_err(|err| malformed(format!("the answer is not a chat completion: {err}")))?;

@@ -137,11 +137,7 @@ fn response_from_tree(body: &[u8]) -> Result<WireResponse, ProviderError> {
         .get("error")
         .filter(|error| !is_response && !error.is_null())
     {
-        let details = ErrorDetails::from_error_value(error);
-        return Err(ProviderError::new(
-            error_kind(None, &details),
-            details.message,
-        ));
+        return Err(ErrorDetails::from_error_value(error).into_answer_error());
     }
     WireResponse::from_value(json)
 }
