@@ -21,6 +21,20 @@ fn append_four_times() -> Run {
     run
 }
 
+/// Restores `run` from `current` and from `other` (the same boundary in another format) and
+/// checks both give the same state, calls and next step; returns the one from `other`.
+fn restored_alike(run: &Run, current: &Checkpoint, other: &Checkpoint) -> Run {
+    let mut from_current = Run::restore(current, stored(run)).unwrap();
+    let mut from_other = Run::restore(other, stored(run)).unwrap();
+    assert_eq!(
+        serde_json::to_string(&from_other).unwrap(),
+        serde_json::to_string(&from_current).unwrap()
+    );
+    assert_eq!(from_other.tool_calls(), from_current.tool_calls());
+    assert_eq!(from_other.resume(), from_current.resume());
+    from_other
+}
+
 #[test]
 fn a_checkpoint_in_the_previous_format_restores_to_the_same_run() {
     let mut run = append_four_times();
@@ -35,16 +49,9 @@ fn a_checkpoint_in_the_previous_format_restores_to_the_same_run() {
         state: STATE_WITH_EVERY_FIELD.to_string(),
         ..current.clone()
     };
-    let mut from_current = Run::restore(&current, stored(&run)).unwrap();
-    let mut from_previous = Run::restore(&previous, stored(&run)).unwrap();
-    assert_eq!(
-        serde_json::to_string(&from_previous).unwrap(),
-        serde_json::to_string(&from_current).unwrap()
-    );
-    assert_eq!(from_previous.tool_calls(), from_current.tool_calls());
+    let from_previous = restored_alike(&run, &current, &previous);
     assert_eq!(from_previous.tool_calls().len(), 4);
     assert_eq!(from_previous.guard.level(), 0);
-    assert_eq!(from_previous.resume(), from_current.resume());
 }
 
 #[test]
@@ -58,15 +65,8 @@ fn checkpoints_list_no_calls_and_ones_that_did_restore_the_same() {
         completed_calls: vec!["c0".into(), "c1".into(), "c2".into(), "c3".into()],
         ..current.clone()
     };
-    let mut from_current = Run::restore(&current, stored(&run)).unwrap();
-    let mut from_listing = Run::restore(&listing, stored(&run)).unwrap();
-    assert_eq!(
-        serde_json::to_string(&from_listing).unwrap(),
-        serde_json::to_string(&from_current).unwrap()
-    );
-    assert_eq!(from_listing.tool_calls(), from_current.tool_calls());
+    let from_listing = restored_alike(&run, &current, &listing);
     assert_eq!(from_listing.tool_calls().len(), 4);
-    assert_eq!(from_listing.resume(), from_current.resume());
 }
 
 #[test]
