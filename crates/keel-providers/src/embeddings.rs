@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use keel_core::{ProviderError, ProviderErrorKind};
+use reqwest::Url;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -21,7 +22,7 @@ pub struct OpenAiEmbeddings {
     api_key: Option<String>,
     client: reqwest::Client,
     origin: String,
-    endpoint: String,
+    endpoint: Url,
 }
 
 #[derive(Deserialize)]
@@ -43,7 +44,7 @@ impl OpenAiEmbeddings {
         Ok(OpenAiEmbeddings {
             model: model.into(),
             api_key: config.api_key.clone(),
-            endpoint: format!("{origin}/embeddings"),
+            endpoint: http::endpoint(&origin, "/embeddings")?,
             origin,
             client,
         })
@@ -76,7 +77,7 @@ impl OpenAiEmbeddings {
         let body = json!({"model": self.model, "input": texts});
         let mut request = self
             .client
-            .post(&self.endpoint)
+            .post(self.endpoint.clone())
             .json(&body)
             .timeout(timeout);
         if let Some(key) = &self.api_key {

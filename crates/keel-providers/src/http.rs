@@ -79,6 +79,15 @@ pub(crate) fn checked_base_url(raw: &str) -> Result<(String, Url), ConfigError> 
     Ok((trimmed.to_string(), url))
 }
 
+/// The URL requests go to: `path` under the checked base URL `origin`, parsed here once
+/// (reqwest would parse a URL given as text again for every request).
+pub(crate) fn endpoint(origin: &str, path: &str) -> Result<Url, ConfigError> {
+    Url::parse(&format!("{origin}{path}")).map_err(|err| ConfigError::InvalidBaseUrl {
+        url: origin.to_string(),
+        reason: err.to_string(),
+    })
+}
+
 /// Where a transport failure happened.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Stage {

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use keel_core::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError};
+use reqwest::Url;
 use reqwest::header::ACCEPT;
 
 pub use request::{BodyOptions, MAX_CACHE_BREAKPOINTS, PLACEHOLDER_USER_TEXT, build_request_body};
@@ -122,7 +123,7 @@ pub struct Anthropic {
     client: reqwest::Client,
     /// The base URL without its trailing slash, named in transport errors.
     origin: String,
-    endpoint: String,
+    endpoint: Url,
     /// The JSON of the tool lists it sent last (for its fixed [`BodyOptions`]).
     tools_json: ToolsJsonCache,
 }
@@ -132,11 +133,12 @@ impl Anthropic {
     pub fn new(config: AnthropicConfig) -> Result<Self, ConfigError> {
         let (origin, _) = http::checked_base_url(&config.base_url)?;
         let client = http::build_client(config.connect_timeout, config.request_timeout)?;
-        let endpoint = if origin.ends_with("/v1") {
-            format!("{origin}/messages")
+        let path = if origin.ends_with("/v1") {
+            "/messages"
         } else {
-            format!("{origin}/v1/messages")
+            "/v1/messages"
         };
+        let endpoint = http::endpoint(&origin, path)?;
         Ok(Anthropic {
             endpoint,
             tools_json: ToolsJsonCache::default(),
@@ -153,7 +155,7 @@ impl Anthropic {
 
     /// The URL requests are posted to.
     pub fn endpoint(&self) -> &str {
-        &self.endpoint
+        self.endpoint.as_str()
     }
 
     /// The JSON body this adapter sends for `request`.
@@ -178,7 +180,7 @@ impl Anthropic {
         let body = self.request_body(request);
         let mut http_request = http::with_json_body(
             self.client
-                .post(&self.endpoint)
+                .post(self.endpoint.clone())
                 .header("anthropic-version", &self.config.version),
             body,
         );

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use keel_core::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError};
+use reqwest::Url;
 use reqwest::header::ACCEPT;
 
 pub use request::{TokenLimitField, build_request_body};
@@ -99,7 +100,7 @@ pub struct OpenAiChat {
     client: reqwest::Client,
     /// The base URL without its trailing slash, named in transport errors.
     origin: String,
-    endpoint: String,
+    endpoint: Url,
     token_limit: TokenLimitField,
     /// The JSON of the tool lists it sent last.
     tools_json: ToolsJsonCache,
@@ -111,7 +112,7 @@ impl OpenAiChat {
         let (origin, url) = http::checked_base_url(&config.base_url)?;
         let client = http::build_client(config.connect_timeout, config.request_timeout)?;
         Ok(OpenAiChat {
-            endpoint: format!("{origin}/chat/completions"),
+            endpoint: http::endpoint(&origin, "/chat/completions")?,
             token_limit: TokenLimitField::for_host(url.host_str()),
             tools_json: ToolsJsonCache::default(),
             origin,
@@ -139,7 +140,7 @@ impl OpenAiChat {
         sink: &dyn DeltaSink,
     ) -> Result<ChatResponse, ProviderError> {
         let body = self.request_body(request);
-        let mut http_request = http::with_json_body(self.client.post(&self.endpoint), body);
+        let mut http_request = http::with_json_body(self.client.post(self.endpoint.clone()), body);
         if let Some(key) = &self.config.api_key {
             http_request = http_request.bearer_auth(key);
         }
@@ -213,7 +214,10 @@ mod tests {
     #[test]
     fn base_url_is_checked_and_its_trailing_slash_dropped() {
         let chat = OpenAiChat::new(OpenAiConfig::new("http://localhost:8000/v1/")).unwrap();
-        assert_eq!(chat.endpoint, "http://localhost:8000/v1/chat/completions");
+        assert_eq!(
+            chat.endpoint.as_str(),
+            "http://localhost:8000/v1/chat/completions"
+        );
         assert_eq!(chat.token_limit, TokenLimitField::MaxTokens);
         let openai = OpenAiChat::new(OpenAiConfig::new(DEFAULT_BASE_URL)).unwrap();
         assert_eq!(openai.token_limit, TokenLimitField::MaxCompletionTokens);

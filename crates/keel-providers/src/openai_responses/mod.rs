@@ -20,6 +20,7 @@ use std::sync::{Mutex, PoisonError};
 
 use async_trait::async_trait;
 use keel_core::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError, ProviderErrorKind};
+use reqwest::Url;
 use reqwest::header::ACCEPT;
 
 pub use request::{EncryptedReasoning, MIN_OUTPUT_TOKENS, build_request_body};
@@ -40,7 +41,7 @@ pub struct OpenAiResponses {
     client: reqwest::Client,
     /// The base URL without its trailing slash, named in transport errors.
     origin: String,
-    endpoint: String,
+    endpoint: Url,
     /// Models that rejected `include: ["reasoning.encrypted_content"]`.
     without_encrypted_reasoning: Mutex<HashSet<String>>,
     /// The JSON of the tool lists it sent last.
@@ -58,7 +59,7 @@ impl OpenAiResponses {
         let (origin, _) = http::checked_base_url(&config.base_url)?;
         let client = http::build_client(config.connect_timeout, config.request_timeout)?;
         Ok(OpenAiResponses {
-            endpoint: format!("{origin}/responses"),
+            endpoint: http::endpoint(&origin, "/responses")?,
             origin,
             client,
             config,
@@ -136,7 +137,7 @@ impl OpenAiResponses {
         reasoning: EncryptedReasoning,
     ) -> Result<reqwest::Response, ProviderError> {
         let body = self.request_body(request, reasoning);
-        let mut http_request = http::with_json_body(self.client.post(&self.endpoint), body);
+        let mut http_request = http::with_json_body(self.client.post(self.endpoint.clone()), body);
         if let Some(key) = &self.config.api_key {
             http_request = http_request.bearer_auth(key);
         }
@@ -194,12 +195,18 @@ mod tests {
     fn the_chat_default_name_becomes_openai_responses_and_others_are_kept() {
         let adapter = OpenAiResponses::new(OpenAiConfig::from_lookup(|_| None)).unwrap();
         assert_eq!(adapter.name(), DEFAULT_NAME);
-        assert_eq!(adapter.endpoint, "https://api.openai.com/v1/responses");
+        assert_eq!(
+            adapter.endpoint.as_str(),
+            "https://api.openai.com/v1/responses"
+        );
         let mut config = OpenAiConfig::new("http://localhost:8000/v1/");
         config.name = "azure".into();
         let adapter = OpenAiResponses::new(config).unwrap();
         assert_eq!(adapter.name(), "azure");
-        assert_eq!(adapter.endpoint, "http://localhost:8000/v1/responses");
+        assert_eq!(
+            adapter.endpoint.as_str(),
+            "http://localhost:8000/v1/responses"
+        );
         assert!(OpenAiResponses::new(OpenAiConfig::new("ftp://x")).is_err());
     }
 
