@@ -112,6 +112,17 @@ impl Checkpointer {
         }
     }
 
+    /// Whether the thread asks the writer to start the log over.
+    pub(crate) fn restart_asked(&self) -> bool {
+        self.restart.load(Ordering::Acquire)
+    }
+
+    /// Asks for a restart as the thread does when the log is long.
+    #[cfg(test)]
+    pub(crate) fn ask_restart(&self) {
+        self.restart.store(true, Ordering::Release);
+    }
+
     /// On the writer's connection `conn`, between two transactions: when the thread has asked
     /// for it, copies what is left of the log and waits up to [`RESTART_WAIT`] for readers to
     /// leave it, so that the next transaction writes the log from its start. A restart that

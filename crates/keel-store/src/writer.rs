@@ -98,12 +98,24 @@ impl Owned {
             return vec![Err(closed()); commits.len()];
         };
         let outcomes = write(conn, commits);
+        if let Some(checkpointer) = &self.checkpointer {
+            checkpointer.restart_if_asked(conn);
+        }
         self.counted();
         outcomes
     }
 
+    /// Whether the checkpointer asks the writer's thread to start the log over: a caller then
+    /// leaves its commit to that thread rather than write it itself (see [`Writer::commit`]).
+    fn restart_asked(&self) -> bool {
+        self.checkpointer
+            .as_ref()
+            .is_some_and(Checkpointer::restart_asked)
+    }
+
     /// Runs one commit at once if the database's write lock is free; `None` if another
-    /// process holds it, so that the caller never waits for it.
+    /// process holds it, so that the caller never waits for it. Never starts the log over,
+    /// which can pause for tens of milliseconds: that is the writer's thread's to do.
     fn write_now(&mut self, batches: &[Batch]) -> Option<Outcome> {
         let conn = self.conn.as_ref()?;
         conn.busy_timeout(Duration::ZERO).ok()?;
@@ -133,14 +145,13 @@ impl Owned {
         }
     }
 
-    /// Counts a transaction, asks for a checkpoint every so many, and starts the log over when
-    /// the checkpointer asks for it (see [`crate::checkpointer`]).
+    /// Counts a transaction and asks for a checkpoint every so many (see
+    /// [`crate::checkpointer`]).
     fn counted(&mut self) {
         self.transactions = self.transactions.wrapping_add(1);
-        let (Some(checkpointer), Some(conn)) = (&self.checkpointer, &self.conn) else {
+        let Some(checkpointer) = &self.checkpointer else {
             return;
         };
-        checkpointer.restart_if_asked(conn);
         if self
             .transactions
             .is_multiple_of(TRANSACTIONS_PER_CHECKPOINT)
@@ -196,10 +207,12 @@ impl Writer {
     /// at once: waking the thread and being woken back costs more than a small commit on this
     /// thread (tens of microseconds each on a VM). It never waits there: not for the thread,
     /// which holds the connection while it writes, nor for another process's write lock. Under
-    /// load, commits queue and go in groups.
+    /// load, commits queue and go in groups. Nor does it start the log over when the
+    /// checkpointer asks for that: the commit then goes to the thread, which does it after.
     pub(crate) async fn commit(&self, batches: Vec<Batch>) -> Outcome {
         if self.queued.load(Ordering::Acquire) == 0
             && let Ok(mut owned) = self.owned.try_lock()
+            && !owned.restart_asked()
             && let Some(outcome) = owned.write_now(&batches)
         {
             return outcome;
@@ -515,6 +528,31 @@ mod tests {
             assert_eq!(outcome.unwrap(), Ok(None));
         }
         assert_eq!(ids(&conns).await, (0..500).collect::<Vec<_>>());
+    }
+
+    /// Starting the log over can pause for tens of milliseconds: a caller writing its own
+    /// commit leaves it to the writer's thread, and its next commit goes to that thread.
+    #[tokio::test]
+    async fn only_the_writers_thread_starts_the_log_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (id INTEGER PRIMARY KEY)")
+            .unwrap();
+        let writer = Writer::open(&path).await.unwrap();
+        let owned = || writer.owned.lock().unwrap();
+        owned().checkpointer.as_ref().unwrap().ask_restart();
+
+        assert_eq!(owned().write_now(&insert(1)), Some(Ok(None)));
+        assert!(owned().restart_asked(), "a caller's own write left it");
+
+        assert_eq!(writer.commit(insert(2)).await, Ok(None));
+        assert!(
+            !owned().restart_asked(),
+            "the next commit went to the thread, which started the log over"
+        );
+        writer.close().await;
     }
 
     #[tokio::test]
