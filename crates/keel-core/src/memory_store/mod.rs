@@ -6,7 +6,6 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 
 use crate::message::{Message, Role};
-use crate::state::AgentState;
 use chrono::{DateTime, Utc};
 
 use crate::api_key::ApiKeyRecord;
@@ -17,7 +16,7 @@ use crate::conversation::{
 use crate::event::Event;
 use crate::files::FileRecord;
 use crate::journal::Journal;
-use crate::lane::{LaneClaim, LaneHolder, LaneOutcome, lane_is_held};
+use crate::lane::{LaneClaim, LaneHolder, LaneOutcome};
 use crate::platform::Persona;
 use crate::provider::Usage;
 use crate::store::{
@@ -26,6 +25,7 @@ use crate::store::{
 };
 use crate::token_log::{TokenCharge, UsageLine, UsageQuery};
 
+mod daemon;
 mod facts;
 mod platform;
 mod search;
@@ -479,121 +479,37 @@ impl Store for MemoryStore {
     }
 
     async fn heartbeat(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
-        let mut data = self.lock()?;
-        Ok(match data.runs.get_mut(run_id) {
-            Some(run) => {
-                run.heartbeat_at = Some(at);
-                run.cancel_requested_at.is_some()
-            }
-            None => false,
-        })
+        Ok(self.lock()?.heartbeat(run_id, at))
     }
 
     async fn request_cancel(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
-        let mut data = self.lock()?;
-        Ok(match data.runs.get_mut(run_id) {
-            Some(run) => {
-                run.cancel_requested_at.get_or_insert(at);
-                true
-            }
-            None => false,
-        })
+        Ok(self.lock()?.request_cancel(run_id, at))
     }
 
     async fn claim_session(&self, claim: &LaneClaim<'_>) -> Result<LaneOutcome, StoreError> {
-        let mut data = self.lock()?;
-        data.ensure(claim.session_id);
-        if let Some(holder) = data.lanes.get(claim.session_id) {
-            let run = data.runs.get(&holder.run_id);
-            if lane_is_held(&holder.run_id, holder.claimed_at, run, claim) {
-                let mut holder = holder.clone();
-                holder.paused = run.is_some_and(|run| run.state == AgentState::WaitingOnHuman);
-                return Ok(LaneOutcome::Busy(holder));
-            }
-        }
-        let holder = LaneHolder {
-            run_id: claim.run_id.to_string(),
-            worker: claim.worker.to_string(),
-            claimed_at: claim.at,
-            paused: false,
-        };
-        data.lanes.insert(claim.session_id.to_string(), holder);
-        Ok(LaneOutcome::Claimed)
+        self.lock()?.claim_session(claim)
     }
 
     async fn release_session(&self, session_id: &str, run_id: &str) -> Result<bool, StoreError> {
-        let mut data = self.lock()?;
-        if data
-            .lanes
-            .get(session_id)
-            .is_some_and(|holder| holder.run_id == run_id)
-        {
-            data.lanes.remove(session_id);
-            return Ok(true);
-        }
-        Ok(false)
+        Ok(self.lock()?.release_session(session_id, run_id))
     }
 
     async fn active_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-        let mut runs: Vec<RunRecord> = self
-            .lock()?
-            .runs
-            .values()
-            .filter(|run| !run.state.is_terminal())
-            .cloned()
-            .collect();
-        runs.sort_by(|a, b| a.started_at.cmp(&b.started_at).then(a.id.cmp(&b.id)));
-        Ok(runs)
+        Ok(self.lock()?.active_runs())
     }
 
     async fn create_conversation(
         &self,
         conversation: &NewConversation,
     ) -> Result<Option<SessionInfo>, StoreError> {
-        let mut data = self.lock()?;
-        if data.sessions.contains_key(&conversation.id) {
-            return Ok(None);
-        }
-        let info = SessionInfo {
-            id: conversation.id.clone(),
-            created_at: conversation.at,
-            updated_at: conversation.at,
-            title: None,
-            message_count: 0,
-            owner: conversation.owner.clone(),
-            lane_policy: conversation.lane_policy,
-            place: conversation.place.clone(),
-            trusted: conversation.trusted,
-        };
-        data.sessions
-            .insert(conversation.id.clone(), (info.clone(), Vec::new()));
-        Ok(Some(info))
+        self.lock()?.create_conversation(conversation)
     }
 
     async fn list_conversations(
         &self,
         filter: &ConversationFilter,
     ) -> Result<Vec<SessionInfo>, StoreError> {
-        let data = self.lock()?;
-        let key = |info: &SessionInfo| (info.created_at, info.id.clone());
-        let before = match &filter.before {
-            Some(id) => match data.sessions.get(id) {
-                Some((info, _)) => Some(key(info)),
-                None => return Ok(Vec::new()),
-            },
-            None => None,
-        };
-        let mut sessions: Vec<SessionInfo> = data
-            .sessions
-            .values()
-            .map(|(info, _)| info)
-            .filter(|info| filter.owner.is_none() || info.owner == filter.owner)
-            .filter(|info| before.as_ref().is_none_or(|before| key(info) < *before))
-            .cloned()
-            .collect();
-        sessions.sort_by_key(|info| std::cmp::Reverse(key(info)));
-        sessions.truncate(filter.limit);
-        Ok(sessions)
+        Ok(self.lock()?.list_conversations(filter))
     }
 
     async fn messages_page(
@@ -602,47 +518,11 @@ impl Store for MemoryStore {
         after: u64,
         limit: usize,
     ) -> Result<Vec<StoredMessage>, StoreError> {
-        let data = self.lock()?;
-        let Some((_, messages)) = data.sessions.get(session_id) else {
-            return Ok(Vec::new());
-        };
-        // Seqs are 1, 2, ...: the messages after seq `after` start at index `after`.
-        let start = usize::try_from(after).unwrap_or(usize::MAX);
-        Ok(messages.iter().skip(start).take(limit).cloned().collect())
+        Ok(self.lock()?.messages_page(session_id, after, limit))
     }
 
     async fn find_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
-        let data = self.lock()?;
-        let key = |run: &RunRecord| (run.started_at, run.id.clone());
-        let before = match &filter.before {
-            Some(id) => match data.runs.get(id) {
-                Some(run) => Some(key(run)),
-                None => return Ok(Vec::new()),
-            },
-            None => None,
-        };
-        let owner_of = |session_id: &str| {
-            data.sessions
-                .get(session_id)
-                .and_then(|(info, _)| info.owner.clone())
-        };
-        let mut runs: Vec<RunRecord> = data
-            .runs
-            .values()
-            .filter(|run| {
-                filter
-                    .session_id
-                    .as_ref()
-                    .is_none_or(|s| run.session_id == *s)
-            })
-            .filter(|run| filter.state.is_none_or(|state| run.state == state))
-            .filter(|run| filter.owner.is_none() || owner_of(&run.session_id) == filter.owner)
-            .filter(|run| before.as_ref().is_none_or(|before| key(run) < *before))
-            .cloned()
-            .collect();
-        runs.sort_by_key(|run| std::cmp::Reverse(key(run)));
-        runs.truncate(filter.limit);
-        Ok(runs)
+        Ok(self.lock()?.find_runs(filter))
     }
 
     async fn events_after(
@@ -650,18 +530,7 @@ impl Store for MemoryStore {
         run_id: &str,
         after: u64,
     ) -> Result<Vec<(u64, Event)>, StoreError> {
-        let data = self.lock()?;
-        Ok(data
-            .events
-            .get(run_id)
-            .map(|events| {
-                (1u64..)
-                    .zip(events.iter())
-                    .filter(|(seq, _)| *seq > after)
-                    .map(|(seq, event)| (seq, event.clone()))
-                    .collect()
-            })
-            .unwrap_or_default())
+        Ok(self.lock()?.events_after(run_id, after))
     }
 
     async fn enqueue_run(
@@ -669,48 +538,7 @@ impl Store for MemoryStore {
         run: &QueuedRun,
         limit: usize,
     ) -> Result<EnqueueOutcome, StoreError> {
-        let mut data = self.lock()?;
-        if !data.sessions.contains_key(&run.session_id) {
-            return Err(StoreError::NotFound(format!(
-                "session `{}`",
-                run.session_id
-            )));
-        }
-        let queued = data
-            .queue
-            .iter()
-            .filter(|queued| queued.session_id == run.session_id)
-            .count();
-        if queued >= limit {
-            return Ok(EnqueueOutcome::Full { queued });
-        }
-        data.queue.push(run.clone());
-        data.runs.insert(
-            run.run_id.clone(),
-            RunRecord {
-                id: run.run_id.clone(),
-                session_id: run.session_id.clone(),
-                state: AgentState::Queued,
-                reason: None,
-                provider: run.provider.clone(),
-                model: run.model.clone(),
-                model_used: None,
-                iterations: 0,
-                usage: Usage::default(),
-                final_text: None,
-                error: None,
-                started_at: run.enqueued_at,
-                updated_at: run.enqueued_at,
-                finished_at: None,
-                cost: 0.0,
-                heartbeat_at: None,
-                cancel_requested_at: None,
-                resume_available: false,
-                launch: None,
-                worker: None,
-            },
-        );
-        Ok(EnqueueOutcome::Queued { ahead: queued })
+        self.lock()?.enqueue_run(run, limit)
     }
 
     async fn queued_runs(&self, session_id: &str) -> Result<Vec<QueuedRun>, StoreError> {
@@ -724,43 +552,15 @@ impl Store for MemoryStore {
     }
 
     async fn queued_sessions(&self) -> Result<Vec<String>, StoreError> {
-        let data = self.lock()?;
-        let mut sessions: Vec<String> = Vec::new();
-        for queued in &data.queue {
-            if !sessions.contains(&queued.session_id) {
-                sessions.push(queued.session_id.clone());
-            }
-        }
-        Ok(sessions)
+        Ok(self.lock()?.queued_sessions())
     }
 
     async fn cancel_queued(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
-        let mut data = self.lock()?;
-        let before = data.queue.len();
-        data.queue.retain(|queued| queued.run_id != run_id);
-        if data.queue.len() == before {
-            return Ok(false);
-        }
-        if let Some(run) = data.runs.get_mut(run_id) {
-            run.state = AgentState::Cancelled;
-            run.updated_at = at;
-            run.finished_at = Some(at);
-            run.cancel_requested_at.get_or_insert(at);
-        }
-        Ok(true)
+        self.lock()?.cancel_queued(run_id, at)
     }
 
     async fn save_api_key(&self, key: &ApiKeyRecord) -> Result<(), StoreError> {
-        let mut data = self.lock()?;
-        if data
-            .api_keys
-            .iter()
-            .any(|k| k.id == key.id || k.hash == key.hash)
-        {
-            return Err(StoreError::Backend(format!("API key `{}` exists", key.id)));
-        }
-        data.api_keys.push(key.clone());
-        Ok(())
+        self.lock()?.save_api_key(key)
     }
 
     async fn api_key_by_hash(&self, hash: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
@@ -777,39 +577,11 @@ impl Store for MemoryStore {
     }
 
     async fn revoke_api_key(&self, id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
-        let mut data = self.lock()?;
-        Ok(
-            match data
-                .api_keys
-                .iter_mut()
-                .find(|k| k.id == id && k.revoked_at.is_none())
-            {
-                Some(key) => {
-                    key.revoked_at = Some(at);
-                    true
-                }
-                None => false,
-            },
-        )
+        self.lock()?.revoke_api_key(id, at)
     }
 
     async fn link_user(&self, link: &PlatformLink) -> Result<(), StoreError> {
-        let mut data = self.lock()?;
-        if !data.users.contains_key(&link.user_id) {
-            return Err(StoreError::NotFound(format!("user `{}`", link.user_id)));
-        }
-        let key = (link.platform.clone(), link.platform_user_id.clone());
-        match data.links.get(&key) {
-            Some(existing) if existing.user_id == link.user_id => Ok(()),
-            Some(existing) => Err(StoreError::Backend(format!(
-                "{}:{} is linked to user `{}` already",
-                link.platform, link.platform_user_id, existing.user_id
-            ))),
-            None => {
-                data.links.insert(key, link.clone());
-                Ok(())
-            }
-        }
+        self.lock()?.link_user(link)
     }
 
     async fn user_by_link(
@@ -826,17 +598,7 @@ impl Store for MemoryStore {
     }
 
     async fn user_links(&self, user_id: &str) -> Result<Vec<PlatformLink>, StoreError> {
-        let mut links: Vec<PlatformLink> = self
-            .lock()?
-            .links
-            .values()
-            .filter(|link| link.user_id == user_id)
-            .cloned()
-            .collect();
-        links.sort_by(|a, b| {
-            (&a.platform, &a.platform_user_id).cmp(&(&b.platform, &b.platform_user_id))
-        });
-        Ok(links)
+        Ok(self.lock()?.user_links(user_id))
     }
 
     // --- Session search (`session_search`, issue 16) ---
@@ -849,13 +611,6 @@ impl Store for MemoryStore {
     }
 
     async fn adopt_session(&self, session_id: &str, user_id: &str) -> Result<bool, StoreError> {
-        let mut data = self.lock()?;
-        match data.sessions.get_mut(session_id) {
-            Some((info, messages)) if info.owner.is_none() && messages.is_empty() => {
-                info.owner = Some(user_id.to_string());
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
+        Ok(self.lock()?.adopt_session(session_id, user_id))
     }
 }
