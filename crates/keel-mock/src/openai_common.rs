@@ -126,34 +126,39 @@ pub(crate) fn object<'a>(value: &'a Value, path: &str) -> Result<&'a Map<String,
         .ok_or_else(|| wrong_type(path, "an object", value))
 }
 
-/// A required object member.
+/// A required object member. (Its path is written out only for an error: a request names
+/// hundreds of members.)
 pub(crate) fn required_object<'a>(
     parent: &'a Map<String, Value>,
     key: &str,
     path: &str,
 ) -> Result<&'a Map<String, Value>, Invalid> {
-    let full = join(path, key);
     match parent.get(key) {
-        None | Some(Value::Null) => Err(missing(&full)),
-        Some(value) => object(value, &full),
+        None | Some(Value::Null) => Err(missing(&join(path, key))),
+        Some(value) => value
+            .as_object()
+            .ok_or_else(|| wrong_type(&join(path, key), "an object", value)),
     }
 }
 
-/// A required string member; only `arguments` may be empty.
+/// A required string member; only `arguments` may be empty. (Its path is written out only for
+/// an error.)
 pub(crate) fn required_string<'a>(
     parent: &'a Map<String, Value>,
     key: &str,
     path: &str,
 ) -> Result<&'a str, Invalid> {
-    let full = join(path, key);
     match parent.get(key) {
-        None | Some(Value::Null) => Err(missing(&full)),
-        Some(Value::String(s)) if s.is_empty() && key != "arguments" => Err(Invalid::new(
-            format!("Invalid '{full}': empty string. Expected a non-empty string."),
-            Some(&full),
-        )),
+        None | Some(Value::Null) => Err(missing(&join(path, key))),
+        Some(Value::String(s)) if s.is_empty() && key != "arguments" => {
+            let full = join(path, key);
+            Err(Invalid::new(
+                format!("Invalid '{full}': empty string. Expected a non-empty string."),
+                Some(&full),
+            ))
+        }
         Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(wrong_type(&full, "a string", other)),
+        Some(other) => Err(wrong_type(&join(path, key), "a string", other)),
     }
 }
 

@@ -157,7 +157,7 @@ fn check_messages(messages: &[Value]) -> Result<(), Invalid> {
             ));
         }
         if role == "user" || role == "assistant" {
-            close(open.take(), &format!("is followed by {path} ({role})"))?;
+            close(open.take(), || format!("is followed by {path} ({role})"))?;
         }
         match role {
             "assistant" => {
@@ -181,7 +181,7 @@ fn check_messages(messages: &[Value]) -> Result<(), Invalid> {
             _ => check_content(message, &path, true)?,
         }
     }
-    close(open, "ends the conversation")
+    close(open, || "ends the conversation".to_string())
 }
 
 /// Matches a tool result to the call it answers, or says why it answers none. (A call of an
@@ -218,15 +218,16 @@ fn answer_call(
 }
 
 /// Fails when tool calls are left unanswered; `what_follows` says where the results ran out.
-fn close(open: Option<OpenCalls>, what_follows: &str) -> Result<(), Invalid> {
+fn close(open: Option<OpenCalls>, what_follows: impl FnOnce() -> String) -> Result<(), Invalid> {
     match open {
         Some(calls) if !calls.unanswered.is_empty() => Err(Invalid::new(
             format!(
                 "An assistant message with 'tool_calls' must be followed by tool messages \
                  responding to each 'tool_call_id'. The following tool_call_ids did not have \
-                 response messages: {} (messages[{}] {what_follows}).",
+                 response messages: {} (messages[{}] {}).",
                 calls.unanswered.join(", "),
-                calls.assistant
+                calls.assistant,
+                what_follows()
             ),
             Some("messages"),
         )),
@@ -264,18 +265,18 @@ fn check_tool_calls(calls: &Value, path: &str) -> Result<Vec<String>, Invalid> {
 }
 
 fn check_content(message: &Map<String, Value>, path: &str, required: bool) -> Result<(), Invalid> {
-    let content_path = format!("{path}.content");
+    let content_path = || format!("{path}.content");
     match message.get("content") {
         Some(Value::String(_)) => Ok(()),
         Some(Value::Array(parts)) => {
             for (k, part) in parts.iter().enumerate() {
-                let part_path = format!("{content_path}[{k}]");
+                let part_path = format!("{}[{k}]", content_path());
                 required_string(object(part, &part_path)?, "type", &part_path)?;
             }
             Ok(())
         }
-        None | Some(Value::Null) if required => Err(missing(&content_path)),
+        None | Some(Value::Null) if required => Err(missing(&content_path())),
         None | Some(Value::Null) => Ok(()),
-        Some(other) => Err(wrong_type(&content_path, "a string or an array", other)),
+        Some(other) => Err(wrong_type(&content_path(), "a string or an array", other)),
     }
 }
