@@ -5,9 +5,9 @@
 //! a safe boundary, is one `BEGIN IMMEDIATE` transaction of multi-statement queries (see
 //! [`crate::batch`] and [`crate::durability`]): for a typical boundary at most one hand-off to
 //! the writer's thread ([`crate::writer`]), `BEGIN` and `COMMIT` included. The 5-second busy
-//! timeout covers writers in other processes. Reads use separate read-only connections, which WAL lets run
-//! alongside the writer. Statements are prepared once per connection and reused (the writer's
-//! through rusqlite's statement cache, the readers' through sqlx's).
+//! timeout covers writers in other processes. Reads use separate read-only connections, which
+//! WAL lets run alongside the writer. Statements are prepared once per connection and reused
+//! (the writer's through rusqlite's statement cache, the readers' through sqlx's).
 
 use std::path::Path;
 
