@@ -8,6 +8,8 @@ use serde_json::json;
 use super::*;
 use crate::context::{self as ctx, ContextSettings};
 use crate::message::SeqRange;
+use crate::provider::{ChatResponse, StopReason};
+use crate::provider_error::ProviderError;
 use crate::provider_error::ProviderErrorKind;
 use crate::run::context::CONTEXT_HELP_QUESTION;
 

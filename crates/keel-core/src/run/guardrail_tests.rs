@@ -10,6 +10,8 @@ use serde_json::json;
 use super::*;
 use crate::agent_tools::REQUEST_MORE_ITERATIONS;
 use crate::budget::Budgets;
+use crate::provider::{ChatResponse, StopReason};
+use crate::provider_error::ProviderError;
 use crate::provider_error::ProviderErrorKind;
 use crate::run_settings::ModelTarget;
 

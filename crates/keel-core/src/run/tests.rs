@@ -7,7 +7,9 @@ use serde_json::json;
 
 use super::*;
 use crate::message::Role;
+use crate::provider::ChatResponse;
 use crate::provider::StopReason;
+use crate::provider_error::ProviderError;
 use crate::provider_error::ProviderErrorKind;
 
 fn settings(max_iterations: u32) -> RunSettings {
