@@ -9,7 +9,9 @@
 //! hold the 20 tools before anything is measured.
 //!
 //! Group `request_body`, one case per adapter; criterion's throughput line is bytes of body
-//! per second.
+//! per second. Group `mock_reads_request`: what `keel mock-provider` does with each of those
+//! bodies before it answers (parse it, check it against its API's rules), the mock's share of
+//! every call in `keel bench --http`, where it runs on the same cores as keel.
 //!
 //! `cargo bench -p keel-providers --bench request_body -- --warm-up-time 1 --measurement-time 3`
 
@@ -121,6 +123,24 @@ fn bench(c: &mut Criterion) {
         group.throughput(Throughput::Bytes(body.len() as u64));
         group.bench_function(BenchmarkId::new(*name, "41_messages_20_tools"), |b| {
             b.iter(|| write(black_box(&request)))
+        });
+    }
+    group.finish();
+
+    type Check = fn(&Value) -> Result<(), String>;
+    let checks: [Check; 3] = [
+        keel_mock::validate::chat_completions,
+        keel_mock::validate::messages,
+        keel_mock::validate::responses,
+    ];
+    let mut group = c.benchmark_group("mock_reads_request");
+    for ((name, write), check) in cases.iter().zip(checks) {
+        let body = write(&request);
+        let read = |body: &[u8]| check(&serde_json::from_slice(body).expect("the body is JSON"));
+        read(&body).unwrap_or_else(|e| panic!("{name}: the mock refuses the body: {e}"));
+        group.throughput(Throughput::Bytes(body.len() as u64));
+        group.bench_function(BenchmarkId::new(*name, "41_messages_20_tools"), |b| {
+            b.iter(|| read(black_box(&body)))
         });
     }
     group.finish();
