@@ -385,7 +385,6 @@ pub(crate) fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// One line of at most [`EXCERPT_CHARS`] characters, marked with `…` when cut.
 /// A whole answer's body as a JSON tree; a body that is not JSON is a `MalformedResponse` that
 /// quotes the start of it.
 pub(crate) fn json_body(body: &[u8]) -> Result<Value, ProviderError> {
@@ -398,6 +397,7 @@ pub(crate) fn json_body(body: &[u8]) -> Result<Value, ProviderError> {
     })
 }
 
+/// One line of at most [`EXCERPT_CHARS`] characters, marked with `…` when cut.
 pub(crate) fn excerpt(text: &str) -> String {
     let line = one_line(text);
     match line.char_indices().nth(EXCERPT_CHARS) {

@@ -106,7 +106,7 @@ impl Checkpointer {
     /// Asks for a checkpoint soon; returns at once. Not while a restart is asked for: the
     /// writer's checkpoint would wait for this thread's.
     pub(crate) fn nudge(&self) {
-        if !self.restart.load(Ordering::Acquire) {
+        if !self.restart_asked() {
             // Full: a checkpoint is already asked for. Disconnected: the thread is gone.
             let _ = self.nudges.try_send(());
         }
