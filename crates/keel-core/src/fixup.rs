@@ -30,7 +30,9 @@ pub fn fixup(messages: Vec<Message>) -> Vec<Message> {
 pub fn is_well_formed(messages: &[Message]) -> bool {
     let mut previous: Option<&Message> = None;
     let mut open_calls: Vec<&str> = Vec::new();
-    let mut all_calls: HashSet<&str> = HashSet::new();
+    // Every call id of the conversation, checked for repeats once at the end: sorting them is
+    // cheaper than hashing each, on the path of every model call.
+    let mut all_calls: Vec<&str> = Vec::new();
     for message in messages {
         match message.role {
             Role::Tool => {
@@ -52,20 +54,19 @@ pub fn is_well_formed(messages: &[Message]) -> bool {
                     if message.content.is_empty() && message.tool_calls.is_empty() {
                         return false;
                     }
-                    if !message
-                        .tool_calls
-                        .iter()
-                        .all(|c| all_calls.insert(c.id.as_str()))
-                    {
-                        return false;
-                    }
-                    open_calls = message.tool_calls.iter().map(|c| c.id.as_str()).collect();
+                    let ids = message.tool_calls.iter().map(|c| c.id.as_str());
+                    all_calls.extend(ids.clone());
+                    open_calls.extend(ids);
                 }
             }
         }
         previous = Some(message);
     }
-    open_calls.is_empty()
+    if !open_calls.is_empty() {
+        return false;
+    }
+    all_calls.sort_unstable();
+    !all_calls.windows(2).any(|pair| pair[0] == pair[1])
 }
 
 /// Pass 1 and 3: consecutive messages of one role (other than `tool`) become one.

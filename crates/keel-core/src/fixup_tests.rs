@@ -120,6 +120,33 @@ fn a_call_id_reused_by_a_later_turn_is_renamed_with_its_result() {
     assert_eq!(fixed[4].content, "second");
 }
 
+#[test]
+fn a_repeated_call_id_is_not_well_formed_wherever_it_repeats() {
+    let across_turns = [
+        Message::user("hi"),
+        calls(&["a"]),
+        Message::tool_result("a", "first"),
+        calls(&["b", "a"]),
+        Message::tool_result("b", "second"),
+        Message::tool_result("a", "third"),
+    ];
+    assert!(!is_well_formed(&across_turns));
+    let within_one_answer = [
+        Message::user("hi"),
+        calls(&["a", "a"]),
+        Message::tool_result("a", "first"),
+        Message::tool_result("a", "second"),
+    ];
+    assert!(!is_well_formed(&within_one_answer));
+    let distinct = [
+        Message::user("hi"),
+        calls(&["a", "b"]),
+        Message::tool_result("b", "first"),
+        Message::tool_result("a", "second"),
+    ];
+    assert!(is_well_formed(&distinct));
+}
+
 fn message_strategy() -> impl Strategy<Value = Message> {
     let id = prop::sample::select(vec!["a", "b", "c", "d"]);
     prop_oneof![

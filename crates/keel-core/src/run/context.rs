@@ -121,19 +121,16 @@ impl Run {
             }))
     }
 
-    /// The messages the model sees: the summary, then the verbatim part, with oversized
-    /// arguments and results cut (see [`context::clip_for_request`]).
-    pub(super) fn context_messages(&self) -> Vec<Message> {
+    /// Appends the messages the model sees to `request`: the summary, then the verbatim part,
+    /// with oversized arguments and results cut (see [`context::clip_for_request`]).
+    pub(super) fn add_context_messages(&self, request: &mut Vec<Message>) {
         let window = self.first_window();
         let summary = self.summary_index.map(|i| self.messages[i].clone());
-        summary
-            .into_iter()
-            .chain(self.verbatim().map(|i| {
-                let message = &self.messages[i];
-                let limit = context::sent_share(window, self.calls_sharing(i, message));
-                context::clip_for_request(message, limit).unwrap_or_else(|| message.clone())
-            }))
-            .collect()
+        request.extend(summary.into_iter().chain(self.verbatim().map(|i| {
+            let message = &self.messages[i];
+            let limit = context::sent_share(window, self.calls_sharing(i, message));
+            context::clip_for_request(message, limit).unwrap_or_else(|| message.clone())
+        })));
     }
 
     /// Counts `message`, about to be appended, once: it keeps the count of its whole self, and

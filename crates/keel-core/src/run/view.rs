@@ -32,18 +32,20 @@ impl Run {
         if !system.is_empty() {
             messages.push(Message::system(system.join("\n\n")));
         }
-        let mut context = self.context_messages();
+        // Where the context starts in the request: after the system message.
+        let start = messages.len();
+        self.add_context_messages(&mut messages);
         if self.journal.has_notes() {
             // The full journal, after the summary and before the live messages: what survives
             // an iteration-limit halt into the next turn. Never stored.
-            let at = usize::from(self.summary_index.is_some());
+            let at = start + usize::from(self.summary_index.is_some());
             let mut notes = Message::internal_user(
                 format!("Your run journal so far:\n\n{}", self.journal.render()),
                 InternalReason::Warning,
             );
             notes.meta.pinned = true;
-            context.insert(at, notes);
-            context.insert(
+            messages.insert(at, notes);
+            messages.insert(
                 at + 1,
                 Message::assistant("Noted; continuing from the journal."),
             );
@@ -53,7 +55,8 @@ impl Run {
         {
             // Older messages were dropped or summarized: the task list comes back whole, after
             // the summary (and journal) and before the live messages. Never stored.
-            let at = usize::from(self.summary_index.is_some())
+            let at = start
+                + usize::from(self.summary_index.is_some())
                 + if self.journal.has_notes() { 2 } else { 0 };
             let mut list = Message::internal_user(
                 format!(
@@ -63,13 +66,12 @@ impl Run {
                 InternalReason::Warning,
             );
             list.meta.pinned = true;
-            context.insert(at, list);
-            context.insert(
+            messages.insert(at, list);
+            messages.insert(
                 at + 1,
                 Message::assistant("Noted; continuing with the task list."),
             );
         }
-        messages.extend(context);
         let mut messages = crate::fixup::fixup(messages);
         // Ephemeral layers go into the request, never into the transcript; at the end, so the
         // cached prefix of the prompt stays the same.
