@@ -253,10 +253,20 @@ impl Run {
             // Nothing reads it back (a restore takes the calls from the state and the
             // envelope); listing every call so far made each checkpoint grow with the run.
             completed_calls: Vec::new(),
-            state: serde_json::to_string(self)?,
+            state: self.state_json()?,
             frame,
             created_at: now,
         })
+    }
+
+    /// The run's state as JSON, written into a buffer the size of the last one: a state grows
+    /// little from one boundary to the next, so it is written without growing the buffer step
+    /// by step.
+    fn state_json(&mut self) -> Result<String, serde_json::Error> {
+        let mut buffer = Vec::with_capacity(self.state_len + self.state_len / 8 + 64);
+        serde_json::to_writer(&mut buffer, &*self)?;
+        self.state_len = buffer.len();
+        String::from_utf8(buffer).map_err(serde::ser::Error::custom)
     }
 
     /// Rebuilds a run from its checkpoint and the stored messages from the checkpoint's

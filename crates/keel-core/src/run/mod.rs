@@ -205,6 +205,9 @@ pub struct Run {
     /// Model calls since the last commit: (model, usage, cost).
     #[serde(skip)]
     charges: Vec<(String, Usage, f64)>,
+    /// The length of the last checkpoint's state, to size the next one's buffer.
+    #[serde(skip)]
+    state_len: usize,
 }
 
 impl Run {
@@ -305,6 +308,7 @@ impl Run {
             rng,
             events: Vec::new(),
             charges: Vec::new(),
+            state_len: 0,
             id,
         };
         for stored in history {
