@@ -3,6 +3,7 @@
 //! results to pin, and what the summarizer is asked. Pure functions and settings; the run state
 //! machine decides when to use them.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
@@ -169,9 +170,13 @@ pub fn is_summary(message: &Message) -> bool {
 /// Where to cut `messages[start..]` so that at most `keep` messages stay verbatim after the cut,
 /// never separating a tool result from the call it answers: the cut moves back to the assistant
 /// message whose calls the first kept results answer. Returns `start` when nothing can go.
-pub fn cut_point(messages: &[Message], start: usize, keep: usize) -> usize {
+pub fn cut_point<M: Borrow<Message>>(messages: &[M], start: usize, keep: usize) -> usize {
     let mut cut = messages.len().saturating_sub(keep).max(start);
-    while cut > start && messages.get(cut).is_some_and(|m| m.role == Role::Tool) {
+    while cut > start
+        && messages
+            .get(cut)
+            .is_some_and(|m| m.borrow().role == Role::Tool)
+    {
         cut -= 1;
     }
     cut

@@ -434,11 +434,12 @@ impl Driver<'_> {
         events.extend(decisions.iter().cloned());
         let journal = run.take_journal_change();
         let charges = run.drain_charges(now);
+        let messages = run.unpersisted();
         let outcome = self
             .store
             .commit(&Commit {
                 run: &record,
-                messages: run.unpersisted(),
+                messages: &messages,
                 checkpoint: Some(&checkpoint),
                 tool_calls: envelope,
                 events: &events,

@@ -6,7 +6,9 @@
 //! history. Fixup changes only what is sent, never what is stored, and never loses user text.
 //! Each adapter then applies its own API's alternation rules on top.
 
+use std::borrow::Borrow;
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use crate::message::{Message, Role, ToolCall};
 
@@ -26,14 +28,26 @@ pub fn fixup(messages: Vec<Message>) -> Vec<Message> {
     merge_consecutive(pair_calls_with_results(merge_consecutive(messages)))
 }
 
+/// [`fixup`] for a request's shared messages: a history that has the shape already is returned
+/// as it is, without copying a message; otherwise its messages are copied out, fixed and shared
+/// again.
+pub fn fixup_shared(messages: Vec<Arc<Message>>) -> Vec<Arc<Message>> {
+    if is_well_formed(&messages) {
+        return messages;
+    }
+    let owned = messages.into_iter().map(Arc::unwrap_or_clone).collect();
+    fixup(owned).into_iter().map(Arc::new).collect()
+}
+
 /// True when `messages` needs no fixup.
-pub fn is_well_formed(messages: &[Message]) -> bool {
+pub fn is_well_formed<M: Borrow<Message>>(messages: &[M]) -> bool {
     let mut previous: Option<&Message> = None;
     let mut open_calls: Vec<&str> = Vec::new();
     // Every call id of the conversation, checked for repeats once at the end: sorting them is
     // cheaper than hashing each, on the path of every model call.
     let mut all_calls: Vec<&str> = Vec::new();
     for message in messages {
+        let message = message.borrow();
         match message.role {
             Role::Tool => {
                 let Some(id) = message.tool_call_id.as_deref() else {

@@ -147,6 +147,25 @@ fn a_repeated_call_id_is_not_well_formed_wherever_it_repeats() {
     assert!(is_well_formed(&distinct));
 }
 
+#[test]
+fn shared_messages_pass_through_when_well_formed_and_are_fixed_when_not() {
+    let good: Vec<Arc<Message>> =
+        vec![Message::user("hi").into(), Message::assistant("yes").into()];
+    let kept = fixup_shared(good.clone());
+    assert_eq!(kept.len(), 2);
+    assert!(kept.iter().zip(&good).all(|(a, b)| Arc::ptr_eq(a, b)));
+
+    let bad: Vec<Arc<Message>> = vec![
+        Message::user("first").into(),
+        Message::user("second").into(),
+        calls(&["x"]).into(),
+    ];
+    let fixed = fixup_shared(bad);
+    assert!(is_well_formed(&fixed));
+    assert_eq!(fixed[0].role, Role::User);
+    assert!(fixed[0].content.contains("first") && fixed[0].content.contains("second"));
+}
+
 fn message_strategy() -> impl Strategy<Value = Message> {
     let id = prop::sample::select(vec!["a", "b", "c", "d"]);
     prop_oneof![

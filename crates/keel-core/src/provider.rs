@@ -30,8 +30,10 @@ pub enum ToolChoice {
 pub struct ChatRequest {
     /// Model name as the provider knows it.
     pub model: String,
-    /// The conversation, system message(s) first.
-    pub messages: Vec<Message>,
+    /// The conversation, system message(s) first. Shared with the run that sends it: a request
+    /// holds pointers to the run's messages, so building one costs what is new in it, not a
+    /// copy of the history.
+    pub messages: Vec<Arc<Message>>,
     /// Tools the model may call (shared: the same list goes with every call of a run).
     pub tools: Arc<[ToolSpec]>,
     /// How the model may use them.

@@ -79,7 +79,7 @@ impl Memory {
         };
         let request = ChatRequest {
             model: model.clone(),
-            messages: vec![Message::system(system), Message::user(input)],
+            messages: vec![Message::system(system).into(), Message::user(input).into()],
             tools: Arc::from(Vec::new()),
             tool_choice: ToolChoice::None,
             max_tokens: Some(1024),

@@ -151,7 +151,7 @@
 //! );
 //! let request = ChatRequest {
 //!     model: "gpt-test".into(),
-//!     messages: vec![Message::user("read a.txt")],
+//!     messages: vec![Message::user("read a.txt").into()],
 //!     tools: Vec::new().into(),
 //!     tool_choice: ToolChoice::Auto,
 //!     max_tokens: None,

@@ -28,7 +28,12 @@ impl Conversation {
     async fn call(&mut self, provider: &ScriptedProvider) -> Result<ChatResponse, ProviderError> {
         let request = ChatRequest {
             model: "gpt-test".into(),
-            messages: self.messages.clone(),
+            messages: self
+                .messages
+                .iter()
+                .cloned()
+                .map(std::sync::Arc::new)
+                .collect(),
             tools: Vec::new().into(),
             tool_choice: ToolChoice::Auto,
             max_tokens: None,
@@ -165,7 +170,7 @@ async fn a_position_past_the_end_is_exhausted() {
     // A model with its own list is read by position too.
     let mut summary = ChatRequest {
         model: "summary-model".into(),
-        messages: vec![Message::user("summarize")],
+        messages: vec![Message::user("summarize").into()],
         tools: Vec::new().into(),
         tool_choice: ToolChoice::Auto,
         max_tokens: None,
@@ -176,7 +181,7 @@ async fn a_position_past_the_end_is_exhausted() {
         let answer = provider.chat(&summary, &NoDeltas).await.unwrap();
         assert_eq!(answer.message.content, "summary");
     }
-    summary.messages.push(Message::assistant("summary"));
+    summary.messages.push(Message::assistant("summary").into());
     let error = provider.chat(&summary, &NoDeltas).await.unwrap_err();
     assert_eq!(
         error.message,

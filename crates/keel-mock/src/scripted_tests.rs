@@ -48,7 +48,7 @@ impl Collect {
 fn request(stream: bool) -> ChatRequest {
     ChatRequest {
         model: "gpt-test".into(),
-        messages: vec![Message::user("hello there")],
+        messages: vec![Message::user("hello there").into()],
         tools: Vec::new().into(),
         tool_choice: ToolChoice::Auto,
         max_tokens: None,

@@ -10,6 +10,7 @@
 
 use keel_core::{Message, Role};
 use serde_json::Value;
+use std::borrow::Borrow;
 
 /// One entry of a conversation, as far as turn positions go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,14 +72,19 @@ fn position(entries: impl IntoIterator<Item = Entry>) -> usize {
 
 /// The position of a request of keel's own messages. Internal messages (flagged in their
 /// `meta`) neither start a turn nor count as replies.
-pub(crate) fn of_messages(messages: &[Message]) -> usize {
-    position(messages.iter().map(|message| match message.role {
-        _ if message.is_internal() => Entry::Other,
-        Role::User => Entry::TurnStart,
-        Role::Assistant => Entry::Reply,
-        Role::Tool => Entry::ToolResults,
-        Role::System => Entry::Other,
-    }))
+pub(crate) fn of_messages<M: Borrow<Message>>(messages: &[M]) -> usize {
+    position(
+        messages
+            .iter()
+            .map(Borrow::borrow)
+            .map(|message: &Message| match message.role {
+                _ if message.is_internal() => Entry::Other,
+                Role::User => Entry::TurnStart,
+                Role::Assistant => Entry::Reply,
+                Role::Tool => Entry::ToolResults,
+                Role::System => Entry::Other,
+            }),
+    )
 }
 
 fn kind<'a>(value: &'a Value, field: &str) -> Option<&'a str> {

@@ -84,7 +84,7 @@ fn conversation() -> ChatRequest {
     let tools: Arc<[ToolSpec]> = (0..TOOLS).map(tool).collect();
     ChatRequest {
         model: "gpt-4o-2024-08-06".into(),
-        messages,
+        messages: messages.into_iter().map(std::sync::Arc::new).collect(),
         tools,
         tool_choice: ToolChoice::Auto,
         max_tokens: Some(4096),

@@ -81,7 +81,7 @@ pub(crate) fn hostile_replay(text: &str) -> Reasoning {
 fn request(messages: Vec<Message>, tools: Arc<[ToolSpec]>) -> ChatRequest {
     ChatRequest {
         model: "model \"x\"\u{2028}".into(),
-        messages,
+        messages: messages.into_iter().map(std::sync::Arc::new).collect(),
         tools,
         tool_choice: ToolChoice::Auto,
         max_tokens: None,

@@ -159,7 +159,7 @@ fn adapter(base_url: &str, api_key: Option<&str>) -> Anthropic {
 fn simple_request(stream: bool) -> ChatRequest {
     ChatRequest {
         model: "claude-test".into(),
-        messages: vec![Message::user("hi")],
+        messages: vec![Message::user("hi").into()],
         tools: Vec::new().into(),
         tool_choice: ToolChoice::Auto,
         max_tokens: None,
@@ -268,7 +268,10 @@ async fn the_request_body_is_the_messages_wire_format() {
             answer,
             Message::tool_result("toolu_1", "12 °C, rain"),
             Message::internal_user("Continue.", InternalReason::LoopNudge),
-        ],
+        ]
+        .into_iter()
+        .map(std::sync::Arc::new)
+        .collect(),
         tools: vec![ToolSpec::new(
             "get_weather",
             "Current weather for a city",
@@ -325,7 +328,7 @@ async fn prompt_caching_can_be_turned_off() {
     config.prompt_caching = false;
     config.default_max_tokens = 1234;
     let mut request = simple_request(false);
-    request.messages.insert(0, Message::system("sys"));
+    request.messages.insert(0, Message::system("sys").into());
     Anthropic::new(config)
         .unwrap()
         .chat(&request, &NoDeltas)

@@ -37,7 +37,7 @@ fn http_error(api: Api, class: ProviderErrorKind) -> Step {
 fn request(stream: bool) -> ChatRequest {
     ChatRequest {
         model: "gpt-test".into(),
-        messages: vec![Message::user("hello")],
+        messages: vec![Message::user("hello").into()],
         tools: Vec::new().into(),
         tool_choice: ToolChoice::Auto,
         max_tokens: Some(64),

@@ -61,7 +61,7 @@ fn history(shapes: &[Shape]) -> Vec<Message> {
 fn request(messages: Vec<Message>) -> ChatRequest {
     ChatRequest {
         model: "m".into(),
-        messages,
+        messages: messages.into_iter().map(std::sync::Arc::new).collect(),
         tools: vec![ToolSpec::new(
             "lookup",
             "looks things up",

@@ -142,7 +142,7 @@ fn adapter(base_url: &str, api_key: Option<&str>) -> OpenAiChat {
 fn simple_request(stream: bool) -> ChatRequest {
     ChatRequest {
         model: "test-model".into(),
-        messages: vec![Message::user("hi")],
+        messages: vec![Message::user("hi").into()],
         tools: Vec::new().into(),
         tool_choice: ToolChoice::Auto,
         max_tokens: None,
@@ -214,7 +214,10 @@ async fn the_request_body_carries_tools_choice_and_tool_results() {
             Message::assistant_with_calls("", vec![call]),
             Message::tool_result("call_1", "12 °C, rain"),
             Message::internal_user("Continue.", InternalReason::LoopNudge),
-        ],
+        ]
+        .into_iter()
+        .map(std::sync::Arc::new)
+        .collect(),
         tools: vec![ToolSpec::new(
             "get_weather",
             "Current weather for a city",

@@ -14,6 +14,7 @@
 //! At most `max_recoveries` fire in one turn. Nothing is ever removed from the transcript: a
 //! summary is stored as an internal message that names the seqs it stands in for.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -123,13 +124,13 @@ impl Run {
 
     /// Appends the messages the model sees to `request`: the summary, then the verbatim part,
     /// with oversized arguments and results cut (see [`context::clip_for_request`]).
-    pub(super) fn add_context_messages(&self, request: &mut Vec<Message>) {
+    pub(super) fn add_context_messages(&self, request: &mut Vec<Arc<Message>>) {
         let window = self.first_window();
         let summary = self.summary_index.map(|i| self.messages[i].clone());
         request.extend(summary.into_iter().chain(self.verbatim().map(|i| {
             let message = &self.messages[i];
             let limit = context::sent_share(window, self.calls_sharing(i, message));
-            context::clip_for_request(message, limit).unwrap_or_else(|| message.clone())
+            context::clip_for_request(message, limit).map_or_else(|| message.clone(), Arc::new)
         })));
     }
 
@@ -311,9 +312,9 @@ impl Run {
             Tier::R1 => self.ladder.last_r1 = Some(self.iteration),
             Tier::R2 => self.ladder.last_r2 = Some(self.iteration),
         }
-        let head_messages: Vec<&Message> = head.iter().map(|&i| &self.messages[i]).collect();
+        let head_messages: Vec<&Message> = head.iter().map(|&i| &*self.messages[i]).collect();
         let pinned = context::pinned_results(&head_messages);
-        let previous = self.summary_index.map(|i| &self.messages[i]);
+        let previous = self.summary_index.map(|i| &*self.messages[i]);
         let input = context::summary_input(previous, &head_messages, &pinned);
         let first_seq = previous
             .and_then(|summary| summary.meta.summary_of)
@@ -329,8 +330,8 @@ impl Run {
             request: ChatRequest {
                 model: target.model,
                 messages: vec![
-                    Message::system(context::SUMMARY_INSTRUCTIONS),
-                    Message::user(input),
+                    Message::system(context::SUMMARY_INSTRUCTIONS).into(),
+                    Message::user(input).into(),
                 ],
                 tools: Vec::new().into(),
                 tool_choice: ToolChoice::Auto,

@@ -316,7 +316,7 @@ impl Run {
                 own_results.push(run.messages.len());
             }
             let count = run.count_sent(&mut message);
-            run.messages.push(message);
+            run.messages.push(Arc::new(message));
             run.counts.push(count);
         }
         run.persisted = run.messages.len();

@@ -64,7 +64,7 @@ fn stored(run: &Run) -> Vec<StoredMessage> {
             seq: i as u64 + 1,
             run_id: Some(run.id().to_string()),
             created_at: DateTime::from_timestamp(0, 0).unwrap(),
-            message: message.clone(),
+            message: Message::clone(message),
         })
         .collect()
 }

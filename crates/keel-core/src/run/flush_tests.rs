@@ -191,7 +191,7 @@ fn a_run_restored_mid_flush_asks_the_same_again() {
             seq: i as u64 + 1,
             run_id: None,
             created_at: DateTime::<Utc>::UNIX_EPOCH,
-            message: message.clone(),
+            message: Message::clone(message),
         })
         .collect();
     let mut restored = Run::restore(&checkpoint, stored).unwrap();

@@ -438,7 +438,7 @@ fn checkpointed(run: &mut Run) -> Run {
             seq: i as u64 + 1,
             run_id: None,
             created_at: DateTime::from_timestamp(0, 0).unwrap(),
-            message: message.clone(),
+            message: Message::clone(message),
         })
         .collect();
     Run::restore(&checkpoint, stored).unwrap()

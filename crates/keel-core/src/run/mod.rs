@@ -85,7 +85,7 @@ pub struct Run {
     /// removes anything from it; it changes what part of it is sent. Not in checkpoints: a
     /// restored run reads it back from the store.
     #[serde(skip)]
-    messages: Vec<Message>,
+    messages: Vec<Arc<Message>>,
     /// The cached token count of each message.
     #[serde(skip)]
     counts: Vec<u32>,
@@ -349,7 +349,7 @@ impl Run {
         if self.first_user.is_none() && message.role == Role::User && !message.is_internal() {
             self.first_user = Some(self.messages.len());
         }
-        self.messages.push(message);
+        self.messages.push(Arc::new(message));
         self.counts.push(count);
     }
 

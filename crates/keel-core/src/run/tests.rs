@@ -149,6 +149,23 @@ fn tool_results_go_back_in_call_order_whatever_order_they_arrive_in() {
 }
 
 #[test]
+fn a_request_shares_the_runs_messages_instead_of_copying_them() {
+    let mut run = run_with(5, vec![Message::user("earlier"), Message::assistant("yes")]);
+    run.start();
+    run.on_model_result(Ok(calls(&["a"])));
+    let Step::CallModel(call) = run.on_tool_results(vec![ok("a", "A")]) else {
+        panic!("expected a model call")
+    };
+    // After the system message, every message of the request is the run's own, not a copy:
+    // building a request costs what is new in it, not the history.
+    let sent = &call.request.messages[1..];
+    assert_eq!(sent.len(), run.messages().len());
+    for (sent, own) in sent.iter().zip(run.messages()) {
+        assert!(Arc::ptr_eq(sent, own), "copied: {sent:?}");
+    }
+}
+
+#[test]
 fn a_call_without_a_result_gets_an_error_result() {
     let mut run = run_with(5, vec![]);
     run.start();
@@ -253,7 +270,7 @@ fn checkpointed(run: &mut Run) -> Run {
             seq: i as u64 + 1,
             run_id: None,
             created_at: DateTime::from_timestamp(0, 0).unwrap(),
-            message: message.clone(),
+            message: Message::clone(message),
         })
         .collect();
     Run::restore(&checkpoint, stored).unwrap()

@@ -1,6 +1,7 @@
 //! What the run shows the outside: the request it sends (with its ephemeral layers), the record
 //! the store keeps, what is still to persist, and read-only views of its state.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -30,7 +31,7 @@ impl Run {
         .flatten()
         .collect();
         if !system.is_empty() {
-            messages.push(Message::system(system.join("\n\n")));
+            messages.push(Arc::new(Message::system(system.join("\n\n"))));
         }
         // Where the context starts in the request: after the system message.
         let start = messages.len();
@@ -44,10 +45,10 @@ impl Run {
                 InternalReason::Warning,
             );
             notes.meta.pinned = true;
-            messages.insert(at, notes);
+            messages.insert(at, Arc::new(notes));
             messages.insert(
                 at + 1,
-                Message::assistant("Noted; continuing from the journal."),
+                Arc::new(Message::assistant("Noted; continuing from the journal.")),
             );
         }
         if !self.journal.todos.is_empty()
@@ -66,21 +67,21 @@ impl Run {
                 InternalReason::Warning,
             );
             list.meta.pinned = true;
-            messages.insert(at, list);
+            messages.insert(at, Arc::new(list));
             messages.insert(
                 at + 1,
-                Message::assistant("Noted; continuing with the task list."),
+                Arc::new(Message::assistant("Noted; continuing with the task list.")),
             );
         }
-        let mut messages = crate::fixup::fixup(messages);
+        let mut messages = crate::fixup::fixup_shared(messages);
         // Ephemeral layers go into the request, never into the transcript; at the end, so the
         // cached prefix of the prompt stays the same.
         if !self.warnings.is_empty() {
-            messages.push(Message::internal_user(
+            messages.push(Arc::new(Message::internal_user(
                 self.warnings.join("\n\n"),
                 InternalReason::Warning,
-            ));
-            messages = crate::fixup::fixup(messages);
+            )));
+            messages = crate::fixup::fixup_shared(messages);
         }
         ModelCall {
             provider: target.provider.clone(),
@@ -97,9 +98,12 @@ impl Run {
         }
     }
 
-    /// Messages not yet in the store, oldest first.
-    pub fn unpersisted(&self) -> &[Message] {
-        &self.messages[self.persisted..]
+    /// Copies of the messages not yet in the store, oldest first: what the next commit writes.
+    pub fn unpersisted(&self) -> Vec<Message> {
+        self.messages[self.persisted..]
+            .iter()
+            .map(|message| Message::clone(message))
+            .collect()
     }
 
     /// Records that everything so far is in the store.
@@ -234,7 +238,7 @@ impl Run {
     }
 
     /// The transcript as the model sees it.
-    pub fn messages(&self) -> &[Message] {
+    pub fn messages(&self) -> &[Arc<Message>] {
         &self.messages
     }
 }

@@ -5,6 +5,7 @@
 //! `user`, and empty text is rejected. This module bridges the two without ever failing.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use keel_core::{ChatRequest, Message, Reasoning, Role, ToolCall, ToolChoice, ToolSpec};
 use serde::Serialize;
@@ -183,7 +184,7 @@ impl<'a> Turn<'a> {
 }
 
 /// The conversation (system messages aside) as alternating user/assistant turns.
-fn build_turns(messages: &[Message]) -> Vec<Turn<'_>> {
+fn build_turns(messages: &[Arc<Message>]) -> Vec<Turn<'_>> {
     let mut turns: Vec<Turn> = Vec::new();
     for message in messages {
         let (role, blocks) = match message.role {

@@ -4,6 +4,7 @@
 
 use keel_core::{ChatRequest, Message, Reasoning, Role, ToolCall, ToolChoice, ToolSpec};
 use serde_json::{Map, Value, json};
+use std::sync::Arc;
 
 use super::request::{BodyOptions, MAX_CACHE_BREAKPOINTS, PLACEHOLDER_USER_TEXT};
 
@@ -94,7 +95,7 @@ fn block_type(block: &Value) -> Option<&str> {
 }
 
 /// The conversation (system messages aside) as alternating user/assistant turns.
-fn build_turns(messages: &[Message]) -> Vec<Turn> {
+fn build_turns(messages: &[Arc<Message>]) -> Vec<Turn> {
     let mut turns: Vec<Turn> = Vec::new();
     for message in messages {
         let (role, blocks) = match message.role {

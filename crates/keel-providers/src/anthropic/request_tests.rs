@@ -15,7 +15,7 @@ const CACHE: BodyOptions = BodyOptions {
 fn request(messages: Vec<Message>) -> ChatRequest {
     ChatRequest {
         model: "claude-test".into(),
-        messages,
+        messages: messages.into_iter().map(std::sync::Arc::new).collect(),
         tools: Vec::new().into(),
         tool_choice: ToolChoice::Auto,
         max_tokens: None,

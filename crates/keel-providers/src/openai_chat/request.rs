@@ -61,7 +61,11 @@ pub(super) fn wire_body<'a>(
     };
     WireBody {
         model: &request.model,
-        messages: request.messages.iter().map(WireMessage::new).collect(),
+        messages: request
+            .messages
+            .iter()
+            .map(|m| WireMessage::new(m))
+            .collect(),
         tools,
         tool_choice: WireToolChoice::new(&request.tool_choice, tools.is_some()),
         max_completion_tokens,
@@ -246,7 +250,7 @@ mod tests {
     fn request(tools: Vec<ToolSpec>, tool_choice: ToolChoice) -> ChatRequest {
         ChatRequest {
             model: "m".into(),
-            messages: vec![Message::user("hi")],
+            messages: vec![Message::user("hi").into()],
             tools: tools.into(),
             tool_choice,
             max_tokens: None,
@@ -309,8 +313,8 @@ mod tests {
         answer.meta.pinned = true;
         let mut req = request(vec![], ToolChoice::Auto);
         req.messages = vec![
-            Message::internal_user("continue", InternalReason::MaxTokensRecovery),
-            answer,
+            Message::internal_user("continue", InternalReason::MaxTokensRecovery).into(),
+            answer.into(),
         ];
         let body = build_request_body(&req, TokenLimitField::MaxTokens);
         assert_eq!(

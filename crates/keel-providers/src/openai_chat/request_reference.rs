@@ -15,7 +15,7 @@ pub(super) fn reference_body(request: &ChatRequest, limit: TokenLimitField) -> V
     body.insert("model".into(), json!(request.model));
     body.insert(
         "messages".into(),
-        request.messages.iter().map(wire_message).collect(),
+        request.messages.iter().map(|m| wire_message(m)).collect(),
     );
     let has_tools = !request.tools.is_empty();
     if has_tools {

@@ -5,6 +5,7 @@
 //! [`Reasoning::replay`]: keel_core::Reasoning::replay
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use keel_core::{ChatRequest, Message, Role, ToolChoice, ToolSpec};
 use serde::Serialize;
@@ -133,7 +134,7 @@ enum Text<'a> {
 }
 
 /// The conversation (without its system messages) as input items.
-fn input_items(messages: &[Message], reasoning: EncryptedReasoning) -> Vec<Item<'_>> {
+fn input_items(messages: &[Arc<Message>], reasoning: EncryptedReasoning) -> Vec<Item<'_>> {
     // The user turn of each message (a user message starts a new one), and where the results
     // of each call are: a call is only sent when a result follows it in the same turn.
     let turns: Vec<usize> = messages

@@ -3,6 +3,7 @@
 //! text and random histories alike.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use keel_core::{ChatRequest, Message, Role, ToolChoice, ToolSpec};
 use serde_json::{Map, Value, json};
@@ -61,7 +62,7 @@ pub(super) fn reference_body(request: &ChatRequest, reasoning: EncryptedReasonin
 }
 
 /// The conversation (without its system messages) as input items.
-fn input_items(messages: &[Message], reasoning: EncryptedReasoning) -> Vec<Value> {
+fn input_items(messages: &[Arc<Message>], reasoning: EncryptedReasoning) -> Vec<Value> {
     // The user turn of each message (a user message starts a new one), and where the results
     // of each call are: a call is only sent when a result follows it in the same turn.
     let turns: Vec<usize> = messages

@@ -6,7 +6,7 @@ use super::*;
 fn request(messages: Vec<Message>) -> ChatRequest {
     ChatRequest {
         model: "o4-mini".into(),
-        messages,
+        messages: messages.into_iter().map(std::sync::Arc::new).collect(),
         tools: Vec::new().into(),
         tool_choice: ToolChoice::Auto,
         max_tokens: None,

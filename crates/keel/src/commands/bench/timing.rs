@@ -143,7 +143,7 @@ mod tests {
         ])));
         let request = ChatRequest {
             model: "m".into(),
-            messages: vec![keel_core::Message::user("q")],
+            messages: vec![keel_core::Message::user("q").into()],
             tools: Vec::new().into(),
             tool_choice: keel_core::ToolChoice::Auto,
             max_tokens: None,
