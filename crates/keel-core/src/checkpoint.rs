@@ -85,7 +85,8 @@ pub struct Checkpoint {
     /// each checkpoint grow with the run.
     pub completed_calls: Vec<String>,
     /// The run's own state as JSON (counters, guardrails, pending step), without its messages
-    /// (those are in the store) and without its frame.
+    /// (those are in the store), without its frame, and without what this checkpoint's other
+    /// fields hold (run id, message cursor, iteration, boundary, prompt hash).
     pub state: String,
     /// The run's frame as JSON: its settings and tool specs, which rarely change. Written with
     /// the run's first checkpoint and again only when the frame changes (a resume under a new

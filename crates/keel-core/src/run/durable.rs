@@ -100,6 +100,12 @@ pub(super) fn no_tools() -> Arc<[ToolSpec]> {
 }
 
 /// The settings a run holds between decoding its state and reading its frame.
+/// The boundary of a state read without one: the checkpoint's column sets it (see
+/// [`Run::restore`]).
+pub(super) fn no_boundary() -> Boundary {
+    Boundary::Input
+}
+
 pub(super) fn unset_settings() -> RunSettings {
     RunSettings::new("", "")
 }
@@ -282,6 +288,12 @@ impl Run {
         };
         let mut run: Run = serde_json::from_str(&checkpoint.state)
             .map_err(|e| fail(format!("the state does not decode: {e}")))?;
+        // What the checkpoint's own columns hold is not repeated in its state.
+        run.id.clone_from(&checkpoint.run_id);
+        run.first_seq = checkpoint.message_cursor;
+        run.iteration = checkpoint.iteration;
+        run.boundary = checkpoint.boundary;
+        run.prompt_hash.clone_from(&checkpoint.prompt_hash);
         let frame: Frame =
             serde_json::from_str(checkpoint.frame.as_deref().unwrap_or(&checkpoint.state))
                 .map_err(|e| {

@@ -55,6 +55,37 @@ fn a_checkpoint_in_the_previous_format_restores_to_the_same_run() {
 }
 
 #[test]
+fn the_state_leaves_out_what_the_checkpoints_columns_hold_and_a_restore_takes_it_from_them() {
+    let mut run = append_four_times();
+    let now = DateTime::from_timestamp(8, 0).unwrap();
+    let checkpoint = run.checkpoint(1, now).unwrap();
+    let state: serde_json::Value = serde_json::from_str(&checkpoint.state).unwrap();
+    for key in [
+        "id",
+        "first_seq",
+        "next_seq",
+        "persisted",
+        "iteration",
+        "boundary",
+        "prompt_hash",
+    ] {
+        assert!(state.get(key).is_none(), "`{key}` is in the state: {state}");
+    }
+    let restored = Run::restore(&checkpoint, stored(&run)).unwrap();
+    assert_eq!(restored.id, run.id);
+    assert_eq!(restored.first_seq, run.first_seq);
+    assert_eq!(restored.iteration, run.iteration);
+    assert_eq!(restored.boundary, run.boundary);
+    assert_eq!(restored.prompt_hash, run.prompt_hash);
+    assert_eq!(restored.persisted, run.messages.len());
+    assert_eq!(
+        restored.seq_of(restored.messages.len()),
+        run.seq_of(run.messages.len()),
+        "the next message gets the same seq"
+    );
+}
+
+#[test]
 fn checkpoints_list_no_calls_and_ones_that_did_restore_the_same() {
     let mut run = append_four_times();
     let now = DateTime::from_timestamp(8, 0).unwrap();

@@ -70,6 +70,9 @@ enum SoftLimit {
 /// is empty or at its default, so a boundary writes only what it has.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Run {
+    /// In the checkpoint's own columns, so not in its state: a restore takes it from there
+    /// (states written before 2026-11-27 also hold it).
+    #[serde(skip_serializing, default)]
     id: String,
     session_id: String,
     /// With `tools`, the run's frame: not in each checkpoint's state but in the frame written
@@ -92,10 +95,16 @@ pub struct Run {
     /// The seq of each loaded message; messages after them get `next_seq`, `next_seq + 1`, ...
     #[serde(skip)]
     seqs: Vec<u64>,
-    /// The seq of the first message the run holds: where a restore reads from.
+    /// The seq of the first message the run holds: where a restore reads from. The checkpoint's
+    /// `message_cursor`, so not in its state; nor are `next_seq` and `persisted`, which a
+    /// restore derives from the checkpoint's `persisted` (states written before 2026-11-27
+    /// also hold all three).
+    #[serde(skip_serializing, default)]
     first_seq: u64,
+    #[serde(skip_serializing, default)]
     next_seq: u64,
     /// How many of `messages` (a prefix) are already in the store.
+    #[serde(skip_serializing, default)]
     persisted: usize,
     /// The encoding tokens are counted with.
     encoding: Encoding,
@@ -115,6 +124,9 @@ pub struct Run {
     /// The memory flush owed before the coming compaction.
     #[serde(default, skip_serializing_if = "crate::checkpoint::is_default")]
     flush: flush::Flush,
+    /// In the checkpoint's own columns, so not in its state: a restore takes it from there
+    /// (states written before 2026-11-27 also hold it).
+    #[serde(skip_serializing, default)]
     iteration: u32,
     iteration_limit: u32,
     state: AgentState,
@@ -155,8 +167,12 @@ pub struct Run {
     /// The step the run owes the driver, and the boundary it last passed: what a checkpoint
     /// resumes from.
     next: durable::NextStep,
+    /// In the checkpoint's own columns, so not in its state (see `id`).
+    #[serde(skip_serializing, default = "durable::no_boundary")]
     boundary: Boundary,
-    /// Hash of the system prompt the run started with.
+    /// Hash of the system prompt the run started with; in the checkpoint's own columns, so not
+    /// in its state (see `id`).
+    #[serde(skip_serializing, default)]
     prompt_hash: String,
     /// The session's run journal, and whether this step changed it.
     #[serde(default, skip_serializing_if = "Journal::is_empty")]
