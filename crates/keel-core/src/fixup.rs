@@ -25,7 +25,7 @@ pub fn fixup(messages: Vec<Message>) -> Vec<Message> {
     if is_well_formed(&messages) {
         return messages;
     }
-    merge_consecutive(pair_calls_with_results(merge_consecutive(messages)))
+    repair(messages)
 }
 
 /// [`fixup`] for a request's shared messages: a history that has the shape already is returned
@@ -36,7 +36,12 @@ pub fn fixup_shared(messages: Vec<Arc<Message>>) -> Vec<Arc<Message>> {
         return messages;
     }
     let owned = messages.into_iter().map(Arc::unwrap_or_clone).collect();
-    fixup(owned).into_iter().map(Arc::new).collect()
+    repair(owned).into_iter().map(Arc::new).collect()
+}
+
+/// The three passes, for a history known to need them.
+fn repair(messages: Vec<Message>) -> Vec<Message> {
+    merge_consecutive(pair_calls_with_results(merge_consecutive(messages)))
 }
 
 /// True when `messages` needs no fixup.

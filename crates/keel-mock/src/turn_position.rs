@@ -8,9 +8,10 @@
 //! loop's nudges, warnings and time-limit prompt land there), continues the turn; any other
 //! user message starts one.
 
+use std::borrow::Borrow;
+
 use keel_core::{Message, Role};
 use serde_json::Value;
-use std::borrow::Borrow;
 
 /// One entry of a conversation, as far as turn positions go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -99,13 +99,13 @@ pub(super) fn no_tools() -> Arc<[ToolSpec]> {
     Arc::new([])
 }
 
-/// The settings a run holds between decoding its state and reading its frame.
 /// The boundary of a state read without one: the checkpoint's column sets it (see
 /// [`Run::restore`]).
 pub(super) fn no_boundary() -> Boundary {
     Boundary::Input
 }
 
+/// The settings a run holds between decoding its state and reading its frame.
 pub(super) fn unset_settings() -> RunSettings {
     RunSettings::new("", "")
 }
