@@ -20,6 +20,8 @@
 //!   seq, the checkpoint and the events each under run and seq, the run's and the session's
 //!   counters updated in place): five rows in five tables, the schema's own page work without
 //!   keel's code around it.
+//! - `boundary_row`: keel's tables with a boundary's checkpoint and events in one row: four
+//!   rows, what one row per boundary would save.
 //!
 //! `cargo bench -p keel-store --bench writer_floor -- --warm-up-time 1 --measurement-time 3`
 
@@ -43,7 +45,7 @@ const STATE_BYTES: usize = 750;
 const EVENTS_BYTES: usize = 1_090;
 
 /// The tables of one variant.
-const SCHEMAS: [(&str, &str); 3] = [
+const SCHEMAS: [(&str, &str); 4] = [
     (
         "append",
         "CREATE TABLE log (id INTEGER PRIMARY KEY, payload TEXT NOT NULL);",
@@ -65,6 +67,18 @@ const SCHEMAS: [(&str, &str); 3] = [
              state TEXT NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY (run_id, seq));
          CREATE TABLE run_events (run_id TEXT NOT NULL, seq INTEGER NOT NULL,
              payload TEXT NOT NULL, PRIMARY KEY (run_id, seq));",
+    ),
+    (
+        "boundary_row",
+        "CREATE TABLE sessions (id TEXT PRIMARY KEY, updated_at TEXT NOT NULL,
+             message_count INTEGER NOT NULL);
+         CREATE TABLE runs (id TEXT PRIMARY KEY, session_id TEXT NOT NULL,
+             iterations INTEGER NOT NULL, updated_at TEXT NOT NULL, event_count INTEGER NOT NULL);
+         CREATE TABLE messages (session_id TEXT NOT NULL, seq INTEGER NOT NULL,
+             content TEXT NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY (session_id, seq));
+         CREATE TABLE checkpoints (run_id TEXT NOT NULL, seq INTEGER NOT NULL,
+             state TEXT NOT NULL, created_at TEXT NOT NULL, events TEXT NOT NULL,
+             PRIMARY KEY (run_id, seq));",
     ),
 ];
 
@@ -117,7 +131,7 @@ impl Floor {
             events: "e".repeat(EVENTS_BYTES),
             _dir: dir,
         };
-        if variant == "keel_tables" {
+        if variant == "keel_tables" || variant == "boundary_row" {
             let tx = floor.conn.transaction().expect("begin");
             for (run, session, _) in &floor.runs {
                 tx.execute(
@@ -168,7 +182,7 @@ impl Floor {
 
     /// Panics unless every boundary written is stored.
     fn check_stored(&self) {
-        let table = if self.variant == "keel_tables" {
+        let table = if self.variant == "keel_tables" || self.variant == "boundary_row" {
             "checkpoints"
         } else {
             "log"
@@ -223,6 +237,7 @@ impl Floor {
                         "INSERT INTO messages VALUES (?1, ?2, ?3, ?4)",
                         "INSERT INTO checkpoints VALUES (?1, ?2, ?3, ?4)",
                         "INSERT INTO run_events VALUES (?1, ?2, ?3)",
+                        "INSERT INTO checkpoints VALUES (?1, ?2, ?3, ?4, ?5)",
                     ];
                     tx.prepare_cached(statements[0])
                         .and_then(|mut s| s.execute(params![session, now]))
@@ -233,12 +248,20 @@ impl Floor {
                     tx.prepare_cached(statements[2])
                         .and_then(|mut s| s.execute(params![session, seq, self.message, now]))
                         .expect("message");
-                    tx.prepare_cached(statements[3])
-                        .and_then(|mut s| s.execute(params![run, seq, self.state, now]))
-                        .expect("checkpoint");
-                    tx.prepare_cached(statements[4])
-                        .and_then(|mut s| s.execute(params![run, seq, self.events]))
-                        .expect("events");
+                    if self.variant == "boundary_row" {
+                        tx.prepare_cached(statements[5])
+                            .and_then(|mut s| {
+                                s.execute(params![run, seq, self.state, now, self.events])
+                            })
+                            .expect("boundary");
+                    } else {
+                        tx.prepare_cached(statements[3])
+                            .and_then(|mut s| s.execute(params![run, seq, self.state, now]))
+                            .expect("checkpoint");
+                        tx.prepare_cached(statements[4])
+                            .and_then(|mut s| s.execute(params![run, seq, self.events]))
+                            .expect("events");
+                    }
                 }
             }
             self.runs[r].2 += 1;
