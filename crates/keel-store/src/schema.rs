@@ -142,6 +142,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0021_active_runs_without_a_list.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            22,
+            "token log without run index".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0022_token_log_without_run_index.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

@@ -174,6 +174,24 @@ async fn active_runs_are_read_in_order_from_their_partial_index() {
 }
 
 #[tokio::test]
+async fn the_token_log_keeps_only_the_index_its_reader_uses() {
+    let store = SqliteStore::open_temporary().await.unwrap();
+    let text = plan(&store, crate::token_log::SELECT_LINES).await;
+    assert!(
+        text.contains("USING INDEX token_log_by_month (month=?)"),
+        "{text}"
+    );
+    // Every model call writes a row: an index nobody reads would be a write for nothing.
+    let indexes: Vec<String> = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'token_log'",
+    )
+    .fetch_all(&mut *store.conns.reader().await.unwrap())
+    .await
+    .unwrap();
+    assert_eq!(indexes, ["token_log_by_month"]);
+}
+
+#[tokio::test]
 async fn foreign_keys_hold_messages_to_their_session() {
     let store = SqliteStore::open_temporary().await.unwrap();
     let orphan = execute(

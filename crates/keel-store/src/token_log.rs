@@ -31,7 +31,7 @@ const SELECT_MONTH: &str = "SELECT input_tokens, output_tokens, cache_read_token
      cache_write_tokens FROM usage_log WHERE user_id = $1 AND month = $2";
 
 /// `$2`: the user, or NULL for every user.
-const SELECT_LINES: &str = "SELECT user_id, model, count(*) AS calls, \
+pub(crate) const SELECT_LINES: &str = "SELECT user_id, model, count(*) AS calls, \
      sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens, \
      sum(cache_read_tokens) AS cache_read_tokens, sum(cache_write_tokens) AS cache_write_tokens, \
      sum(cost) AS cost FROM token_log WHERE month = $1 AND ($2 IS NULL OR user_id = $2) \
