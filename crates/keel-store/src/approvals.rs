@@ -22,9 +22,9 @@ pub(crate) async fn approve(
     at: DateTime<Utc>,
 ) -> Result<(), StoreError> {
     let batch = Batch::of(INSERT)
-        .bind(session_id)?
-        .bind(key)?
-        .bind(timestamp(at))?;
+        .bind(session_id)
+        .bind(key)
+        .bind(timestamp(at));
     conns.transaction(vec![batch]).await.map(drop).map_err(|e| {
         if e.contains("FOREIGN KEY") {
             StoreError::NotFound(format!("session `{session_id}`"))

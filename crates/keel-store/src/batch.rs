@@ -33,7 +33,7 @@ use std::rc::Rc;
 
 use keel_core::store::{Commit, session_title};
 use keel_core::{Message, Role, StoreError};
-use rusqlite::types::{ToSql, ToSqlOutput, Value};
+use rusqlite::types::Value;
 
 use crate::codec::{MessageColumns, RunCounts, timestamp, worker_column};
 use crate::connections::Connections;
@@ -101,6 +101,68 @@ const CANCEL_REQUESTED: &str = "SELECT cancel_requested_at IS NOT NULL FROM runs
 /// Takes the committed run (`$5`) out of its lane's queue, if it was queued.
 const DEQUEUE_IN_COMMIT: &str = "DELETE FROM run_queue WHERE run_id = $5";
 
+/// A value a batch binds, as SQLite will store it. An owned string moves in; a borrowed one is
+/// copied once, without checking again that it is UTF-8 (going through rusqlite's `ToSql`, every
+/// text was checked and copied, and an owned one copied a second time).
+pub(crate) trait Param {
+    /// The value to bind.
+    fn into_value(self) -> Value;
+}
+
+impl Param for String {
+    fn into_value(self) -> Value {
+        Value::Text(self)
+    }
+}
+
+impl Param for &str {
+    fn into_value(self) -> Value {
+        Value::Text(self.to_owned())
+    }
+}
+
+impl Param for &String {
+    fn into_value(self) -> Value {
+        Value::Text(self.clone())
+    }
+}
+
+impl Param for i64 {
+    fn into_value(self) -> Value {
+        Value::Integer(self)
+    }
+}
+
+impl Param for bool {
+    fn into_value(self) -> Value {
+        Value::Integer(i64::from(self))
+    }
+}
+
+impl Param for f64 {
+    fn into_value(self) -> Value {
+        Value::Real(self)
+    }
+}
+
+impl Param for Vec<u8> {
+    fn into_value(self) -> Value {
+        Value::Blob(self)
+    }
+}
+
+impl Param for &[u8] {
+    fn into_value(self) -> Value {
+        Value::Blob(self.to_vec())
+    }
+}
+
+impl<T: Param> Param for Option<T> {
+    fn into_value(self) -> Value {
+        self.map_or(Value::Null, Param::into_value)
+    }
+}
+
 /// Statements under construction that share their parameters: the texts and the arguments,
 /// numbered together.
 pub(crate) struct Batch {
@@ -134,43 +196,34 @@ impl Batch {
     }
 
     /// A batch with the shared parameters `$1`…`$5` bound (see the module documentation).
-    fn shared(shared: &Shared<'_>, messages: usize) -> Result<Self, StoreError> {
+    fn shared(shared: &Shared<'_>, messages: usize) -> Self {
         let mut batch = Batch::new();
         batch.args.reserve(5 + messages * MESSAGE_PARAMS);
-        batch.param(shared.session_id)?;
-        batch.param(shared.now.as_str())?;
-        batch.param(shared.title.as_deref())?;
+        batch.param(shared.session_id);
+        batch.param(shared.now.as_str());
+        batch.param(shared.title.as_deref());
         // At most ROWS_PER_QUERY, so the cast cannot truncate.
-        batch.param(messages as i64)?;
-        batch.param(shared.run_id)?;
-        Ok(batch)
+        batch.param(messages as i64);
+        batch.param(shared.run_id);
+        batch
     }
 
     /// Binds `value` as the next parameter and returns its number; writes nothing.
-    pub(crate) fn param<T: ToSql>(&mut self, value: T) -> Result<usize, StoreError> {
-        let failed = |e: &dyn std::fmt::Display| {
-            StoreError::Backend(format!("cannot encode a query parameter: {e}"))
-        };
-        let value = match value.to_sql().map_err(|e| failed(&e))? {
-            ToSqlOutput::Borrowed(value) => Value::try_from(value).map_err(|e| failed(&e))?,
-            ToSqlOutput::Owned(value) => value,
-            other => return Err(failed(&format_args!("unsupported {other:?}"))),
-        };
-        self.args.push(value);
-        Ok(self.args.len())
+    pub(crate) fn param<T: Param>(&mut self, value: T) -> usize {
+        self.args.push(value.into_value());
+        self.args.len()
     }
 
     /// Binds `value` as the next parameter, for [`Batch::of`].
-    pub(crate) fn bind<T: ToSql>(mut self, value: T) -> Result<Self, StoreError> {
-        self.param(value)?;
-        Ok(self)
+    pub(crate) fn bind<T: Param>(mut self, value: T) -> Self {
+        self.param(value);
+        self
     }
 
     /// Binds `value` and writes `, $n` for it: the next value of a row or list.
-    pub(crate) fn value<T: ToSql>(&mut self, value: T) -> Result<&mut Self, StoreError> {
-        let n = self.param(value)?;
-        self.placeholder(n);
-        Ok(self)
+    pub(crate) fn value<T: Param>(&mut self, value: T) -> &mut Self {
+        let n = self.param(value);
+        self.placeholder(n)
     }
 
     /// Writes `, $n`, a parameter bound earlier.
@@ -341,12 +394,12 @@ pub(crate) struct Plan<'a> {
 impl Plan<'_> {
     /// The batch to add a statement of `params` parameters to: the last one, or a new one when
     /// it is full.
-    pub(crate) fn batch(&mut self, params: usize) -> Result<&mut Batch, StoreError> {
+    pub(crate) fn batch(&mut self, params: usize) -> &mut Batch {
         if self.batches.last().is_none_or(|last| last.is_full(params)) {
-            self.batches.push(Batch::shared(&self.shared, 0)?);
+            self.batches.push(Batch::shared(&self.shared, 0));
         }
         let last = self.batches.len() - 1;
-        Ok(&mut self.batches[last])
+        &mut self.batches[last]
     }
 }
 
@@ -396,18 +449,18 @@ pub(crate) fn plan<'a>(
     };
     let mut batches = Vec::with_capacity(messages.len().div_ceil(ROWS_PER_QUERY).max(1));
     if messages.is_empty() {
-        let mut batch = Batch::shared(&shared, 0)?;
+        let mut batch = Batch::shared(&shared, 0);
         batch.sql(ENSURE_SESSION);
         batches.push(batch);
     }
     for chunk in messages.chunks(ROWS_PER_QUERY) {
-        let mut batch = Batch::shared(&shared, chunk.len())?;
+        let mut batch = Batch::shared(&shared, chunk.len());
         add_messages(&mut batch, chunk)?;
         batches.push(batch);
     }
     let mut plan = Plan { shared, batches };
     if let (Some(commit), Some(counts)) = (commit, counts) {
-        add_run(plan.batch(0)?, commit, &counts)?;
+        add_run(plan.batch(0), commit, &counts)?;
         durability::add_boundary(&mut plan, commit)?;
     }
     Ok(plan.batches)
@@ -425,13 +478,13 @@ fn add_messages(batch: &mut Batch, chunk: &[Message]) -> Result<(), StoreError> 
         batch.sql("($1, ").sql(ROW_SEQ).number(row + 1).sql(", $5");
         let columns = MessageColumns::encode(message)?;
         batch
-            .value(columns.role)?
-            .value(message.content.as_str())?
-            .value(columns.tool_calls)?
-            .value(message.tool_call_id.as_deref())?
-            .value(columns.reasoning)?
-            .value(columns.meta)?
-            .value(columns.summary_last)?
+            .value(columns.role)
+            .value(message.content.as_str())
+            .value(columns.tool_calls)
+            .value(message.tool_call_id.as_deref())
+            .value(columns.reasoning)
+            .value(columns.meta)
+            .value(columns.summary_last)
             .sql(", $2)");
     }
     Ok(())
@@ -443,31 +496,31 @@ fn add_run(batch: &mut Batch, commit: &Commit<'_>, counts: &RunCounts) -> Result
     let run = commit.run;
     let events = i64::try_from(commit.events.len()).unwrap_or(i64::MAX);
     batch.end_statement().sql(INSERT_RUN);
-    let state = batch.param(run.state.as_str())?;
+    let state = batch.param(run.state.as_str());
     batch.placeholder(state);
     batch
-        .value(run.reason.map(|reason| reason.as_str()))?
-        .value(run.provider.as_str())?
-        .value(run.model.as_str())?
-        .value(run.model_used.as_deref())?
-        .value(counts.iterations)?
-        .value(counts.input_tokens)?
-        .value(counts.output_tokens)?
-        .value(counts.cache_read_tokens)?
-        .value(counts.cache_write_tokens)?
-        .value(run.final_text.as_deref())?
-        .value(run.error.as_deref())?;
-    let started = batch.param(timestamp(run.started_at))?;
+        .value(run.reason.map(|reason| reason.as_str()))
+        .value(run.provider.as_str())
+        .value(run.model.as_str())
+        .value(run.model_used.as_deref())
+        .value(counts.iterations)
+        .value(counts.input_tokens)
+        .value(counts.output_tokens)
+        .value(counts.cache_read_tokens)
+        .value(counts.cache_write_tokens)
+        .value(run.final_text.as_deref())
+        .value(run.error.as_deref());
+    let started = batch.param(timestamp(run.started_at));
     batch
         .placeholder(started)
-        .value(timestamp(run.updated_at))?
-        .value(run.finished_at.map(timestamp))?
-        .value(run.cost)?
-        .value(run.heartbeat_at.map(timestamp))?
-        .value(run.resume_available)?
-        .value(events)?
-        .value(run.launch.as_deref())?
-        .value(worker_column(run)?)?
+        .value(timestamp(run.updated_at))
+        .value(run.finished_at.map(timestamp))
+        .value(run.cost)
+        .value(run.heartbeat_at.map(timestamp))
+        .value(run.resume_available)
+        .value(events)
+        .value(run.launch.as_deref())
+        .value(worker_column(run)?)
         .sql(UPSERT_RUN_TAIL)
         .end_statement();
     batch

@@ -89,12 +89,12 @@ pub(crate) async fn create_conversation(
     conversation: &NewConversation,
 ) -> Result<bool, StoreError> {
     let batch = Batch::of(CREATE_CONVERSATION)
-        .bind(&conversation.id)?
-        .bind(timestamp(conversation.at))?
-        .bind(conversation.owner.as_deref())?
-        .bind(conversation.lane_policy.as_str())?
-        .bind(optional_json(conversation.place.as_ref(), "a place")?)?
-        .bind(conversation.trusted)?;
+        .bind(&conversation.id)
+        .bind(timestamp(conversation.at))
+        .bind(conversation.owner.as_deref())
+        .bind(conversation.lane_policy.as_str())
+        .bind(optional_json(conversation.place.as_ref(), "a place")?)
+        .bind(conversation.trusted);
     let created = conns
         .transaction(vec![batch])
         .await
@@ -234,18 +234,18 @@ pub(crate) async fn enqueue(
 ) -> Result<EnqueueOutcome, StoreError> {
     let doing = || format!("cannot queue run `{}`", run.run_id);
     let mut batch = Batch::of(ENQUEUE)
-        .bind(&run.run_id)?
-        .bind(&run.session_id)?
-        .bind(run.user_id.as_deref())?
-        .bind(&run.message)?
-        .bind(timestamp(run.enqueued_at))?
-        .bind(sql_limit(limit))?
-        .bind(&run.provider)?
-        .bind(&run.model)?
+        .bind(&run.run_id)
+        .bind(&run.session_id)
+        .bind(run.user_id.as_deref())
+        .bind(&run.message)
+        .bind(timestamp(run.enqueued_at))
+        .bind(sql_limit(limit))
+        .bind(&run.provider)
+        .bind(&run.model)
         .bind(optional_json(
             (run.options != Default::default()).then_some(&run.options),
             "run options",
-        )?)?;
+        )?);
     batch.end_statement().sql(INSERT_QUEUED_RUN).end_statement();
     batch.sql(WAS_QUEUED);
     let queued = conns
@@ -325,7 +325,7 @@ pub(crate) async fn cancel_queued(
         "{CANCEL_RUN} AND EXISTS (SELECT 1 FROM run_queue WHERE run_id = $1) AND state = '{}'",
         AgentState::Queued.as_str()
     );
-    let mut batch = Batch::of(&guarded).bind(run_id)?.bind(timestamp(at))?;
+    let mut batch = Batch::of(&guarded).bind(run_id).bind(timestamp(at));
     batch.end_statement().sql(DEQUEUE);
     let cancelled = conns
         .transaction(vec![batch])
@@ -337,16 +337,16 @@ pub(crate) async fn cancel_queued(
 /// Stores a key.
 pub(crate) async fn save_key(conns: &Connections, key: &ApiKeyRecord) -> Result<(), StoreError> {
     let batch = Batch::of(SAVE_KEY)
-        .bind(&key.id)?
-        .bind(&key.hash)?
-        .bind(key.user_id.as_deref())?
-        .bind(key.admin)?
-        .bind(timestamp(key.created_at))?
-        .bind(key.revoked_at.map(timestamp))?
+        .bind(&key.id)
+        .bind(&key.hash)
+        .bind(key.user_id.as_deref())
+        .bind(key.admin)
+        .bind(timestamp(key.created_at))
+        .bind(key.revoked_at.map(timestamp))
         .bind(optional_json(
             (!key.platforms.is_empty()).then_some(&key.platforms),
             "platforms",
-        )?)?;
+        )?);
     conns
         .transaction(vec![batch])
         .await
@@ -382,7 +382,7 @@ pub(crate) async fn revoke_key(
     id: &str,
     at: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
-    let batch = Batch::of(REVOKE_KEY).bind(id)?.bind(timestamp(at))?;
+    let batch = Batch::of(REVOKE_KEY).bind(id).bind(timestamp(at));
     let revoked = conns
         .transaction(vec![batch])
         .await

@@ -94,20 +94,20 @@ const REQUEST_CANCEL: &str = "UPDATE runs SET cancel_requested_at = \
 /// run upsert (the last statement of `plan`).
 pub(crate) fn add_boundary(plan: &mut Plan<'_>, commit: &Commit<'_>) -> Result<(), StoreError> {
     if let Some(checkpoint) = commit.checkpoint {
-        add_checkpoint(plan.batch(CHECKPOINT_PARAMS)?, checkpoint)?;
+        add_checkpoint(plan.batch(CHECKPOINT_PARAMS), checkpoint)?;
     }
     for chunk in commit.tool_calls.chunks(ROWS_PER_QUERY) {
-        add_tool_calls(plan.batch(chunk.len() * TOOL_CALL_PARAMS)?, chunk)?;
+        add_tool_calls(plan.batch(chunk.len() * TOOL_CALL_PARAMS), chunk);
     }
     if !commit.events.is_empty() {
-        add_events(plan.batch(EVENT_PARAMS)?, commit.events)?;
+        add_events(plan.batch(EVENT_PARAMS), commit.events)?;
     }
     if let Some(journal) = commit.journal {
-        let batch = plan.batch(1)?;
+        let batch = plan.batch(1);
         batch
             .end_statement()
             .sql(UPSERT_JOURNAL)
-            .value(to_json(journal, "the journal")?)?
+            .value(to_json(journal, "the journal")?)
             .sql(UPSERT_JOURNAL_TAIL);
     }
     crate::token_log::add_charges(plan, commit.charges)
@@ -117,42 +117,38 @@ fn add_checkpoint(batch: &mut Batch, checkpoint: &Checkpoint) -> Result<(), Stor
     batch
         .end_statement()
         .sql(INSERT_CHECKPOINT)
-        .value(i64::from(checkpoint.seq))?
-        .value(checkpoint.boundary.as_str())?
-        .value(i64::from(checkpoint.iteration))?
-        .value(stored_count(checkpoint.message_cursor, "message_cursor")?)?
-        .value(stored_count(checkpoint.persisted, "persisted")?)?
-        .value(checkpoint.prompt_hash.as_str())?
-        .value(to_json(&checkpoint.completed_calls, "completed calls")?)?
-        .value(checkpoint.state.as_str())?
-        .value(checkpoint.frame.as_deref())?
-        .value(timestamp(checkpoint.created_at))?
+        .value(i64::from(checkpoint.seq))
+        .value(checkpoint.boundary.as_str())
+        .value(i64::from(checkpoint.iteration))
+        .value(stored_count(checkpoint.message_cursor, "message_cursor")?)
+        .value(stored_count(checkpoint.persisted, "persisted")?)
+        .value(checkpoint.prompt_hash.as_str())
+        .value(to_json(&checkpoint.completed_calls, "completed calls")?)
+        .value(checkpoint.state.as_str())
+        .value(checkpoint.frame.as_deref())
+        .value(timestamp(checkpoint.created_at))
         .sql(")");
     Ok(())
 }
 
 /// One upsert of up to [`ROWS_PER_QUERY`] envelope rows.
-pub(crate) fn add_tool_calls(
-    batch: &mut Batch,
-    calls: &[ToolCallRecord],
-) -> Result<(), StoreError> {
+pub(crate) fn add_tool_calls(batch: &mut Batch, calls: &[ToolCallRecord]) {
     batch.end_statement().sql(INSERT_TOOL_CALLS);
     for (row, call) in calls.iter().enumerate() {
-        let n = batch.param(call.run_id.as_str())?;
+        let n = batch.param(call.run_id.as_str());
         batch.sql(if row == 0 { "($" } else { ", ($" }).number(n);
         batch
-            .value(call.call_id.as_str())?
-            .value(call.name.as_str())?
-            .value(call.arguments.as_str())?
-            .value(call.idempotent)?
-            .value(timestamp(call.started_at))?
-            .value(call.completed_at.map(timestamp))?
-            .value(call.ok)?
-            .value(call.output.as_deref())?
+            .value(call.call_id.as_str())
+            .value(call.name.as_str())
+            .value(call.arguments.as_str())
+            .value(call.idempotent)
+            .value(timestamp(call.started_at))
+            .value(call.completed_at.map(timestamp))
+            .value(call.ok)
+            .value(call.output.as_deref())
             .sql(")");
     }
     batch.sql(UPSERT_TOOL_CALLS_TAIL);
-    Ok(())
 }
 
 /// The insert of a commit's `events` (not empty) as one row: their JSON one per line.
@@ -169,16 +165,16 @@ fn add_events(batch: &mut Batch, events: &[Event]) -> Result<(), StoreError> {
     }
     let count = stored_count(events.len() as u64, "the number of events")?;
     batch.end_statement().sql(INSERT_EVENTS);
-    let m = batch.param(count)?;
+    let m = batch.param(count);
     batch
         .sql(EVENT_COUNT)
         .sql(" - $")
         .number(m)
         .sql(" + 1")
         .placeholder(m)
-        .value(timestamp(events[0].ts))?
-        .value(names)?
-        .value(payload)?
+        .value(timestamp(events[0].ts))
+        .value(names)
+        .value(payload)
         .sql(")");
     Ok(())
 }
@@ -230,7 +226,7 @@ pub(crate) async fn record_tool_calls(
     let mut batches = Vec::with_capacity(calls.len().div_ceil(ROWS_PER_QUERY));
     for chunk in calls.chunks(ROWS_PER_QUERY) {
         let mut batch = Batch::new();
-        add_tool_calls(&mut batch, chunk)?;
+        add_tool_calls(&mut batch, chunk);
         batches.push(batch);
     }
     conns
@@ -276,7 +272,7 @@ pub(crate) async fn heartbeat(
     at: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
     let doing = || format!("cannot record the heartbeat of run `{run_id}`");
-    let batch = Batch::of(HEARTBEAT).bind(run_id)?.bind(timestamp(at))?;
+    let batch = Batch::of(HEARTBEAT).bind(run_id).bind(timestamp(at));
     let cancel = conns.transaction(vec![batch]).await.or_backend(doing)?;
     Ok(cancel.unwrap_or(false))
 }
@@ -287,9 +283,7 @@ pub(crate) async fn request_cancel(
     run_id: &str,
     at: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
-    let batch = Batch::of(REQUEST_CANCEL)
-        .bind(run_id)?
-        .bind(timestamp(at))?;
+    let batch = Batch::of(REQUEST_CANCEL).bind(run_id).bind(timestamp(at));
     let found = conns
         .transaction(vec![batch])
         .await

@@ -56,17 +56,17 @@ pub(crate) async fn save(conns: &Connections, fact: &Fact) -> Result<Option<Stri
         .source_seq
         .map(|seq| i64::try_from(seq).unwrap_or(i64::MAX));
     let mut batch = Batch::of(SUPERSEDE)
-        .bind(&fact.id)?
-        .bind(&fact.user_id)?
-        .bind(key)?
-        .bind(timestamp(fact.created_at))?;
+        .bind(&fact.id)
+        .bind(&fact.user_id)
+        .bind(key)
+        .bind(timestamp(fact.created_at));
     batch.end_statement().sql(INSERT);
-    batch.param(&fact.text)?;
-    batch.param(fact.source_session.as_deref())?;
-    batch.param(source_seq)?;
-    batch.param(f64::from(fact.confidence))?;
-    batch.param(f64::from(fact.importance))?;
-    batch.param(fact.embedding.as_deref().map(encode_embedding))?;
+    batch.param(&fact.text);
+    batch.param(fact.source_session.as_deref());
+    batch.param(source_seq);
+    batch.param(f64::from(fact.confidence));
+    batch.param(f64::from(fact.importance));
+    batch.param(fact.embedding.as_deref().map(encode_embedding));
     conns.transaction(vec![batch]).await.map_err(|e| {
         if e.contains("UNIQUE") {
             StoreError::Conflict(format!("fact `{}` exists already", fact.id))
@@ -98,7 +98,7 @@ pub(crate) async fn forget(
     user_id: &str,
     fact_id: &str,
 ) -> Result<bool, StoreError> {
-    let mut batch = Batch::of(FORGET_SUPERSEDED).bind(user_id)?.bind(fact_id)?;
+    let mut batch = Batch::of(FORGET_SUPERSEDED).bind(user_id).bind(fact_id);
     batch.end_statement().sql(FORGET);
     let returned = conns
         .transaction(vec![batch])

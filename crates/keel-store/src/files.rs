@@ -35,19 +35,17 @@ pub(crate) async fn save(
     record.check_content(content)?;
     let size = i64::try_from(record.size)
         .map_err(|_| StoreError::Backend(format!("file `{}` is too large", record.id)))?;
-    let mut batch = Batch::of(KEEP_CONTENT)
-        .bind(&record.sha256)?
-        .bind(content)?;
+    let mut batch = Batch::of(KEEP_CONTENT).bind(&record.sha256).bind(content);
     batch.end_statement().sql(INSERT);
     for value in [&record.id, &record.name, &record.media_type] {
-        batch.param(value)?;
+        batch.param(value);
     }
-    batch.param(size)?;
-    batch.param(&record.session_id)?;
-    batch.param(record.user_id.as_deref())?;
-    batch.param(record.run_id.as_deref())?;
-    batch.param(record.origin.as_str())?;
-    batch.param(timestamp(record.created_at))?;
+    batch.param(size);
+    batch.param(&record.session_id);
+    batch.param(record.user_id.as_deref());
+    batch.param(record.run_id.as_deref());
+    batch.param(record.origin.as_str());
+    batch.param(timestamp(record.created_at));
     conns.transaction(vec![batch]).await.map(drop).map_err(|e| {
         if e.contains("FOREIGN KEY") {
             StoreError::NotFound(format!("session `{}`", record.session_id))

@@ -64,11 +64,11 @@ pub(crate) async fn claim(
         let mut batch = Batch::of(ENSURE_SESSION);
         batch.end_statement().sql(CLAIM).end_statement().sql(HOLDS);
         let batch = batch
-            .bind(session_id)?
-            .bind(timestamp(claim.at))?
-            .bind(claim.run_id)?
-            .bind(claim.worker)?
-            .bind(timestamp(claim.at - claim.stale_after))?;
+            .bind(session_id)
+            .bind(timestamp(claim.at))
+            .bind(claim.run_id)
+            .bind(claim.worker)
+            .bind(timestamp(claim.at - claim.stale_after));
         let claimed = conns.transaction(vec![batch]).await.or_backend(doing)?;
         if claimed == Some(true) {
             return Ok(LaneOutcome::Claimed);
@@ -99,7 +99,7 @@ pub(crate) async fn release(
     session_id: &str,
     run_id: &str,
 ) -> Result<bool, StoreError> {
-    let batch = Batch::of(RELEASE).bind(session_id)?.bind(run_id)?;
+    let batch = Batch::of(RELEASE).bind(session_id).bind(run_id);
     let released = conns
         .transaction(vec![batch])
         .await

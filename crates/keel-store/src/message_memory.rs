@@ -111,9 +111,9 @@ pub(crate) async fn set_importance(
         let score = f64::from(score.clamp(0.0, 1.0));
         batches.push(
             Batch::of(SET_IMPORTANCE)
-                .bind(session_id)?
-                .bind(limit(seq as usize))?
-                .bind(score)?,
+                .bind(session_id)
+                .bind(limit(seq as usize))
+                .bind(score),
         );
     }
     conns
@@ -134,10 +134,10 @@ pub(crate) async fn save_embeddings(
     for (seq, vector) in vectors {
         batches.push(
             Batch::of(SAVE_EMBEDDING)
-                .bind(session_id)?
-                .bind(limit(*seq as usize))?
-                .bind(model)?
-                .bind(encode_embedding(vector))?,
+                .bind(session_id)
+                .bind(limit(*seq as usize))
+                .bind(model)
+                .bind(encode_embedding(vector)),
         );
     }
     conns

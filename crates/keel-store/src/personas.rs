@@ -50,16 +50,16 @@ pub(crate) async fn save(conns: &Connections, persona: &Persona) -> Result<(), S
         persona.platform_server_id.clone(),
         persona.model.clone(),
     ] {
-        batch.param(value)?;
+        batch.param(value);
     }
-    batch.param(persona.max_tokens.map(i64::from))?;
+    batch.param(persona.max_tokens.map(i64::from));
     batch.param(optional_json(
         persona.allowed_modules.as_ref(),
         "allowed modules",
-    )?)?;
-    batch.param(persona.temperature.map(f64::from))?;
-    batch.param(timestamp(persona.updated_at))?;
-    batch.param(persona.is_default)?;
+    )?);
+    batch.param(persona.temperature.map(f64::from));
+    batch.param(timestamp(persona.updated_at));
+    batch.param(persona.is_default);
     batch.end_statement().sql(UPSERT);
     conns.transaction(vec![batch]).await.map(drop).map_err(|e| {
         // The unique indexes decide a race between two saves.

@@ -125,7 +125,7 @@ pub(crate) async fn adopt(
     session_id: &str,
     user_id: &str,
 ) -> Result<bool, StoreError> {
-    let batch = Batch::of(ADOPT).bind(session_id)?.bind(user_id)?;
+    let batch = Batch::of(ADOPT).bind(session_id).bind(user_id);
     let adopted = conns
         .transaction(vec![batch])
         .await

@@ -181,8 +181,8 @@ fn sql_limit(limit: usize) -> i64 {
 impl Store for SqliteStore {
     async fn ensure_session(&self, session_id: &str) -> Result<(), StoreError> {
         let batch = Batch::of(batch::ENSURE_SESSION)
-            .bind(session_id)?
-            .bind(timestamp(Utc::now()))?;
+            .bind(session_id)
+            .bind(timestamp(Utc::now()));
         self.write(batch, || format!("cannot create session `{session_id}`"))
             .await
     }
@@ -307,11 +307,11 @@ impl Store for SqliteStore {
             .map(|b| codec::stored_count(b, "monthly_token_budget"))
             .transpose()?;
         let batch = Batch::of(SAVE_USER)
-            .bind(&user.id)?
-            .bind(budget)?
-            .bind(timestamp(user.created_at))?
-            .bind(timestamp(user.updated_at))?
-            .bind(codec::permission_name(user.permission))?;
+            .bind(&user.id)
+            .bind(budget)
+            .bind(timestamp(user.created_at))
+            .bind(timestamp(user.updated_at))
+            .bind(codec::permission_name(user.permission));
         self.write(batch, || format!("cannot save user `{}`", user.id))
             .await
     }

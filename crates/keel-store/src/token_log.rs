@@ -41,28 +41,25 @@ pub(crate) const SELECT_LINES: &str = "SELECT user_id, model, count(*) AS calls,
 pub(crate) fn add_charges(plan: &mut Plan<'_>, charges: &[TokenCharge]) -> Result<(), StoreError> {
     for charge in charges {
         let month = usage_month(charge.at);
-        let batch = plan.batch(CHARGE_PARAMS)?;
+        let batch = plan.batch(CHARGE_PARAMS);
         batch
             .end_statement()
             .sql(INSERT_CHARGE)
-            .value(charge.user_id.as_deref())?
-            .value(charge.model.as_str())?;
-        let month_param = batch.param(month.as_str())?;
+            .value(charge.user_id.as_deref())
+            .value(charge.model.as_str());
+        let month_param = batch.param(month.as_str());
         batch.placeholder(month_param);
         let counts = counts(&charge.usage)?;
-        let numbers: Vec<usize> = counts
-            .iter()
-            .map(|count| batch.param(*count))
-            .collect::<Result<_, _>>()?;
+        let numbers: Vec<usize> = counts.iter().map(|count| batch.param(*count)).collect();
         for n in &numbers {
             batch.placeholder(*n);
         }
         batch
-            .value(charge.cost)?
-            .value(timestamp(charge.at))?
+            .value(charge.cost)
+            .value(timestamp(charge.at))
             .sql(")");
         if let Some(user) = &charge.user_id {
-            let user = batch.param(user.as_str())?;
+            let user = batch.param(user.as_str());
             batch
                 .end_statement()
                 .sql(ADD_TO_MONTH)

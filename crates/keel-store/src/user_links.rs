@@ -27,11 +27,11 @@ const LINKS: &str = "SELECT platform, platform_user_id, user_id, username, creat
 /// Links a platform identity (see [`keel_core::Store::link_user`]).
 pub(crate) async fn link(conns: &Connections, link: &PlatformLink) -> Result<(), StoreError> {
     let mut batch = Batch::of(LINK)
-        .bind(&link.platform)?
-        .bind(&link.platform_user_id)?
-        .bind(&link.user_id)?
-        .bind(link.username.as_deref())?
-        .bind(timestamp(link.created_at))?;
+        .bind(&link.platform)
+        .bind(&link.platform_user_id)
+        .bind(&link.user_id)
+        .bind(link.username.as_deref())
+        .bind(timestamp(link.created_at));
     batch.end_statement().sql(LINKED_TO);
     let linked = conns
         .transaction(vec![batch])

@@ -411,11 +411,7 @@ mod tests {
     use crate::connections::Connections;
 
     fn insert(id: i64) -> Vec<Batch> {
-        vec![
-            Batch::of("INSERT INTO t (id) VALUES ($1)")
-                .bind(id)
-                .unwrap(),
-        ]
+        vec![Batch::of("INSERT INTO t (id) VALUES ($1)").bind(id)]
     }
 
     async fn ids(conns: &Connections) -> Vec<i64> {
@@ -479,11 +475,9 @@ mod tests {
     #[tokio::test]
     async fn a_returned_row_is_the_outcome() {
         let conns = table().await;
-        let returning = Batch::of("INSERT INTO t (id) VALUES ($1) RETURNING id = 7")
-            .bind(7)
-            .unwrap();
+        let returning = Batch::of("INSERT INTO t (id) VALUES ($1) RETURNING id = 7").bind(7_i64);
         assert_eq!(conns.transaction(vec![returning]).await, Ok(Some(true)));
-        let unbound = Batch::of("INSERT INTO t (id) VALUES ($2)").bind(8).unwrap();
+        let unbound = Batch::of("INSERT INTO t (id) VALUES ($2)").bind(8_i64);
         let err = conns.transaction(vec![unbound]).await.unwrap_err();
         assert!(err.contains("not bound"), "{err}");
     }
