@@ -44,6 +44,18 @@ const MESSAGE_BYTES: usize = 225;
 const STATE_BYTES: usize = 750;
 const EVENTS_BYTES: usize = 1_090;
 
+/// The tables keel's layout and the boundary row share: sessions, runs and messages.
+macro_rules! sessions_runs_messages {
+    () => {
+        "CREATE TABLE sessions (id TEXT PRIMARY KEY, updated_at TEXT NOT NULL,
+             message_count INTEGER NOT NULL);
+         CREATE TABLE runs (id TEXT PRIMARY KEY, session_id TEXT NOT NULL,
+             iterations INTEGER NOT NULL, updated_at TEXT NOT NULL, event_count INTEGER NOT NULL);
+         CREATE TABLE messages (session_id TEXT NOT NULL, seq INTEGER NOT NULL,
+             content TEXT NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY (session_id, seq));"
+    };
+}
+
 /// The tables of one variant.
 const SCHEMAS: [(&str, &str); 4] = [
     (
@@ -57,28 +69,22 @@ const SCHEMAS: [(&str, &str); 4] = [
     ),
     (
         "keel_tables",
-        "CREATE TABLE sessions (id TEXT PRIMARY KEY, updated_at TEXT NOT NULL,
-             message_count INTEGER NOT NULL);
-         CREATE TABLE runs (id TEXT PRIMARY KEY, session_id TEXT NOT NULL,
-             iterations INTEGER NOT NULL, updated_at TEXT NOT NULL, event_count INTEGER NOT NULL);
-         CREATE TABLE messages (session_id TEXT NOT NULL, seq INTEGER NOT NULL,
-             content TEXT NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY (session_id, seq));
-         CREATE TABLE checkpoints (run_id TEXT NOT NULL, seq INTEGER NOT NULL,
+        concat!(
+            sessions_runs_messages!(),
+            "CREATE TABLE checkpoints (run_id TEXT NOT NULL, seq INTEGER NOT NULL,
              state TEXT NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY (run_id, seq));
          CREATE TABLE run_events (run_id TEXT NOT NULL, seq INTEGER NOT NULL,
-             payload TEXT NOT NULL, PRIMARY KEY (run_id, seq));",
+             payload TEXT NOT NULL, PRIMARY KEY (run_id, seq));"
+        ),
     ),
     (
         "boundary_row",
-        "CREATE TABLE sessions (id TEXT PRIMARY KEY, updated_at TEXT NOT NULL,
-             message_count INTEGER NOT NULL);
-         CREATE TABLE runs (id TEXT PRIMARY KEY, session_id TEXT NOT NULL,
-             iterations INTEGER NOT NULL, updated_at TEXT NOT NULL, event_count INTEGER NOT NULL);
-         CREATE TABLE messages (session_id TEXT NOT NULL, seq INTEGER NOT NULL,
-             content TEXT NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY (session_id, seq));
-         CREATE TABLE checkpoints (run_id TEXT NOT NULL, seq INTEGER NOT NULL,
+        concat!(
+            sessions_runs_messages!(),
+            "CREATE TABLE checkpoints (run_id TEXT NOT NULL, seq INTEGER NOT NULL,
              state TEXT NOT NULL, created_at TEXT NOT NULL, events TEXT NOT NULL,
-             PRIMARY KEY (run_id, seq));",
+             PRIMARY KEY (run_id, seq));"
+        ),
     ),
 ];
 

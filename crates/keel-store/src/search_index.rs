@@ -166,7 +166,7 @@ mod tests {
             append("c", &long),
             Vec::new(),
         ];
-        let outcomes = writer::write(&conn, group);
+        let outcomes = writer::write(&conn, &group);
         assert!(outcomes[0].is_ok() && outcomes[2].is_ok(), "{outcomes:?}");
         assert!(outcomes[1].is_err(), "{outcomes:?}");
         assert_eq!(found(&conn, "apple"), 2);
@@ -174,7 +174,7 @@ mod tests {
         assert_eq!(found(&conn, "cherry0") + found(&conn, "cherry149"), 2);
         assert_consistent(&conn);
         // A group that succeeds whole: the messages of each of its commits.
-        let outcomes = writer::write(&conn, vec![append("d", &["date"]), append("e", &["date"])]);
+        let outcomes = writer::write(&conn, &[append("d", &["date"]), append("e", &["date"])]);
         assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
         assert_eq!(found(&conn, "date"), 2);
         assert_consistent(&conn);
@@ -184,15 +184,15 @@ mod tests {
     async fn a_failed_commit_leaves_the_watermark_where_it_was() {
         let (_dir, conn) = store_file().await;
         assert_eq!(
-            writer::write(&conn, vec![append("a", &["first"])])[0],
+            writer::write(&conn, &[append("a", &["first"])])[0],
             Ok(None)
         );
-        assert!(writer::write(&conn, vec![append_and_fail("a", &["lost", "lost"])])[0].is_err());
+        assert!(writer::write(&conn, &[append_and_fail("a", &["lost", "lost"])])[0].is_err());
         assert_consistent(&conn);
         assert_eq!(found(&conn, "lost"), 0);
         // The next messages take the rowids the failed ones had, and are indexed.
         assert_eq!(
-            writer::write(&conn, vec![append("a", &["kept", "kept"])])[0],
+            writer::write(&conn, &[append("a", &["kept", "kept"])])[0],
             Ok(None)
         );
         assert_eq!(found(&conn, "kept"), 2);

@@ -61,10 +61,11 @@ pub(crate) type Outcome = Result<Option<bool>, String>;
 
 /// What the writer's thread is asked to do.
 enum Job {
-    /// Run these batches as one transaction.
+    /// Run these batches as one transaction. They go back with the outcome, so that the
+    /// caller frees them rather than the writer's thread, which every commit waits for.
     Commit {
         batches: Vec<Batch>,
-        done: oneshot::Sender<Outcome>,
+        done: oneshot::Sender<(Outcome, Vec<Batch>)>,
     },
     /// Finish what was queued before, close the connection and stop.
     Close(oneshot::Sender<()>),
@@ -93,7 +94,7 @@ struct Owned {
 
 impl Owned {
     /// Writes the commits as one transaction (see [`write`]) and counts it.
-    fn write(&mut self, commits: Vec<Vec<Batch>>) -> Vec<Outcome> {
+    fn write(&mut self, commits: &[Vec<Batch>]) -> Vec<Outcome> {
         let Some(conn) = &self.conn else {
             return vec![Err(closed()); commits.len()];
         };
@@ -217,13 +218,14 @@ impl Writer {
         {
             return outcome;
         }
-        let (done, outcome) = oneshot::channel();
+        let (done, answer) = oneshot::channel();
         self.queued.fetch_add(1, Ordering::AcqRel);
         if self.jobs.send(Job::Commit { batches, done }).is_err() {
             self.queued.fetch_sub(1, Ordering::AcqRel);
             return Err(closed());
         }
-        outcome.await.map_err(|_| closed())?
+        let (outcome, _freed_here) = answer.await.map_err(|_| closed())?;
+        outcome
     }
 
     /// Stops the thread once the commits queued before are done, and closes the connection.
@@ -289,10 +291,10 @@ fn serve(owned: &Mutex<Owned>, queued: &AtomicUsize, queue: &mpsc::Receiver<Job>
         queued.fetch_sub(group.len(), Ordering::AcqRel);
         // Poisoned only by a panic inside SQLite's wrapper; the connection is still whole.
         let mut owned = owned.lock().unwrap_or_else(PoisonError::into_inner);
-        let outcomes = owned.write(std::mem::take(&mut group));
-        for (done, outcome) in dones.drain(..).zip(outcomes) {
+        let outcomes = owned.write(&group);
+        for ((done, outcome), batches) in dones.drain(..).zip(outcomes).zip(group.drain(..)) {
             // A caller that stopped waiting has nobody to tell.
-            let _ = done.send(outcome);
+            let _ = done.send((outcome, batches));
         }
         if let Some(done) = close {
             owned.close();
@@ -303,11 +305,11 @@ fn serve(owned: &Mutex<Owned>, queued: &AtomicUsize, queue: &mpsc::Receiver<Job>
 }
 
 /// Writes the commits as one transaction; one outcome per commit, in order.
-pub(crate) fn write(conn: &Connection, mut commits: Vec<Vec<Batch>>) -> Vec<Outcome> {
-    match commits.len() {
-        0 => Vec::new(),
-        1 => vec![alone(conn, &commits.pop().unwrap_or_default())],
-        _ => together(conn, &commits),
+pub(crate) fn write(conn: &Connection, commits: &[Vec<Batch>]) -> Vec<Outcome> {
+    match commits {
+        [] => Vec::new(),
+        [commit] => vec![alone(conn, commit)],
+        _ => together(conn, commits),
     }
 }
 
@@ -440,7 +442,7 @@ mod tests {
             .unwrap();
         let conn = connect(&path).unwrap();
         let group = vec![insert(1), insert(2), insert(1), Vec::new(), insert(3)];
-        let outcomes = write(&conn, group);
+        let outcomes = write(&conn, &group);
         assert_eq!(outcomes[0], Ok(None));
         assert_eq!(outcomes[1], Ok(None));
         assert!(
