@@ -37,6 +37,7 @@ use rusqlite::types::Value;
 
 use crate::codec::{MessageColumns, RunCounts, timestamp, worker_column};
 use crate::connections::Connections;
+use crate::param::Param;
 use crate::{OrBackend, durability};
 
 /// Messages per batch, and envelope rows per `INSERT`: keeps the number of distinct statement
@@ -100,68 +101,6 @@ const CANCEL_REQUESTED: &str = "SELECT cancel_requested_at IS NOT NULL FROM runs
 
 /// Takes the committed run (`$5`) out of its lane's queue, if it was queued.
 const DEQUEUE_IN_COMMIT: &str = "DELETE FROM run_queue WHERE run_id = $5";
-
-/// A value a batch binds, as SQLite will store it. An owned string moves in; a borrowed one is
-/// copied once, without checking again that it is UTF-8 (going through rusqlite's `ToSql`, every
-/// text was checked and copied, and an owned one copied a second time).
-pub(crate) trait Param {
-    /// The value to bind.
-    fn into_value(self) -> Value;
-}
-
-impl Param for String {
-    fn into_value(self) -> Value {
-        Value::Text(self)
-    }
-}
-
-impl Param for &str {
-    fn into_value(self) -> Value {
-        Value::Text(self.to_owned())
-    }
-}
-
-impl Param for &String {
-    fn into_value(self) -> Value {
-        Value::Text(self.clone())
-    }
-}
-
-impl Param for i64 {
-    fn into_value(self) -> Value {
-        Value::Integer(self)
-    }
-}
-
-impl Param for bool {
-    fn into_value(self) -> Value {
-        Value::Integer(i64::from(self))
-    }
-}
-
-impl Param for f64 {
-    fn into_value(self) -> Value {
-        Value::Real(self)
-    }
-}
-
-impl Param for Vec<u8> {
-    fn into_value(self) -> Value {
-        Value::Blob(self)
-    }
-}
-
-impl Param for &[u8] {
-    fn into_value(self) -> Value {
-        Value::Blob(self.to_vec())
-    }
-}
-
-impl<T: Param> Param for Option<T> {
-    fn into_value(self) -> Value {
-        self.map_or(Value::Null, Param::into_value)
-    }
-}
 
 /// Statements under construction that share their parameters: the texts and the arguments,
 /// numbered together.

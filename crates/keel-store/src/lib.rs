@@ -29,6 +29,7 @@ mod facts;
 mod files;
 mod lanes;
 mod message_memory;
+mod param;
 mod personas;
 mod schema;
 mod search_index;
