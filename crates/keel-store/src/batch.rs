@@ -52,6 +52,17 @@ const PARAMS_PER_BATCH: usize = 4_000;
 /// summary_last.
 const MESSAGE_PARAMS: usize = 7;
 
+/// Statement text a batch reserves for each message it inserts (~240 bytes), and for the
+/// session's bump (~330).
+const MESSAGE_TEXT: usize = 256;
+const SESSION_TEXT: usize = 512;
+
+/// Statement text and parameters a batch reserves for a boundary's run, checkpoint, envelope
+/// row, events and token log: ~3 KB and ~65 parameters for a typical one, so that building it
+/// never grows either (the growing was a tenth of planning a boundary).
+const BOUNDARY_TEXT: usize = 4096;
+const BOUNDARY_PARAMS: usize = 80;
+
 /// Creates the session `$1` at `$2` unless it exists.
 pub(crate) const ENSURE_SESSION: &str = "INSERT INTO sessions (id, created_at, updated_at, title, message_count) \
      VALUES ($1, $2, $2, NULL, 0) ON CONFLICT (id) DO NOTHING";
@@ -118,10 +129,15 @@ pub(crate) struct Batch {
 impl Batch {
     /// A batch with no statement and no parameter yet.
     pub(crate) fn new() -> Self {
+        Batch::with_room(1024, 0)
+    }
+
+    /// An empty batch with room for `text` bytes of statements and `params` parameters.
+    fn with_room(text: usize, params: usize) -> Self {
         Batch {
-            sql: String::with_capacity(1024),
-            ends: Vec::with_capacity(8),
-            args: Vec::new(),
+            sql: String::with_capacity(text),
+            ends: Vec::with_capacity(16),
+            args: Vec::with_capacity(params),
             stores_messages: false,
         }
     }
@@ -134,10 +150,18 @@ impl Batch {
         batch
     }
 
-    /// A batch with the shared parameters `$1`…`$5` bound (see the module documentation).
-    fn shared(shared: &Shared<'_>, messages: usize) -> Self {
-        let mut batch = Batch::new();
-        batch.args.reserve(5 + messages * MESSAGE_PARAMS);
+    /// A batch with the shared parameters `$1`…`$5` bound (see the module documentation), with
+    /// room for `messages` messages and, if `boundary`, a boundary.
+    fn shared(shared: &Shared<'_>, messages: usize, boundary: bool) -> Self {
+        let (text, params) = if boundary {
+            (BOUNDARY_TEXT, BOUNDARY_PARAMS)
+        } else {
+            (0, 0)
+        };
+        let mut batch = Batch::with_room(
+            SESSION_TEXT + messages * MESSAGE_TEXT + text,
+            5 + messages * MESSAGE_PARAMS + params,
+        );
         batch.param(shared.session_id);
         batch.param(shared.now.as_str());
         batch.param(shared.title.as_deref());
@@ -335,7 +359,7 @@ impl Plan<'_> {
     /// it is full.
     pub(crate) fn batch(&mut self, params: usize) -> &mut Batch {
         if self.batches.last().is_none_or(|last| last.is_full(params)) {
-            self.batches.push(Batch::shared(&self.shared, 0));
+            self.batches.push(Batch::shared(&self.shared, 0, false));
         }
         let last = self.batches.len() - 1;
         &mut self.batches[last]
@@ -387,13 +411,16 @@ pub(crate) fn plan<'a>(
         run_id,
     };
     let mut batches = Vec::with_capacity(messages.len().div_ceil(ROWS_PER_QUERY).max(1));
+    // The last batch also takes the boundary, if there is one.
+    let boundary = commit.is_some();
     if messages.is_empty() {
-        let mut batch = Batch::shared(&shared, 0);
+        let mut batch = Batch::shared(&shared, 0, boundary);
         batch.sql(ENSURE_SESSION);
         batches.push(batch);
     }
-    for chunk in messages.chunks(ROWS_PER_QUERY) {
-        let mut batch = Batch::shared(&shared, chunk.len());
+    let chunks = messages.len().div_ceil(ROWS_PER_QUERY);
+    for (i, chunk) in messages.chunks(ROWS_PER_QUERY).enumerate() {
+        let mut batch = Batch::shared(&shared, chunk.len(), boundary && i + 1 == chunks);
         add_messages(&mut batch, chunk)?;
         batches.push(batch);
     }
@@ -484,108 +511,5 @@ fn add_run(batch: &mut Batch, commit: &Commit<'_>, counts: &RunCounts) -> Result
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use std::collections::BTreeSet;
-
-    /// Every `$n` of a text.
-    fn placeholders(sql: &str) -> BTreeSet<usize> {
-        sql.split('$')
-            .skip(1)
-            .filter_map(|rest| {
-                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-                digits.parse().ok()
-            })
-            .collect()
-    }
-
-    /// Each batch uses only parameters it binds, and every one it binds but the shared `$1`…`$5`.
-    fn assert_numbered_without_gaps(batches: &[Batch]) {
-        for batch in batches {
-            let used = placeholders(&batch.text());
-            let bound: BTreeSet<usize> = (1..=batch.params()).collect();
-            assert!(used.is_subset(&bound), "{}", batch.text());
-            let unused: Vec<usize> = bound.difference(&used).copied().collect();
-            assert!(
-                unused.iter().all(|n| *n <= 5),
-                "{unused:?}: {}",
-                batch.text()
-            );
-        }
-    }
-
-    /// A running run `r` of session `s`.
-    pub(crate) fn run() -> keel_core::RunRecord {
-        let now = chrono::Utc::now();
-        keel_core::RunRecord {
-            id: "r".into(),
-            session_id: "s".into(),
-            state: keel_core::AgentState::Running,
-            reason: None,
-            provider: "p".into(),
-            model: "m".into(),
-            model_used: None,
-            iterations: 0,
-            usage: keel_core::Usage::default(),
-            final_text: None,
-            error: None,
-            started_at: now,
-            updated_at: now,
-            finished_at: None,
-            cost: 0.0,
-            heartbeat_at: None,
-            cancel_requested_at: None,
-            resume_available: false,
-            launch: None,
-            worker: None,
-        }
-    }
-
-    #[test]
-    fn parameters_are_numbered_without_gaps_or_overlap() {
-        let run = run();
-        let messages = [Message::user("a"), Message::assistant("b")];
-        let commit = Commit::new(&run, &messages);
-        let batches = plan("s", Some("r"), &messages, Some(&commit)).unwrap();
-        assert_eq!(batches.len(), 1);
-        assert_numbered_without_gaps(&batches);
-        let sql = batches[0].text();
-        assert!(sql.contains("- $4 + 1, $5, $6, $7, $8, $9, $10, $11, $12, $2)"));
-        assert!(sql.contains("- $4 + 2, $5, $13, $14, $15, $16, $17, $18, $19, $2)"));
-        assert!(sql.contains("VALUES ($5, $1, $20, "), "{sql}");
-        assert!(sql.contains("SET state = $20 WHERE id = $5 AND state <> $20"));
-    }
-
-    #[test]
-    fn an_empty_write_only_ensures_the_session() {
-        let batches = plan("s", None, &[], None).unwrap();
-        assert_eq!(batches.len(), 1);
-        assert_eq!(batches[0].text(), ENSURE_SESSION);
-        let run = run();
-        let batches = plan("s", Some("r"), &[], Some(&Commit::new(&run, &[]))).unwrap();
-        let sql = batches[0].text();
-        assert!(sql.starts_with(ENSURE_SESSION) && sql.contains("VALUES ($5, $1, $6, "));
-        assert!(!sql.contains("INSERT INTO messages"));
-        assert_numbered_without_gaps(&batches);
-    }
-
-    #[test]
-    fn long_writes_split_into_batches_within_sqlite_parameter_limits() {
-        let messages: Vec<Message> = (0..ROWS_PER_QUERY * 2 + 1)
-            .map(|i| Message::assistant(i.to_string()))
-            .collect();
-        let run = run();
-        let commit = Commit::new(&run, &messages);
-        let batches = plan("s", Some("r"), &messages, Some(&commit)).unwrap();
-        assert_eq!(batches.len(), 3);
-        assert_numbered_without_gaps(&batches);
-        let full = batches[0].params();
-        assert_eq!(full, 5 + ROWS_PER_QUERY * MESSAGE_PARAMS);
-        assert!(batches[2].text().contains(CANCEL_REQUESTED));
-        assert!(
-            batches
-                .iter()
-                .all(|batch| batch.params() <= PARAMS_PER_BATCH)
-        );
-    }
-}
+#[path = "batch_tests.rs"]
+pub(crate) mod tests;
