@@ -52,15 +52,18 @@ const PARAMS_PER_BATCH: usize = 4_000;
 /// summary_last.
 const MESSAGE_PARAMS: usize = 7;
 
-/// Statement text a batch reserves for each message it inserts (~240 bytes), and for the
-/// session's bump (~330).
+/// Statement text a batch reserves for each message it inserts (~240 bytes).
 const MESSAGE_TEXT: usize = 256;
+
+/// Statement text a batch reserves for the session's bump (~330 bytes).
 const SESSION_TEXT: usize = 512;
 
-/// Statement text and parameters a batch reserves for a boundary's run, checkpoint, envelope
-/// row, events and token log: ~3 KB and ~65 parameters for a typical one, so that building it
-/// never grows either (the growing was a tenth of planning a boundary).
+/// Statement text a batch reserves for a boundary's run, checkpoint, envelope row, events and
+/// token log (~3 KB for a typical one), so that writing it never grows the text: the growing
+/// was a tenth of planning a boundary.
 const BOUNDARY_TEXT: usize = 4096;
+
+/// Parameters a batch reserves for a boundary (~65 for a typical one), for the same reason.
 const BOUNDARY_PARAMS: usize = 80;
 
 /// Creates the session `$1` at `$2` unless it exists.
