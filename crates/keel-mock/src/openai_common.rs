@@ -225,11 +225,53 @@ pub(crate) fn type_name(value: &Value) -> &'static str {
     }
 }
 
+/// `list[index]`, written into `buffer` (emptied first). Every element of a request's lists
+/// is checked with its path, which only an error reads: a buffer the caller reuses, and no
+/// `format!`, keep that from costing an allocation and a formatting pass per element.
+pub(crate) fn element_path<'a>(buffer: &'a mut String, list: &str, index: usize) -> &'a str {
+    buffer.clear();
+    buffer.push_str(list);
+    buffer.push('[');
+    buffer.push_str(itoa::Buffer::new().format(index));
+    buffer.push(']');
+    buffer
+}
+
+/// `path.key`, written into `buffer` (emptied first), for the same reason as [`element_path`].
+pub(crate) fn member_path<'a>(buffer: &'a mut String, path: &str, key: &str) -> &'a str {
+    buffer.clear();
+    buffer.push_str(path);
+    buffer.push('.');
+    buffer.push_str(key);
+    buffer
+}
+
 /// `path.key`, or `key` at the top level.
 pub(crate) fn join(path: &str, key: &str) -> String {
     if path.is_empty() {
         key.to_string()
     } else {
         format!("{path}.{key}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reused_buffer_holds_each_path_alone() {
+        let (mut element, mut member) = (String::new(), String::new());
+        assert_eq!(element_path(&mut element, "messages", 12), "messages[12]");
+        let path = element_path(&mut element, "messages", 3);
+        assert_eq!(path, "messages[3]");
+        assert_eq!(
+            member_path(&mut member, path, "function"),
+            "messages[3].function"
+        );
+        assert_eq!(
+            member_path(&mut member, "tools[0]", "name"),
+            "tools[0].name"
+        );
     }
 }

@@ -8,8 +8,9 @@ use std::collections::HashSet;
 use serde_json::{Map, Value};
 
 use crate::openai_common::{
-    check_min_integer, empty_array, expect_function_type, missing, object, optional_bool,
-    parse_body, request_object, required_model, required_object, required_string, wrong_type,
+    check_min_integer, element_path, empty_array, expect_function_type, member_path, missing,
+    object, optional_bool, parse_body, request_object, required_model, required_object,
+    required_string, wrong_type,
 };
 use crate::wire::{Invalid, RequestInfo};
 
@@ -76,12 +77,17 @@ fn check_tools(request: &Map<String, Value>) -> Result<(), Invalid> {
         Some(Value::Array(tools)) => tools.as_slice(),
         Some(other) => return Err(wrong_type("tools", "an array", other)),
     };
+    let (mut tool_path, mut function_path) = (String::new(), String::new());
     for (i, tool) in tools.iter().enumerate() {
-        let path = format!("tools[{i}]");
-        let tool = object(tool, &path)?;
-        expect_function_type(tool, &path)?;
-        let function = required_object(tool, "function", &path)?;
-        required_string(function, "name", &format!("{path}.function"))?;
+        let path = element_path(&mut tool_path, "tools", i);
+        let tool = object(tool, path)?;
+        expect_function_type(tool, path)?;
+        let function = required_object(tool, "function", path)?;
+        required_string(
+            function,
+            "name",
+            member_path(&mut function_path, path, "function"),
+        )?;
         match function.get("parameters") {
             None | Some(Value::Object(_)) => {}
             Some(other) => {
@@ -127,10 +133,11 @@ struct OpenCalls {
 fn check_messages(messages: &[Value]) -> Result<(), Invalid> {
     let mut open: Option<OpenCalls> = None;
     let mut answered: HashSet<String> = HashSet::new();
+    let mut message_path = String::new();
     for (i, message) in messages.iter().enumerate() {
-        let path = format!("messages[{i}]");
-        let message = object(message, &path)?;
-        let role = required_string(message, "role", &path)?;
+        let path = element_path(&mut message_path, "messages", i);
+        let message = object(message, path)?;
+        let role = required_string(message, "role", path)?;
         if !["system", "developer", "user", "assistant", "tool"].contains(&role) {
             return Err(Invalid::new(
                 format!(
@@ -163,9 +170,9 @@ fn check_messages(messages: &[Value]) -> Result<(), Invalid> {
             "assistant" => {
                 let calls = match message.get("tool_calls") {
                     None | Some(Value::Null) => Vec::new(),
-                    Some(calls) => check_tool_calls(calls, &path)?,
+                    Some(calls) => check_tool_calls(calls, path)?,
                 };
-                check_content(message, &path, calls.is_empty())?;
+                check_content(message, path, calls.is_empty())?;
                 if !calls.is_empty() {
                     open = Some(OpenCalls {
                         assistant: i,
@@ -174,11 +181,11 @@ fn check_messages(messages: &[Value]) -> Result<(), Invalid> {
                 }
             }
             "tool" => {
-                check_content(message, &path, true)?;
-                let id = required_string(message, "tool_call_id", &path)?;
-                answer_call(&mut open, &mut answered, id, &path)?;
+                check_content(message, path, true)?;
+                let id = required_string(message, "tool_call_id", path)?;
+                answer_call(&mut open, &mut answered, id, path)?;
             }
-            _ => check_content(message, &path, true)?,
+            _ => check_content(message, path, true)?,
         }
     }
     close(open, || "ends the conversation".to_string())
@@ -244,15 +251,16 @@ fn check_tool_calls(calls: &Value, path: &str) -> Result<Vec<String>, Invalid> {
         other => return Err(wrong_type(&list_path, "an array", other)),
     };
     let mut ids = Vec::new();
+    let (mut call_path, mut function_path) = (String::new(), String::new());
     for (j, call) in calls.iter().enumerate() {
-        let call_path = format!("{list_path}[{j}]");
-        let call = object(call, &call_path)?;
-        let id = required_string(call, "id", &call_path)?;
-        expect_function_type(call, &call_path)?;
-        let function_path = format!("{call_path}.function");
-        let function = required_object(call, "function", &call_path)?;
-        required_string(function, "name", &function_path)?;
-        required_string(function, "arguments", &function_path)?;
+        let call_path = element_path(&mut call_path, &list_path, j);
+        let call = object(call, call_path)?;
+        let id = required_string(call, "id", call_path)?;
+        expect_function_type(call, call_path)?;
+        let function_path = member_path(&mut function_path, call_path, "function");
+        let function = required_object(call, "function", call_path)?;
+        required_string(function, "name", function_path)?;
+        required_string(function, "arguments", function_path)?;
         if ids.iter().any(|known| known == id) {
             return Err(Invalid::new(
                 format!("Invalid '{list_path}': tool call id '{id}' appears twice."),

@@ -7,8 +7,8 @@
 use serde_json::{Map, Value};
 
 use crate::openai_common::{
-    check_min_integer, empty_array, missing, object, optional_bool, parse_body, request_object,
-    required_string, wrong_type,
+    check_min_integer, element_path, empty_array, missing, object, optional_bool, parse_body,
+    request_object, required_string, wrong_type,
 };
 use crate::wire::{Invalid, RequestInfo};
 
@@ -115,9 +115,10 @@ fn check_items(items: &[Value], chained: bool) -> Result<(), Invalid> {
     // Calls waiting for their output, and calls already answered.
     let mut pending: Vec<String> = Vec::new();
     let mut answered: Vec<String> = Vec::new();
+    let mut item_path = String::new();
     for (i, item) in items.iter().enumerate() {
-        let path = format!("input[{i}]");
-        let item = object(item, &path)?;
+        let path = element_path(&mut item_path, "input", i);
+        let item = object(item, path)?;
         let kind = match item.get("type") {
             None | Some(Value::Null) => "message",
             Some(Value::String(kind)) => kind.as_str(),
@@ -125,15 +126,15 @@ fn check_items(items: &[Value], chained: bool) -> Result<(), Invalid> {
         };
         match kind {
             "message" => {
-                let role = check_message(item, &path)?;
+                let role = check_message(item, path)?;
                 if role == "user" {
                     no_unanswered_calls(&pending)?;
                 }
             }
             "function_call" => {
-                let call_id = required_string(item, "call_id", &path)?;
-                required_string(item, "name", &path)?;
-                required_string(item, "arguments", &path)?;
+                let call_id = required_string(item, "call_id", path)?;
+                required_string(item, "name", path)?;
+                required_string(item, "arguments", path)?;
                 if pending
                     .iter()
                     .chain(&answered)
@@ -147,7 +148,7 @@ fn check_items(items: &[Value], chained: bool) -> Result<(), Invalid> {
                 pending.push(call_id.to_string());
             }
             "function_call_output" => {
-                let call_id = required_string(item, "call_id", &path)?;
+                let call_id = required_string(item, "call_id", path)?;
                 match item.get("output") {
                     Some(Value::String(_)) | Some(Value::Array(_)) => {}
                     None | Some(Value::Null) => return Err(missing(&format!("{path}.output"))),
