@@ -142,8 +142,29 @@ pub(crate) fn to_json<T: serde::Serialize + ?Sized>(
     value: &T,
     what: &str,
 ) -> Result<String, StoreError> {
-    serde_json::to_string(value)
-        .map_err(|e| StoreError::Backend(format!("cannot encode {what}: {e}")))
+    serde_json::to_string(value).map_err(|e| cannot_encode(what, e))
+}
+
+/// JSON text of each of `values`, one per line (JSON never holds a raw newline: serde escapes
+/// it inside strings), for a column of `what`. Written into one buffer: no string of its own
+/// per value, grown step by step.
+pub(crate) fn json_lines<T: serde::Serialize>(
+    values: &[T],
+    what: &str,
+) -> Result<String, StoreError> {
+    let mut buffer = Vec::with_capacity(values.len() * 384);
+    for (i, value) in values.iter().enumerate() {
+        if i > 0 {
+            buffer.push(b'\n');
+        }
+        serde_json::to_writer(&mut buffer, value).map_err(|e| cannot_encode(what, e))?;
+    }
+    // serde_json writes UTF-8 only: this takes the buffer as it is after checking it.
+    String::from_utf8(buffer).map_err(|e| cannot_encode(what, e))
+}
+
+fn cannot_encode(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(format!("cannot encode {what}: {e}"))
 }
 
 /// A run's counters as stored: SQLite integers are signed 64-bit (and SQLite would store a NaN

@@ -99,3 +99,18 @@ fn counters_beyond_i64_are_refused() {
     let err = RunCounts::of(&run).unwrap_err();
     assert!(err.to_string().contains("cost NaN"), "{err}");
 }
+
+#[test]
+fn json_lines_writes_one_value_per_line_even_with_newlines_inside() {
+    let values = [
+        serde_json::json!({"output": "two\nlines"}),
+        serde_json::json!("third"),
+    ];
+    let text = json_lines(&values, "a value").unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .split('\n')
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines, values);
+    assert_eq!(json_lines::<serde_json::Value>(&[], "a value").unwrap(), "");
+}

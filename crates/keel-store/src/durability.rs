@@ -154,20 +154,13 @@ pub(crate) fn add_tool_calls(batch: &mut Batch, calls: &[ToolCallRecord]) {
 /// The insert of a commit's `events` (not empty) as one row: their JSON one per line.
 fn add_events(batch: &mut Batch, events: &[Event]) -> Result<(), StoreError> {
     let mut names = String::with_capacity(events.len() * 24);
-    // Each event written straight after the last, without a string of its own.
-    let mut payload = Vec::with_capacity(events.len() * 384);
     for event in events {
-        if !payload.is_empty() {
+        if !names.is_empty() {
             names.push(' ');
-            payload.push(b'\n');
         }
         names.push_str(event.kind.name());
-        serde_json::to_writer(&mut payload, event)
-            .map_err(|e| StoreError::Backend(format!("cannot encode an event: {e}")))?;
     }
-    // serde_json writes UTF-8 only.
-    let payload = String::from_utf8(payload)
-        .map_err(|e| StoreError::Backend(format!("cannot encode an event: {e}")))?;
+    let payload = codec::json_lines(events, "an event")?;
     let count = stored_count(events.len() as u64, "the number of events")?;
     batch.end_statement().sql(INSERT_EVENTS);
     let m = batch.param(count);
