@@ -73,7 +73,23 @@ impl Mock {
 
     /// The request bodies the mock received, in order.
     pub fn requests(&self) -> Vec<serde_json::Value> {
-        get_requests(&self.url)
+        serde_json::from_value(self.get("/v1/_mock/requests")).unwrap()
+    }
+
+    /// `GET path` on the mock, as JSON, with a minimal HTTP/1.1 client over std.
+    pub fn get(&self, path: &str) -> serde_json::Value {
+        use std::io::{Read, Write};
+        let host = self.url.trim_start_matches("http://");
+        let mut stream = std::net::TcpStream::connect(host).unwrap();
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        let body = response.split("\r\n\r\n").nth(1).unwrap_or("");
+        serde_json::from_str(body).unwrap()
     }
 }
 
@@ -82,22 +98,6 @@ impl Drop for Mock {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// `GET /v1/_mock/requests` with a minimal HTTP/1.1 client over std.
-fn get_requests(base: &str) -> Vec<serde_json::Value> {
-    use std::io::{Read, Write};
-    let host = base.trim_start_matches("http://");
-    let mut stream = std::net::TcpStream::connect(host).unwrap();
-    write!(
-        stream,
-        "GET /v1/_mock/requests HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let body = response.split("\r\n\r\n").nth(1).unwrap_or("");
-    serde_json::from_str(body).unwrap()
 }
 
 /// Runs a command and returns its output.

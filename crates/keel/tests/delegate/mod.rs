@@ -1,7 +1,6 @@
 //! What the delegation tests share (`e2e_delegate.rs`): the configuration, the mock's requests
 //! by model, the sub-agent tree `keel runs show` prints, events files and processes.
 
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -29,25 +28,10 @@ pub(crate) fn delegate(id: &str, arguments: Value) -> Value {
     json!({"id": id, "name": "delegate_task", "arguments": arguments})
 }
 
-/// `GET path` on the mock, as JSON.
-pub(crate) fn get(mock: &Mock, path: &str) -> Value {
-    let host = mock.url.trim_start_matches("http://");
-    let mut stream = std::net::TcpStream::connect(host).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let body = response.split("\r\n\r\n").nth(1).unwrap_or("");
-    serde_json::from_str(body).unwrap()
-}
-
 /// The mock's requests with their times, those of `model` only (`None`: the parent's).
 pub(crate) fn requests_of(mock: &Mock, model: Option<&str>) -> Vec<(Value, Value)> {
     let requests = mock.requests();
-    let timeline = get(mock, "/v1/_mock/timeline");
+    let timeline = mock.get("/v1/_mock/timeline");
     requests
         .into_iter()
         .zip(timeline.as_array().unwrap().iter().cloned())
