@@ -17,15 +17,18 @@ use chrono::Utc;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use keel_core::store::Commit;
 use keel_core::{
-    AgentState, Boundary, Checkpoint, Event, EventKind, Message, RunRecord, StopReason, Store,
+    AgentState, Checkpoint, Event, EventKind, Message, RunRecord, StopReason, Store,
     ToolCallRecord, Usage,
 };
 use keel_store::SqliteStore;
 
 #[path = "../tests/common/mod.rs"]
 mod common;
-use common::{completed_event, event_now, run_record, tool_call};
+use common::{checkpoint, completed_event, event_now, run_record, tool_call};
 use serde_json::json;
+
+/// A prompt hash of the length the loop writes.
+const PROMPT_HASH: &str = "sha256:9f86d081884c7d65";
 
 /// A state JSON of about 3 KB, like a run's counters, guardrails and pending step.
 fn typical_state() -> String {
@@ -50,22 +53,6 @@ fn frame() -> String {
         "tools": ["read_file", "grep", "run_command", "ask_human"],
     })
     .to_string()
-}
-
-fn checkpoint(run: &RunRecord, seq: u32, state: String, frame: Option<String>) -> Checkpoint {
-    Checkpoint {
-        run_id: run.id.clone(),
-        seq,
-        boundary: Boundary::ToolResult,
-        iteration: run.iterations,
-        message_cursor: 1,
-        persisted: u64::from(seq),
-        prompt_hash: "sha256:9f86d081884c7d65".into(),
-        completed_calls: vec!["call_1".into()],
-        state,
-        frame,
-        created_at: Utc::now(),
-    }
 }
 
 /// One boundary's records, built before it is measured.
@@ -125,7 +112,7 @@ impl BoundaryRecords {
             at: Utc::now(),
         }];
         BoundaryRecords {
-            checkpoint: Some(checkpoint(&run, seq, state.to_string(), None)),
+            checkpoint: Some(checkpoint(&run, seq, PROMPT_HASH, state)),
             run,
             calls,
             events,
@@ -166,7 +153,10 @@ fn bench(c: &mut Criterion) {
     for (name, full) in [("boundary", true), ("append_only", false)] {
         let run = run_record(name, &format!("session-{name}"), Utc::now());
         // The run's first boundary writes its frame; the measured ones carry on from it.
-        let first = checkpoint(&run, 1, state.clone(), Some(frame()));
+        let first = Checkpoint {
+            frame: Some(frame()),
+            ..checkpoint(&run, 1, PROMPT_HASH, &state)
+        };
         rt.block_on(store.commit(&Commit {
             checkpoint: Some(&first),
             ..Commit::new(&run, &answer)

@@ -486,10 +486,10 @@ pub(crate) fn decode_tool_call(row: &SqliteRow) -> Result<ToolCallRecord, StoreE
     })
 }
 
-/// Decodes the rows of `SELECT seq, events, payload FROM run_events` of run `run_id`, in
-/// order, into their events numbered above `after`, each with its number. A row's payload holds
-/// one event's JSON per line, as many lines as `events` says
-/// (`migrations/0020_events_per_commit.sql`).
+/// Decodes the rows of `SELECT seq, events, payload` of run `run_id` (of `run_events`, and of
+/// its checkpoints that hold events: see `durability::select_event_rows`), in order, into their
+/// events numbered above `after`, each with its number. A row's payload holds one event's JSON
+/// per line, as many lines as `events` says (`migrations/0020_events_per_commit.sql`).
 pub(crate) fn decode_events(
     rows: &[SqliteRow],
     run_id: &str,

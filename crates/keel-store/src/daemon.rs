@@ -76,12 +76,15 @@ const MESSAGES_PAGE: &str = "SELECT seq, run_id, role, content, tool_calls, tool
      reasoning, meta, created_at FROM messages WHERE session_id = $1 AND seq > $2 ORDER BY seq \
      LIMIT $3";
 
-/// The rows holding events above `$2`: from the last row that starts at or below `$2`, which may
-/// hold some of them (a row holds a commit's events, see
-/// `migrations/0020_events_per_commit.sql`); both found through the primary key.
-const EVENTS_AFTER: &str = "SELECT seq, events, payload FROM run_events WHERE run_id = $1 \
-     AND seq >= IFNULL((SELECT max(seq) FROM run_events WHERE run_id = $1 AND seq <= $2), 0) \
-     ORDER BY seq";
+/// The rows holding events above `$2` (a row holds a commit's events, see
+/// `migrations/0020_events_per_commit.sql`): of `run_events`, from the last row that starts at
+/// or below `$2`, which may hold some of them, both found through the primary key; of the run's
+/// checkpoints (`migrations/0023_events_with_their_checkpoint.sql`), those whose last event is
+/// above `$2`.
+const EVENTS_AFTER: &str = crate::durability::select_event_rows!(
+    " AND seq >= IFNULL((SELECT max(seq) FROM run_events WHERE run_id = $1 AND seq <= $2), 0)",
+    " AND first_event + events > $2"
+);
 
 /// Creates a conversation; `None` when the id is taken.
 pub(crate) async fn create_conversation(

@@ -8,7 +8,9 @@
 //! events are numbered from `runs.event_count`, which the upsert has just raised by their number:
 //! the first of `m` is `event_count - m + 1`, found through the primary key without reading a
 //! single event. A commit's events are one row, one event per line of its payload
-//! (`migrations/0020_events_per_commit.sql`).
+//! (`migrations/0020_events_per_commit.sql`): its checkpoint's row, when it has one
+//! (`migrations/0023_events_with_their_checkpoint.sql`), a row of `run_events` otherwise; the
+//! readers take both, by number.
 
 use chrono::{DateTime, Utc};
 use keel_core::store::Commit;
@@ -22,11 +24,13 @@ use crate::connections::Connections;
 
 /// The checkpoint's run is the commit's (`$5`).
 const INSERT_CHECKPOINT: &str = "INSERT INTO checkpoints (run_id, seq, boundary, iteration, \
-     message_cursor, persisted, prompt_hash, completed_calls, state, frame, created_at) \
-     VALUES ($5";
+     message_cursor, persisted, prompt_hash, completed_calls, state, frame, created_at";
 
-/// Parameters bound per checkpoint.
-const CHECKPOINT_PARAMS: usize = 10;
+/// The columns of the events a checkpoint row holds, after [`INSERT_CHECKPOINT`]'s.
+const CHECKPOINT_EVENT_COLUMNS: &str = ", first_event, events, event_names, event_payload";
+
+/// Parameters bound per checkpoint, its events' columns included.
+const CHECKPOINT_PARAMS: usize = 13;
 
 const INSERT_TOOL_CALLS: &str = "INSERT INTO tool_calls (run_id, call_id, name, arguments, \
      idempotent, started_at, completed_at, ok, output) VALUES ";
@@ -40,8 +44,9 @@ const UPSERT_TOOL_CALLS_TAIL: &str = " ON CONFLICT (run_id, call_id) DO UPDATE S
 /// Parameters bound per envelope row.
 const TOOL_CALL_PARAMS: usize = 9;
 
+/// The events of a commit without a checkpoint: the first's time follows [`add_event_values`]'s.
 const INSERT_EVENTS: &str =
-    "INSERT INTO run_events (run_id, seq, events, ts, name, payload) VALUES ($5, ";
+    "INSERT INTO run_events (run_id, seq, events, name, payload, ts) VALUES ($5";
 
 /// The first of a commit's `m` events is numbered this `- m + 1` (see the module documentation).
 const EVENT_COUNT: &str = "(SELECT event_count FROM runs WHERE id = $5)";
@@ -76,8 +81,24 @@ const SELECT_TOOL_CALLS: &str = "SELECT run_id, call_id, name, arguments, idempo
      started_at, completed_at, ok, output FROM tool_calls WHERE run_id = $1 \
      ORDER BY started_at, call_id";
 
-const SELECT_EVENTS: &str =
-    "SELECT seq, events, payload FROM run_events WHERE run_id = $1 ORDER BY seq";
+/// The rows of `run_events` of `$1`, and the events its checkpoints hold, as
+/// [`codec::decode_events`] reads them: the caller adds its conditions on both, then
+/// [`EVENTS_IN_ORDER`].
+macro_rules! select_event_rows {
+    ($run_events:literal, $checkpoints:literal) => {
+        concat!(
+            "SELECT seq, events, payload FROM run_events WHERE run_id = $1",
+            $run_events,
+            " UNION ALL SELECT first_event, events, event_payload FROM checkpoints \
+             WHERE run_id = $1 AND events > 0",
+            $checkpoints,
+            " ORDER BY 1"
+        )
+    };
+}
+pub(crate) use select_event_rows;
+
+const SELECT_EVENTS: &str = select_event_rows!("", "");
 
 const SELECT_JOURNAL: &str = "SELECT journal FROM journals WHERE session_id = $1";
 
@@ -94,13 +115,12 @@ const REQUEST_CANCEL: &str = "UPDATE runs SET cancel_requested_at = \
 /// run upsert (the last statement of `plan`).
 pub(crate) fn add_boundary(plan: &mut Plan<'_>, commit: &Commit<'_>) -> Result<(), StoreError> {
     if let Some(checkpoint) = commit.checkpoint {
-        add_checkpoint(plan.batch(CHECKPOINT_PARAMS), checkpoint)?;
+        add_checkpoint(plan.batch(CHECKPOINT_PARAMS), checkpoint, commit.events)?;
+    } else if !commit.events.is_empty() {
+        add_events(plan.batch(EVENT_PARAMS), commit.events)?;
     }
     for chunk in commit.tool_calls.chunks(ROWS_PER_QUERY) {
         add_tool_calls(plan.batch(chunk.len() * TOOL_CALL_PARAMS), chunk);
-    }
-    if !commit.events.is_empty() {
-        add_events(plan.batch(EVENT_PARAMS), commit.events)?;
     }
     if let Some(journal) = commit.journal {
         let batch = plan.batch(1);
@@ -113,10 +133,18 @@ pub(crate) fn add_boundary(plan: &mut Plan<'_>, commit: &Commit<'_>) -> Result<(
     crate::token_log::add_charges(plan, commit.charges)
 }
 
-fn add_checkpoint(batch: &mut Batch, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+/// The insert of `checkpoint`, holding `events` (the commit's, possibly none).
+fn add_checkpoint(
+    batch: &mut Batch,
+    checkpoint: &Checkpoint,
+    events: &[Event],
+) -> Result<(), StoreError> {
+    batch.end_statement().sql(INSERT_CHECKPOINT);
+    if !events.is_empty() {
+        batch.sql(CHECKPOINT_EVENT_COLUMNS);
+    }
     batch
-        .end_statement()
-        .sql(INSERT_CHECKPOINT)
+        .sql(") VALUES ($5")
         .value(i64::from(checkpoint.seq))
         .value(checkpoint.boundary.as_str())
         .value(i64::from(checkpoint.iteration))
@@ -126,8 +154,11 @@ fn add_checkpoint(batch: &mut Batch, checkpoint: &Checkpoint) -> Result<(), Stor
         .value(to_json(&checkpoint.completed_calls, "completed calls")?)
         .value(checkpoint.state.as_str())
         .value(checkpoint.frame.as_deref())
-        .value(timestamp(checkpoint.created_at))
-        .sql(")");
+        .value(timestamp(checkpoint.created_at));
+    if !events.is_empty() {
+        add_event_values(batch, events)?;
+    }
+    batch.sql(")");
     Ok(())
 }
 
@@ -151,8 +182,17 @@ pub(crate) fn add_tool_calls(batch: &mut Batch, calls: &[ToolCallRecord]) {
     batch.sql(UPSERT_TOOL_CALLS_TAIL);
 }
 
-/// The insert of a commit's `events` (not empty) as one row: their JSON one per line.
+/// The insert of a commit's `events` (not empty) as one row of `run_events`.
 fn add_events(batch: &mut Batch, events: &[Event]) -> Result<(), StoreError> {
+    batch.end_statement().sql(INSERT_EVENTS);
+    add_event_values(batch, events)?;
+    batch.value(timestamp(events[0].ts)).sql(")");
+    Ok(())
+}
+
+/// Writes the values of `events` (not empty) as a row holds them: the first's number, how many,
+/// their names, and their JSON one per line.
+fn add_event_values(batch: &mut Batch, events: &[Event]) -> Result<(), StoreError> {
     let mut names = String::with_capacity(events.len() * 24);
     for event in events {
         if !names.is_empty() {
@@ -162,18 +202,16 @@ fn add_events(batch: &mut Batch, events: &[Event]) -> Result<(), StoreError> {
     }
     let payload = codec::json_lines(events, "an event")?;
     let count = stored_count(events.len() as u64, "the number of events")?;
-    batch.end_statement().sql(INSERT_EVENTS);
     let m = batch.param(count);
     batch
+        .sql(", ")
         .sql(EVENT_COUNT)
         .sql(" - $")
         .number(m)
         .sql(" + 1")
         .placeholder(m)
-        .value(timestamp(events[0].ts))
         .value(names)
-        .value(payload)
-        .sql(")");
+        .value(payload);
     Ok(())
 }
 
@@ -344,8 +382,9 @@ mod tests {
             let text = plan(&conns, query).await;
             assert!(text.contains("SEARCH"), "{query}:\n{text}");
             assert!(!text.contains("SCAN"), "{query}:\n{text}");
-            // Only the envelope rows are sorted (by start time): a handful per run.
-            if query != SELECT_TOOL_CALLS {
+            // Only the envelope rows (by start time) and the events checkpoints hold (by
+            // number) are sorted: a handful per run.
+            if query != SELECT_TOOL_CALLS && query != SELECT_EVENTS {
                 assert!(!text.contains("TEMP B-TREE"), "{query}:\n{text}");
             }
         }

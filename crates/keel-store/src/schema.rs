@@ -149,6 +149,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0022_token_log_without_run_index.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            23,
+            "events with their checkpoint".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0023_events_with_their_checkpoint.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

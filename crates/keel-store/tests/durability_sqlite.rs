@@ -9,13 +9,13 @@ use std::time::Duration;
 use chrono::Utc;
 use keel_core::store::Commit;
 use keel_core::{
-    AgentState, Boundary, Checkpoint, Event, EventKind, Journal, Message, RunRecord, Store,
-    StoreError, ToolCall, ToolCallRecord,
+    AgentState, Checkpoint, Event, EventKind, Journal, Message, RunRecord, Store, StoreError,
+    ToolCall, ToolCallRecord,
 };
 use keel_store::SqliteStore;
 
 mod common;
-use common::{completed_event, event_now, run_record, tool_call};
+use common::{checkpoint, completed_event, event_now, run_record, tool_call};
 use serde_json::json;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 use sqlx::{Connection, SqlSafeStr};
@@ -29,27 +29,6 @@ async fn raw(path: &Path) -> SqliteConnection {
 
 async fn execute(conn: &mut SqliteConnection, sql: impl SqlSafeStr) {
     sqlx::query(sql).execute(conn).await.unwrap();
-}
-
-fn checkpoint(
-    run: &RunRecord,
-    seq: u32,
-    prompt_hash: &str,
-    state: serde_json::Value,
-) -> Checkpoint {
-    Checkpoint {
-        run_id: run.id.clone(),
-        seq,
-        boundary: Boundary::ToolResult,
-        iteration: run.iterations,
-        message_cursor: 1,
-        persisted: u64::from(seq),
-        prompt_hash: prompt_hash.into(),
-        completed_calls: vec!["call_1".into()],
-        state: state.to_string(),
-        frame: None,
-        created_at: Utc::now(),
-    }
 }
 
 /// Everything the store holds about one run and its session, to compare before and after.
@@ -371,7 +350,7 @@ async fn undecodable_durability_rows_are_reported_as_corrupt_with_their_place() 
     );
     execute(
         &mut conn,
-        "UPDATE run_events SET payload = '{\"event\": 1}'",
+        "UPDATE checkpoints SET event_payload = '{\"event\": 1}'",
     )
     .await;
     corrupt(

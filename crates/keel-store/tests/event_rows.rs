@@ -1,27 +1,87 @@
-//! How the SQLite store keeps a run's events (schema version 20): a commit's events are one row,
-//! one event per line, and they read back one by one, from the start or from any event, even
-//! the middle of a row; rows from before version 20 hold one event each; a row whose lines and
-//! count disagree is reported as corrupt, never read short.
+//! How the SQLite store keeps a run's events (schema versions 20 and 23): a commit's events are
+//! one row, one event per line: its checkpoint's row when it has one, a row of `run_events`
+//! otherwise. They read back one by one, in order across both, from the start or from any
+//! event, even the middle of a row; rows from before version 20 hold one event each; a row whose
+//! lines and count disagree is reported as corrupt, never read short.
 
 use keel_core::store::Commit;
-use keel_core::{Event, EventKind, Store};
+use keel_core::{Checkpoint, Event, EventKind, Store, StoreError};
 use keel_store::SqliteStore;
+use serde_json::json;
 
 mod common;
-use common::{many_events, run_record};
+use common::{checkpoint, many_events, run_record};
 
 /// Stores `events` as the commits of run `r1` in session `s1`, `sizes[i]` events in the i-th.
 async fn commit_in_groups(store: &SqliteStore, events: &[Event], sizes: &[usize]) {
+    let groups: Vec<(usize, bool)> = sizes.iter().map(|&size| (size, false)).collect();
+    commit_boundaries(store, events, &groups).await;
+}
+
+/// Stores `events` as the commits of run `r1` in session `s1`: the i-th holds `groups[i].0`
+/// events and, if `groups[i].1`, the run's next checkpoint (numbered from 1).
+async fn commit_boundaries(store: &SqliteStore, events: &[Event], groups: &[(usize, bool)]) {
     let record = run_record("r1", "s1", common::at(0));
     let mut rest = events;
-    for &size in sizes {
+    let mut seq = 0;
+    for &(size, with_checkpoint) in groups {
         let (these, later) = rest.split_at(size);
         rest = later;
+        let saved: Option<Checkpoint> = with_checkpoint.then(|| {
+            seq += 1;
+            checkpoint(&record, seq, "h", json!({"step": seq}))
+        });
         let mut commit = Commit::new(&record, &[]);
         commit.events = these;
+        commit.checkpoint = saved.as_ref();
         store.commit(&commit).await.unwrap();
     }
     assert!(rest.is_empty());
+}
+
+/// `(seq, first_event, events, event_names)` of every checkpoint of run `r1`, in order.
+fn checkpoint_rows(path: &std::path::Path) -> Vec<(i64, Option<i64>, i64, Option<String>)> {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let mut statement = conn
+        .prepare(
+            "SELECT seq, first_event, events, event_names FROM checkpoints \
+             WHERE run_id = 'r1' ORDER BY seq",
+        )
+        .unwrap();
+    statement
+        .query_map([], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// `runs.event_count` of run `r1`: it counts events, not rows.
+fn event_count(path: &std::path::Path) -> i64 {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.query_row("SELECT event_count FROM runs WHERE id = 'r1'", [], |r| {
+        r.get(0)
+    })
+    .unwrap()
+}
+
+/// Asserts that run `r1` reads back as `events`, whole and after every point.
+async fn assert_reads_back(store: &SqliteStore, events: &[Event]) {
+    assert_eq!(store.events("r1").await.unwrap(), events);
+    // From every point, the middle of a row included, and past the end.
+    for after in 0..=events.len() as u64 + 2 {
+        let read = store.events_after("r1", after).await.unwrap();
+        let want: Vec<(u64, Event)> = events
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, e)| (i as u64 + 1, e))
+            .filter(|(seq, _)| *seq > after)
+            .collect();
+        assert_eq!(read, want, "after {after}");
+    }
+    assert!(store.events_after("r1", u64::MAX).await.unwrap().is_empty());
 }
 
 /// `(seq, events, name)` of every row of run `r1`, in order.
@@ -78,29 +138,9 @@ async fn a_commits_events_are_one_row_and_read_back_from_any_event() {
     let names: Vec<&str> = events[1..5].iter().map(|e| e.kind.name()).collect();
     assert_eq!(stored[1].2, names.join(" "));
 
-    assert_eq!(store.events("r1").await.unwrap(), events);
-    // From every point, the middle of a row included, and past the end.
-    for after in 0..=n as u64 + 2 {
-        let read = store.events_after("r1", after).await.unwrap();
-        let want: Vec<(u64, Event)> = events
-            .iter()
-            .cloned()
-            .enumerate()
-            .map(|(i, e)| (i as u64 + 1, e))
-            .filter(|(seq, _)| *seq > after)
-            .collect();
-        assert_eq!(read, want, "after {after}");
-    }
-    assert!(store.events_after("r1", u64::MAX).await.unwrap().is_empty());
+    assert_reads_back(&store, &events).await;
     assert!(store.events_after("nobody", 0).await.unwrap().is_empty());
-    // The run counts events, not rows.
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    let count: i64 = conn
-        .query_row("SELECT event_count FROM runs WHERE id = 'r1'", [], |r| {
-            r.get(0)
-        })
-        .unwrap();
-    assert_eq!(count, n as i64);
+    assert_eq!(event_count(&path), n as i64);
     store.close().await;
 }
 
@@ -143,35 +183,133 @@ async fn rows_of_one_event_each_as_before_version_20_read_the_same() {
 }
 
 #[tokio::test]
-async fn a_row_whose_lines_and_count_disagree_is_corrupt_not_read_short() {
+async fn a_boundarys_events_are_kept_in_its_checkpoints_row_and_read_in_order_with_the_rest() {
     let (store, dir) = common::sqlite_file().await;
     let path = dir.path().join("keel.db");
     let events = events_with_newlines();
-    commit_in_groups(&store, &events[..3], &[3]).await;
+    let n = events.len();
+    // Rows of `run_events` (commits without a checkpoint, and every commit before version 23)
+    // between checkpoints that hold events, and a checkpoint that holds none.
+    let groups = [(1, false), (2, true), (0, true), (1, false), (n - 4, true)];
+    commit_boundaries(&store, &events, &groups).await;
+
+    let names: Vec<&str> = events[1..3].iter().map(|e| e.kind.name()).collect();
+    assert_eq!(
+        checkpoint_rows(&path),
+        vec![
+            (1, Some(2), 2, Some(names.join(" "))),
+            (2, None, 0, None),
+            (
+                3,
+                Some(5),
+                n as i64 - 4,
+                Some(
+                    events[4..]
+                        .iter()
+                        .map(|e| e.kind.name())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )
+            ),
+        ]
+    );
+    let event_rows: Vec<(i64, i64)> = rows(&path).iter().map(|(seq, m, _)| (*seq, *m)).collect();
+    assert_eq!(event_rows, vec![(1, 1), (4, 1)]);
+    assert_reads_back(&store, &events).await;
+    // The checkpoints read as they were written, their events aside.
+    let stored = store.checkpoints("r1").await.unwrap();
+    assert_eq!(stored.iter().map(|c| c.seq).collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(stored[2].state, json!({"step": 3}).to_string());
+    assert_eq!(event_count(&path), n as i64);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn a_superseded_checkpoint_keeps_none_of_its_events() {
+    let (store, _dir) = common::sqlite_file().await;
+    let events = events_with_newlines();
+    commit_boundaries(&store, &events[..2], &[(2, true)]).await;
+    // Another worker's commit of the same boundary loses, and numbers nothing.
+    let record = run_record("r1", "s1", common::at(0));
+    let again = checkpoint(&record, 1, "h", json!({"step": 1}));
+    let mut commit = Commit::new(&record, &[]);
+    commit.events = &events[2..5];
+    commit.checkpoint = Some(&again);
+    let error = store.commit(&commit).await.unwrap_err();
+    assert!(
+        matches!(error, StoreError::Superseded { seq: 1, .. }),
+        "{error}"
+    );
+    assert_reads_back(&store, &events[..2]).await;
+    // The next boundary's events follow on from the two.
+    let next = checkpoint(&record, 2, "h", json!({"step": 2}));
+    commit.checkpoint = Some(&next);
+    store.commit(&commit).await.unwrap();
+    assert_reads_back(&store, &events[..5]).await;
+    store.close().await;
+}
+
+/// Commits three events in the one row `groups` puts them in (after as many as `first - 1`
+/// before), in `table`, then makes its count and lines disagree: every read of them is an error
+/// that names the row's first event and says how, and a line that is not an event is named by
+/// its own number.
+async fn assert_a_disagreeing_row_is_corrupt(
+    groups: &[(usize, bool)],
+    table: &str,
+    payload: &str,
+    first: u64,
+) {
+    let (store, dir) = common::sqlite_file().await;
+    let path = dir.path().join("keel.db");
+    let events = events_with_newlines();
+    let n = groups.iter().map(|(size, _)| size).sum::<usize>();
+    commit_boundaries(&store, &events[..n], groups).await;
     let conn = rusqlite::Connection::open(&path).unwrap();
+    let place = format!("event {first} of run `r1`");
     for (events, what) in [
         (4, "3 events where the row says 4"),
         (2, "3 events where the row says 2"),
     ] {
-        conn.execute("UPDATE run_events SET events = ?1", [events])
-            .unwrap();
+        conn.execute(
+            &format!("UPDATE {table} SET events = ?1 WHERE events = 3"),
+            [events],
+        )
+        .unwrap();
         for read in [
             store.events("r1").await.map(drop),
-            store.events_after("r1", 1).await.map(drop),
+            store.events_after("r1", first).await.map(drop),
         ] {
             let error = read.unwrap_err().to_string();
-            assert!(error.contains("event 1 of run `r1`"), "{error}");
+            assert!(error.contains(&place), "{error}");
             assert!(error.contains(what), "{error}");
         }
+        conn.execute(
+            &format!("UPDATE {table} SET events = 3 WHERE events = ?1"),
+            [events],
+        )
+        .unwrap();
     }
-    // A line that is not an event is named by its own number.
     conn.execute(
-        "UPDATE run_events SET events = 3, payload = payload || 'x'",
+        &format!("UPDATE {table} SET {payload} = {payload} || 'x' WHERE events = 3"),
         [],
     )
     .unwrap();
     let error = store.events("r1").await.unwrap_err().to_string();
-    assert!(error.contains("event 3 of run `r1`"), "{error}");
+    assert!(
+        error.contains(&format!("event {} of run `r1`", first + 2)),
+        "{error}"
+    );
     assert!(error.contains("bad JSON"), "{error}");
     store.close().await;
+}
+
+#[tokio::test]
+async fn a_row_whose_lines_and_count_disagree_is_corrupt_not_read_short() {
+    assert_a_disagreeing_row_is_corrupt(&[(3, false)], "run_events", "payload", 1).await;
+}
+
+#[tokio::test]
+async fn a_checkpoint_whose_lines_and_count_disagree_is_corrupt_not_read_short() {
+    let groups = [(1, false), (3, true)];
+    assert_a_disagreeing_row_is_corrupt(&groups, "checkpoints", "event_payload", 2).await;
 }

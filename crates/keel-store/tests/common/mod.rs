@@ -1,13 +1,13 @@
-//! Fixtures shared by the durability tests and the `commit` bench: runs, times, envelope rows
-//! and events of many shapes.
+//! Fixtures shared by the durability tests and the `commit` bench: runs, times, checkpoints,
+//! envelope rows and events of many shapes.
 
 // Each test crate uses its own part of these.
 #![allow(dead_code)]
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use keel_core::{
-    AgentState, ErrorReason, Event, EventKind, ProviderErrorKind, RunRecord, StopReason,
-    StreamDelta, ToolCallRecord, Usage,
+    AgentState, Boundary, Checkpoint, ErrorReason, Event, EventKind, ProviderErrorKind, RunRecord,
+    StopReason, StreamDelta, ToolCallRecord, Usage,
 };
 
 /// A fixed instant `minutes` after a base time, with a sub-microsecond part.
@@ -90,6 +90,28 @@ pub fn completed_event(run: &RunRecord, call_id: &str) -> Event {
             duration_ms: 2,
         },
     )
+}
+
+/// Checkpoint `seq` of `run`, after a tool result, with `state` and `prompt_hash`.
+pub fn checkpoint(
+    run: &RunRecord,
+    seq: u32,
+    prompt_hash: &str,
+    state: impl std::fmt::Display,
+) -> Checkpoint {
+    Checkpoint {
+        run_id: run.id.clone(),
+        seq,
+        boundary: Boundary::ToolResult,
+        iteration: run.iterations,
+        message_cursor: 1,
+        persisted: u64::from(seq),
+        prompt_hash: prompt_hash.into(),
+        completed_calls: vec!["call_1".into()],
+        state: state.to_string(),
+        frame: None,
+        created_at: Utc::now(),
+    }
 }
 
 /// Events of many shapes: nested objects, options, floats, flattened stream deltas.
