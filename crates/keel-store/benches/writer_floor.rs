@@ -4,7 +4,7 @@
 //! Each measured iteration is one transaction of `G` boundaries, each of a run picked at random
 //! among 100 or 10,000 (as `keel bench --conversations 100` or `10000` sends them to the
 //! writer), on a file database set up as the writer's connection is (WAL, `synchronous =
-//! NORMAL`, a 32 MiB page cache). Only the transactions are timed: the log is copied into the
+//! NORMAL`, a 16 MiB page cache). Only the transactions are timed: the log is copied into the
 //! file every 32 of them, outside the measurement, as keel's checkpointer does on a thread of its
 //! own. Before measuring, every run gets five boundaries (for 10,000 runs, the size of that
 //! bench's halfway point). A boundary is the bytes keel stores for one in that bench (`dbstat`
@@ -122,7 +122,7 @@ impl Floor {
         let conn = Connection::open(dir.path().join("floor.db")).expect("open");
         conn.execute_batch(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
-             PRAGMA cache_size = -32768; PRAGMA wal_autocheckpoint = 0;",
+             PRAGMA cache_size = -16384; PRAGMA wal_autocheckpoint = 0;",
         )
         .expect("pragmas");
         conn.execute_batch(schema).expect("schema");
