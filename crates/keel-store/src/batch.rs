@@ -3,7 +3,8 @@
 //! transaction ([`crate::writer`]).
 //!
 //! A write is planned as a list of [`Batch`]es, each a few statements that share their first
-//! parameters. Each chunk of up to [`ROWS_PER_QUERY`] messages is one batch that (1) creates the
+//! parameters. Each chunk of up to [`ROWS_PER_QUERY`] messages is one batch that, for a run's
+//! messages, first checks the session's lane fence ([`LANE_FENCE`]), then (1) creates the
 //! session or bumps its count, `updated_at` and title, and (2) inserts the rows, numbering them
 //! from the session's new count, so nothing is read back (a compaction summary's
 //! `summary_of.last` also goes to the `summary_last` column, see
@@ -113,6 +114,13 @@ const UPSERT_RUN_TAIL: &str = ") ON CONFLICT (id) DO UPDATE SET \
 /// commit's answer (see [`Batch::run`]).
 const CANCEL_REQUESTED: &str = "SELECT cancel_requested_at IS NOT NULL FROM runs WHERE id = $5";
 
+/// The lane fence (`migrations/0024_lane_fence_in_the_commit.sql`): a row when another run than
+/// `$5` holds the lane of session `$1`, and the write must not store `$5`'s messages there.
+const LANE_FENCE: &str = "SELECT 1 FROM session_lanes WHERE session_id = $1 AND run_id <> $5";
+
+/// Why a write that [`LANE_FENCE`] stopped failed.
+const FENCED: &str = "the session's lane is held by another run";
+
 /// Takes the committed run (`$5`) out of its lane's queue, if it was queued.
 const DEQUEUE_IN_COMMIT: &str = "DELETE FROM run_queue WHERE run_id = $5";
 
@@ -127,6 +135,8 @@ pub(crate) struct Batch {
     args: Vec<Value>,
     /// Whether a statement inserts messages (see [`Batch::stores_messages`]).
     stores_messages: bool,
+    /// Whether the first statement is [`LANE_FENCE`]: a row from it refuses the whole write.
+    fenced: bool,
 }
 
 impl Batch {
@@ -142,6 +152,7 @@ impl Batch {
             ends: Vec::with_capacity(16),
             args: Vec::with_capacity(params),
             stores_messages: false,
+            fenced: false,
         }
     }
 
@@ -259,7 +270,7 @@ impl Batch {
     /// the value of the one column of the last row a statement returned, if any did.
     pub(crate) fn run(&self, conn: &rusqlite::Connection) -> Result<Option<bool>, String> {
         let mut returned = None;
-        for text in self.statements() {
+        for (i, text) in self.statements().enumerate() {
             // Built only from this crate's constants and parameter numbers: no outside text.
             let mut statement = conn.prepare_cached(text).map_err(|e| e.to_string())?;
             let slots = slots(&statement, text);
@@ -274,6 +285,9 @@ impl Batch {
             }
             let mut rows = statement.raw_query();
             if let Some(row) = rows.next().map_err(|e| e.to_string())? {
+                if i == 0 && self.fenced {
+                    return Err(FENCED.into());
+                }
                 returned = Some(row.get::<_, bool>(0).map_err(|e| e.to_string())?);
                 while rows.next().map_err(|e| e.to_string())?.is_some() {}
             }
@@ -424,7 +438,7 @@ pub(crate) fn plan<'a>(
     let chunks = messages.len().div_ceil(ROWS_PER_QUERY);
     for (i, chunk) in messages.chunks(ROWS_PER_QUERY).enumerate() {
         let mut batch = Batch::shared(&shared, chunk.len(), boundary && i + 1 == chunks);
-        add_messages(&mut batch, chunk)?;
+        add_messages(&mut batch, chunk, run_id.is_some())?;
         batches.push(batch);
     }
     let mut plan = Plan { shared, batches };
@@ -435,12 +449,17 @@ pub(crate) fn plan<'a>(
     Ok(plan.batches)
 }
 
-/// Bumps the session by `chunk.len()` and inserts the chunk's rows, one statement each: a
-/// multi-row insert into `messages`, whose row trigger fences the session's lane, would make
-/// SQLite copy the rows into a temporary table first. (The `k`-th row's text is the same in
-/// every batch, so the writer prepares one statement per row position.)
-fn add_messages(batch: &mut Batch, chunk: &[Message]) -> Result<(), StoreError> {
+/// Checks the lane fence if the messages are a run's (`fenced`), bumps the session by
+/// `chunk.len()` and inserts the chunk's rows, one statement each: a multi-row insert may fail
+/// halfway, so SQLite would copy each page it touches into a statement journal first. (The
+/// `k`-th row's text is the same in every batch, so the writer prepares one statement per row
+/// position.)
+fn add_messages(batch: &mut Batch, chunk: &[Message], fenced: bool) -> Result<(), StoreError> {
     batch.stores_messages = true;
+    if fenced {
+        batch.fenced = true;
+        batch.sql(LANE_FENCE).end_statement();
+    }
     batch.sql(BUMP_SESSION);
     for (row, message) in chunk.iter().enumerate() {
         batch.end_statement().sql(INSERT_MESSAGES);

@@ -500,4 +500,25 @@ mod tests {
             );
         }
     }
+
+    /// A trigger on a table a boundary writes would make its insert a write of more than one
+    /// thing that may abort, for which SQLite keeps a statement journal: a copy of each page the
+    /// statement touches (the lane fence was such a trigger on `messages` until
+    /// `migrations/0024_lane_fence_in_the_commit.sql`). No statement of a boundary runs one.
+    #[tokio::test]
+    async fn a_boundarys_statements_run_no_trigger() {
+        let statements = boundary_statements().await;
+        assert!(
+            statements
+                .iter()
+                .any(|(text, _)| text.starts_with("INSERT INTO messages")),
+            "{statements:?}"
+        );
+        for (text, opcodes) in &statements {
+            assert!(
+                opcodes.iter().all(|(opcode, _)| opcode != "Program"),
+                "{text}: {opcodes:?}"
+            );
+        }
+    }
 }

@@ -108,8 +108,8 @@ pub(crate) async fn release(
 }
 
 /// Why a write of `messages` by `run_id` failed when the session's lane is held by another run:
-/// the fence of `migrations/0006_session_lanes.sql` refused it. `None` when that is not the
-/// reason.
+/// the lane fence of its commit refused it (`migrations/0024_lane_fence_in_the_commit.sql`).
+/// `None` when that is not the reason.
 pub(crate) async fn lost(
     conns: &Connections,
     session_id: &str,

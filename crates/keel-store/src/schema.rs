@@ -156,6 +156,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0023_events_with_their_checkpoint.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            24,
+            "lane fence in the commit".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0024_lane_fence_in_the_commit.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 
