@@ -479,26 +479,30 @@ mod tests {
         statements
     }
 
+    /// Asserts that a full boundary's statements, among them one that starts with `among`, use
+    /// no `opcode`.
+    async fn assert_no_boundary_statement_uses(opcode: &str, among: &str) {
+        let statements = boundary_statements().await;
+        assert!(statements.len() >= 10, "{statements:?}");
+        assert!(
+            statements.iter().any(|(text, _)| text.starts_with(among)),
+            "`{among}…` is among them: {statements:?}"
+        );
+        for (text, opcodes) in &statements {
+            assert!(
+                opcodes.iter().all(|(used, _)| used != opcode),
+                "{text}: {opcodes:?}"
+            );
+        }
+    }
+
     /// A temporary table costs a commit a B-tree opened, filled and dropped (a `RETURNING`
     /// clause, a multi-row insert into a table with triggers, an `IN` list, which the partial
     /// index `runs_active` had until `migrations/0021_active_runs_without_a_list.sql`): no
     /// statement of a boundary builds one, not even when it starts or ends a run.
     #[tokio::test]
     async fn a_boundarys_statements_build_no_temporary_table() {
-        let statements = boundary_statements().await;
-        assert!(statements.len() >= 10, "{statements:?}");
-        assert!(
-            statements
-                .iter()
-                .any(|(text, _)| text.starts_with("UPDATE runs SET state")),
-            "a boundary that changes the state is among them: {statements:?}"
-        );
-        for (text, opcodes) in &statements {
-            assert!(
-                opcodes.iter().all(|(opcode, _)| opcode != "OpenEphemeral"),
-                "{text}: {opcodes:?}"
-            );
-        }
+        assert_no_boundary_statement_uses("OpenEphemeral", "UPDATE runs SET state").await;
     }
 
     /// A trigger on a table a boundary writes would make its insert a write of more than one
@@ -507,18 +511,6 @@ mod tests {
     /// `migrations/0024_lane_fence_in_the_commit.sql`). No statement of a boundary runs one.
     #[tokio::test]
     async fn a_boundarys_statements_run_no_trigger() {
-        let statements = boundary_statements().await;
-        assert!(
-            statements
-                .iter()
-                .any(|(text, _)| text.starts_with("INSERT INTO messages")),
-            "{statements:?}"
-        );
-        for (text, opcodes) in &statements {
-            assert!(
-                opcodes.iter().all(|(opcode, _)| opcode != "Program"),
-                "{text}: {opcodes:?}"
-            );
-        }
+        assert_no_boundary_statement_uses("Program", "INSERT INTO messages").await;
     }
 }
