@@ -10,7 +10,9 @@
 -- … as `run_events` rows do (0020): `event_payload` is their JSON, one event per line, and
 -- `event_names` their dotted names separated by single spaces. The events of a commit without a
 -- checkpoint, and all those written before this version, stay in `run_events`; a run's events
--- are the rows of both, by number, which `runs.event_count` still counts across both.
+-- are the rows of both, by number, which `runs.event_count` still counts across both. A keel
+-- process started before this version (and still running while a newer one upgrades the file)
+-- reads `run_events` only, so it misses the newer process's events until it restarts.
 --
 -- Never edit this file once released (see 0001_init.sql for the conventions).
 

@@ -9,7 +9,9 @@
 -- session whose lane another run holds fails, whole. keel-store's planner now asks
 -- `SELECT 1 FROM session_lanes WHERE session_id = … AND run_id <> …` before it inserts a run's
 -- messages, in the same transaction, once per batch instead of once per row, and refuses the
--- write when a row comes back (see src/batch.rs).
+-- write when a row comes back (see src/batch.rs). A keel process started before this version
+-- (and still running while a newer one upgrades the file) writes without the fence until it
+-- restarts.
 --
 -- Never edit this file once released (see 0001_init.sql for the conventions).
 
