@@ -497,9 +497,13 @@ pub(crate) fn decode_events(
 ) -> Result<Vec<(u64, Event)>, StoreError> {
     let mut events = Vec::with_capacity(rows.len() * 4);
     for row in rows {
-        let seq: i64 = column(row, "seq", Place::Run(run_id))?;
+        // SQLite reads NULL as 0 or "": a row missing its number or payload is corrupt, not
+        // events numbered from 0 or none.
+        let seq: i64 = column::<Option<i64>>(row, "seq", Place::Run(run_id))?
+            .ok_or_else(|| corrupt(Place::Run(run_id), "an events row without its number"))?;
         let count: i64 = column(row, "events", Place::Event(run_id, seq))?;
-        let payload: &str = column(row, "payload", Place::Event(run_id, seq))?;
+        let payload: &str = column::<Option<&str>>(row, "payload", Place::Event(run_id, seq))?
+            .ok_or_else(|| corrupt(Place::Event(run_id, seq), "payload: missing"))?;
         let mut lines = 0i64;
         for (i, line) in payload.split('\n').enumerate() {
             let number = seq.saturating_add(i as i64);

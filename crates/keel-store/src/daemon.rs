@@ -80,10 +80,11 @@ const MESSAGES_PAGE: &str = "SELECT seq, run_id, role, content, tool_calls, tool
 /// `migrations/0020_events_per_commit.sql`): of `run_events`, from the last row that starts at
 /// or below `$2`, which may hold some of them, both found through the primary key; of the run's
 /// checkpoints (`migrations/0023_events_with_their_checkpoint.sql`), those whose last event is
-/// above `$2`.
+/// above `$2`, and any without a number, which the decoder reports as corrupt rather than
+/// skip.
 const EVENTS_AFTER: &str = crate::durability::select_event_rows!(
     " AND seq >= IFNULL((SELECT max(seq) FROM run_events WHERE run_id = $1 AND seq <= $2), 0)",
-    " AND first_event + events > $2"
+    " AND (first_event IS NULL OR first_event + events > $2)"
 );
 
 /// Creates a conversation; `None` when the id is taken.

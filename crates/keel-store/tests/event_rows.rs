@@ -313,3 +313,40 @@ async fn a_checkpoint_whose_lines_and_count_disagree_is_corrupt_not_read_short()
     let groups = [(1, false), (3, true)];
     assert_a_disagreeing_row_is_corrupt(&groups, "checkpoints", "event_payload", 2).await;
 }
+
+#[tokio::test]
+async fn a_checkpoint_that_says_it_holds_events_but_has_none_is_corrupt() {
+    let (store, dir) = common::sqlite_file().await;
+    let path = dir.path().join("keel.db");
+    let events = events_with_newlines();
+    commit_boundaries(&store, &events[..3], &[(3, true)]).await;
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    for broken in [
+        "UPDATE checkpoints SET event_payload = NULL",
+        "UPDATE checkpoints SET first_event = NULL",
+    ] {
+        let (payload, first): (String, i64) = conn
+            .query_row(
+                "SELECT event_payload, first_event FROM checkpoints WHERE run_id = 'r1'",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .unwrap_or_else(|_| (String::new(), 1));
+        conn.execute(broken, []).unwrap();
+        for read in [
+            store.events("r1").await.map(drop),
+            store.events_after("r1", 0).await.map(drop),
+        ] {
+            let error = read.unwrap_err();
+            assert!(matches!(error, StoreError::Corrupt(_)), "{broken}: {error}");
+            assert!(error.to_string().contains("run `r1`"), "{broken}: {error}");
+        }
+        conn.execute(
+            "UPDATE checkpoints SET event_payload = ?1, first_event = ?2",
+            rusqlite::params![payload, first],
+        )
+        .unwrap();
+        assert_eq!(store.events("r1").await.unwrap(), events[..3]);
+    }
+    store.close().await;
+}
