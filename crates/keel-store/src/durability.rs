@@ -81,9 +81,9 @@ const SELECT_TOOL_CALLS: &str = "SELECT run_id, call_id, name, arguments, idempo
      started_at, completed_at, ok, output FROM tool_calls WHERE run_id = $1 \
      ORDER BY started_at, call_id";
 
-/// The rows of `run_events` of `$1`, and the events its checkpoints hold, as
-/// [`codec::decode_events`] reads them: the caller adds its conditions on both, then
-/// [`EVENTS_IN_ORDER`].
+/// The rows of `run_events` of `$1`, and the checkpoints of `$1` that hold events, as
+/// [`codec::decode_events`] reads them, ordered by their first event's number: the caller adds
+/// a condition on each (`$run_events`, `$checkpoints`, or `""`).
 macro_rules! select_event_rows {
     ($run_events:literal, $checkpoints:literal) => {
         concat!(
