@@ -420,6 +420,28 @@ mod tests {
         vec![Batch::of("INSERT INTO t (id) VALUES ($1)").bind(id)]
     }
 
+    /// The bundled SQLite is built as `.cargo/config.toml` says: each connection's page cache
+    /// its own, without the shared LRU's mutex, and no memory counting under a mutex.
+    #[test]
+    fn sqlite_is_built_without_shared_page_caches_or_memory_counts() {
+        let conn = Connection::open_in_memory().unwrap();
+        let mut statement = conn.prepare("PRAGMA compile_options").unwrap();
+        let options: Vec<String> = statement
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert!(options.iter().any(|o| o == "THREADSAFE=1"), "{options:?}");
+        assert!(
+            options.iter().any(|o| o == "DEFAULT_MEMSTATUS=0"),
+            "{options:?}"
+        );
+        assert!(
+            !options.iter().any(|o| o == "ENABLE_MEMORY_MANAGEMENT"),
+            "{options:?}"
+        );
+    }
+
     async fn ids(conns: &Connections) -> Vec<i64> {
         sqlx::query_scalar("SELECT id FROM t ORDER BY id")
             .fetch_all(&mut *conns.reader().await.unwrap())
