@@ -135,8 +135,6 @@ pub(crate) struct Batch {
     args: Vec<Value>,
     /// Whether a statement inserts messages (see [`Batch::stores_messages`]).
     stores_messages: bool,
-    /// Whether the first statement is [`LANE_FENCE`]: a row from it refuses the whole write.
-    fenced: bool,
 }
 
 impl Batch {
@@ -152,7 +150,6 @@ impl Batch {
             ends: Vec::with_capacity(16),
             args: Vec::with_capacity(params),
             stores_messages: false,
-            fenced: false,
         }
     }
 
@@ -267,10 +264,11 @@ impl Batch {
     }
 
     /// Runs every statement of the batch on `conn`, each prepared once per connection; returns
-    /// the value of the one column of the last row a statement returned, if any did.
+    /// the value of the one column of the last row a statement returned, if any did. A row from
+    /// [`LANE_FENCE`] refuses the whole write instead.
     pub(crate) fn run(&self, conn: &rusqlite::Connection) -> Result<Option<bool>, String> {
         let mut returned = None;
-        for (i, text) in self.statements().enumerate() {
+        for text in self.statements() {
             // Built only from this crate's constants and parameter numbers: no outside text.
             let mut statement = conn.prepare_cached(text).map_err(|e| e.to_string())?;
             let slots = slots(&statement, text);
@@ -285,7 +283,7 @@ impl Batch {
             }
             let mut rows = statement.raw_query();
             if let Some(row) = rows.next().map_err(|e| e.to_string())? {
-                if i == 0 && self.fenced {
+                if text == LANE_FENCE {
                     return Err(FENCED.into());
                 }
                 returned = Some(row.get::<_, bool>(0).map_err(|e| e.to_string())?);
@@ -457,7 +455,6 @@ pub(crate) fn plan<'a>(
 fn add_messages(batch: &mut Batch, chunk: &[Message], fenced: bool) -> Result<(), StoreError> {
     batch.stores_messages = true;
     if fenced {
-        batch.fenced = true;
         batch.sql(LANE_FENCE).end_statement();
     }
     batch.sql(BUMP_SESSION);
