@@ -135,32 +135,14 @@ async fn active_runs_are_read_in_order_from_their_partial_index() {
     let mut plans = vec![plan(&store, ACTIVE_RUNS).await];
     // Also once the planner has statistics of many finished runs and a few active ones.
     for i in 0..300 {
-        let now = Utc::now();
         let run = RunRecord {
             id: format!("r{i}"),
-            session_id: "s".into(),
             state: if i % 50 == 0 {
                 keel_core::AgentState::Running
             } else {
                 keel_core::AgentState::Completed
             },
-            reason: None,
-            provider: "p".into(),
-            model: "m".into(),
-            model_used: None,
-            iterations: 0,
-            usage: Usage::default(),
-            final_text: None,
-            error: None,
-            started_at: now,
-            updated_at: now,
-            finished_at: None,
-            cost: 0.0,
-            heartbeat_at: None,
-            cancel_requested_at: None,
-            resume_available: false,
-            launch: None,
-            worker: None,
+            ..crate::batch::tests::run()
         };
         store.save_run(&run, &[]).await.unwrap();
     }
