@@ -486,6 +486,28 @@ pub(crate) fn decode_tool_call(row: &SqliteRow) -> Result<ToolCallRecord, StoreE
     })
 }
 
+/// Decodes the envelope rows a checkpoint of run `run_id` holds, from a row of `SELECT seq,
+/// tool_calls` (`migrations/0025_tool_calls_with_their_checkpoint.sql`): a record of another
+/// run there is corrupt, as its JSON not being an array of records is.
+pub(crate) fn decode_held_tool_calls(
+    row: &SqliteRow,
+    run_id: &str,
+) -> Result<Vec<ToolCallRecord>, StoreError> {
+    let seq: i64 = column(row, "seq", Place::Run(run_id))?;
+    let place = Place::Checkpoint(run_id, seq);
+    let records: Vec<ToolCallRecord> = json_column(row, "tool_calls", place)?.unwrap_or_default();
+    match records.iter().find(|record| record.run_id != run_id) {
+        Some(other) => Err(corrupt(
+            place,
+            format_args!(
+                "tool_calls: holds tool call `{}` of run `{}`",
+                other.call_id, other.run_id
+            ),
+        )),
+        None => Ok(records),
+    }
+}
+
 /// Decodes the rows of `SELECT seq, events, payload` of run `run_id` (of `run_events`, and of
 /// its checkpoints that hold events: see `durability::select_event_rows`), in order, into their
 /// events numbered above `after`, each with its number. A row's payload holds one event's JSON

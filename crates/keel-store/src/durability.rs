@@ -10,7 +10,12 @@
 //! single event. A commit's events are one row, one event per line of its payload
 //! (`migrations/0020_events_per_commit.sql`): its checkpoint's row, when it has one
 //! (`migrations/0023_events_with_their_checkpoint.sql`), a row of `run_events` otherwise; the
-//! readers take both, by number.
+//! readers take both, by number. Its tool-call envelope rows are likewise in its checkpoint's
+//! row when it has one (`migrations/0025_tool_calls_with_their_checkpoint.sql`), and in
+//! `tool_calls` otherwise, where the rows written outside commits also go
+//! ([`record_tool_calls`]); [`tool_calls`] reads both.
+
+use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use keel_core::store::Commit;
@@ -29,8 +34,11 @@ const INSERT_CHECKPOINT: &str = "INSERT INTO checkpoints (run_id, seq, boundary,
 /// The columns of the events a checkpoint row holds, after [`INSERT_CHECKPOINT`]'s.
 const CHECKPOINT_EVENT_COLUMNS: &str = ", first_event, events, event_names, event_payload";
 
-/// Parameters bound per checkpoint, its events' columns included.
-const CHECKPOINT_PARAMS: usize = 13;
+/// The column of the envelope rows a checkpoint row holds, after its events' columns.
+const CHECKPOINT_TOOL_CALLS_COLUMN: &str = ", tool_calls";
+
+/// Parameters bound per checkpoint, its events' and envelope rows' columns included.
+const CHECKPOINT_PARAMS: usize = 14;
 
 const INSERT_TOOL_CALLS: &str = "INSERT INTO tool_calls (run_id, call_id, name, arguments, \
      idempotent, started_at, completed_at, ok, output) VALUES ";
@@ -81,6 +89,11 @@ const SELECT_TOOL_CALLS: &str = "SELECT run_id, call_id, name, arguments, idempo
      started_at, completed_at, ok, output FROM tool_calls WHERE run_id = $1 \
      ORDER BY started_at, call_id";
 
+/// The checkpoints of `$1` that hold envelope rows, oldest first, as
+/// [`codec::decode_held_tool_calls`] reads them.
+const SELECT_HELD_TOOL_CALLS: &str = "SELECT seq, tool_calls FROM checkpoints WHERE run_id = $1 AND tool_calls IS NOT NULL \
+     ORDER BY seq";
+
 /// The rows of `run_events` of `$1`, and the checkpoints of `$1` that hold events, as
 /// [`codec::decode_events`] reads them, ordered by their first event's number: the caller adds
 /// a condition on each (`$run_events`, `$checkpoints`, or `""`).
@@ -114,12 +127,24 @@ const REQUEST_CANCEL: &str = "UPDATE runs SET cancel_requested_at = \
 /// Adds the commit's checkpoint, envelope rows, events, journal and token log rows, in that order, after its
 /// run upsert (the last statement of `plan`).
 pub(crate) fn add_boundary(plan: &mut Plan<'_>, commit: &Commit<'_>) -> Result<(), StoreError> {
+    // The checkpoint's row holds the envelope rows when they are all of the commit's run.
+    let held = commit.checkpoint.is_some()
+        && commit
+            .tool_calls
+            .iter()
+            .all(|call| call.run_id == commit.run.id);
+    let (held_calls, table_calls) = if held {
+        (commit.tool_calls, &[][..])
+    } else {
+        (&[][..], commit.tool_calls)
+    };
     if let Some(checkpoint) = commit.checkpoint {
-        add_checkpoint(plan.batch(CHECKPOINT_PARAMS), checkpoint, commit.events)?;
+        let batch = plan.batch(CHECKPOINT_PARAMS);
+        add_checkpoint(batch, checkpoint, commit.events, held_calls)?;
     } else if !commit.events.is_empty() {
         add_events(plan.batch(EVENT_PARAMS), commit.events)?;
     }
-    for chunk in commit.tool_calls.chunks(ROWS_PER_QUERY) {
+    for chunk in table_calls.chunks(ROWS_PER_QUERY) {
         add_tool_calls(plan.batch(chunk.len() * TOOL_CALL_PARAMS), chunk);
     }
     if let Some(journal) = commit.journal {
@@ -133,15 +158,20 @@ pub(crate) fn add_boundary(plan: &mut Plan<'_>, commit: &Commit<'_>) -> Result<(
     crate::token_log::add_charges(plan, commit.charges)
 }
 
-/// The insert of `checkpoint`, holding `events` (the commit's, possibly none).
+/// The insert of `checkpoint`, holding `events` and the envelope rows `calls` (the commit's,
+/// possibly none).
 fn add_checkpoint(
     batch: &mut Batch,
     checkpoint: &Checkpoint,
     events: &[Event],
+    calls: &[ToolCallRecord],
 ) -> Result<(), StoreError> {
     batch.end_statement().sql(INSERT_CHECKPOINT);
     if !events.is_empty() {
         batch.sql(CHECKPOINT_EVENT_COLUMNS);
+    }
+    if !calls.is_empty() {
+        batch.sql(CHECKPOINT_TOOL_CALLS_COLUMN);
     }
     batch
         .sql(") VALUES ($5")
@@ -157,6 +187,9 @@ fn add_checkpoint(
         .value(timestamp(checkpoint.created_at));
     if !events.is_empty() {
         add_event_values(batch, events)?;
+    }
+    if !calls.is_empty() {
+        batch.value(to_json(calls, "the tool-call envelope")?);
     }
     batch.sql(")");
     Ok(())
@@ -241,17 +274,62 @@ pub(crate) async fn latest_checkpoint(
     row.as_ref().map(codec::decode_checkpoint).transpose()
 }
 
-/// The envelope rows of `run_id`, by start time, then call id.
+/// The envelope rows of `run_id`, by start time, then call id: the rows of `tool_calls`, and
+/// those its checkpoints hold, one record a call (see [`keep_latest`]).
 pub(crate) async fn tool_calls(
     reader: &mut SqliteConnection,
     run_id: &str,
 ) -> Result<Vec<ToolCallRecord>, StoreError> {
+    let cannot_read = || format!("cannot read the tool calls of run `{run_id}`");
+    // The table first: a call's records only move forward, from the table to a checkpoint, so
+    // a commit landing between the two reads is seen whole or not at all.
     let rows = sqlx::query(SELECT_TOOL_CALLS)
+        .bind(run_id)
+        .fetch_all(&mut *reader)
+        .await
+        .or_backend(cannot_read)?;
+    let mut calls = rows
+        .iter()
+        .map(codec::decode_tool_call)
+        .collect::<Result<Vec<_>, _>>()?;
+    let held = sqlx::query(SELECT_HELD_TOOL_CALLS)
         .bind(run_id)
         .fetch_all(reader)
         .await
-        .or_backend(|| format!("cannot read the tool calls of run `{run_id}`"))?;
-    rows.iter().map(codec::decode_tool_call).collect()
+        .or_backend(cannot_read)?;
+    if held.is_empty() {
+        return Ok(calls);
+    }
+    let mut positions: HashMap<String, usize> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, call)| (call.call_id.clone(), i))
+        .collect();
+    for row in &held {
+        for record in codec::decode_held_tool_calls(row, run_id)? {
+            keep_latest(&mut calls, &mut positions, record);
+        }
+    }
+    calls.sort_by(|a, b| (a.started_at, &a.call_id).cmp(&(b.started_at, &b.call_id)));
+    Ok(calls)
+}
+
+/// Adds `record`, held by a checkpoint's row (read in order), to `calls`: it replaces the
+/// table's or an earlier checkpoint's record of the same call, unless it is unfinished and that
+/// one finished (`migrations/0025_tool_calls_with_their_checkpoint.sql`).
+fn keep_latest(
+    calls: &mut Vec<ToolCallRecord>,
+    positions: &mut HashMap<String, usize>,
+    record: ToolCallRecord,
+) {
+    match positions.get(&record.call_id) {
+        Some(&i) if calls[i].completed_at.is_some() && record.completed_at.is_none() => {}
+        Some(&i) => calls[i] = record,
+        None => {
+            positions.insert(record.call_id.clone(), calls.len());
+            calls.push(record);
+        }
+    }
 }
 
 /// Inserts or replaces envelope rows, in one transaction.

@@ -163,6 +163,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0024_lane_fence_in_the_commit.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            25,
+            "tool calls with their checkpoint".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0025_tool_calls_with_their_checkpoint.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

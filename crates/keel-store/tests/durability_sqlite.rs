@@ -320,6 +320,12 @@ async fn undecodable_durability_rows_are_reported_as_corrupt_with_their_place() 
         })
         .await
         .unwrap();
+    // A call recorded before its side effect: a row of `tool_calls`, where the commit's is held
+    // by its checkpoint's row.
+    store
+        .record_tool_calls(&[tool_call(&run, "call_0")])
+        .await
+        .unwrap();
     let mut conn = raw(&path).await;
     let corrupt = |result: Result<(), StoreError>, expected: &[&str]| {
         let err = result.unwrap_err();
@@ -346,7 +352,18 @@ async fn undecodable_durability_rows_are_reported_as_corrupt_with_their_place() 
     execute(&mut conn, "UPDATE tool_calls SET started_at = 'yesterday'").await;
     corrupt(
         store.tool_calls("r1").await.map(drop),
-        &["tool call `call_1` of run `r1`", "started_at"],
+        &["tool call `call_0` of run `r1`", "started_at"],
+    );
+    execute(&mut conn, "DELETE FROM tool_calls").await;
+    assert_eq!(store.tool_calls("r1").await.unwrap().len(), 1);
+    execute(
+        &mut conn,
+        "UPDATE checkpoints SET tool_calls = '[{\"call_id\": \"call_1\"}]'",
+    )
+    .await;
+    corrupt(
+        store.tool_calls("r1").await.map(drop),
+        &["checkpoint 1 of run `r1`", "tool_calls", "JSON"],
     );
     execute(
         &mut conn,

@@ -1,0 +1,23 @@
+-- keel store, schema version 25: a commit's tool-call envelope rows are kept in its
+-- checkpoint's row.
+--
+-- Why: the commit that stores a batch of tool results also writes their envelope rows, keyed
+-- by run, so at 10,000 live runs it dirtied a leaf page of `tool_calls` somewhere among the
+-- runs, besides the checkpoint's, and wrote and checksummed both pages. With the rows in the
+-- checkpoint's row (as its events are since 0023) that boundary writes one leaf fewer (issue 18).
+--
+-- `tool_calls` holds the commit's envelope rows as a JSON array of records (the fields of a
+-- `tool_calls` row; NULL: none). The rows written outside commits stay in the `tool_calls`
+-- table: a call about to have a side effect is recorded there before it starts and again when
+-- it ends, so "never twice" is kept as before. So are the rows of a commit without a
+-- checkpoint, and all written before this version. A run's envelope is the rows of both: for a
+-- call in both, a checkpoint's record wins over the table's, and a later checkpoint's over an
+-- earlier one's, unless it is unfinished and the other finished. (A commit stores its results
+-- after the calls ended, so its records are the latest of each call; a commit that loses its
+-- checkpoint to another worker fails whole and stores none of them.) A keel process started
+-- before this version reads the table only, so it misses the newer process's records until it
+-- restarts.
+--
+-- Never edit this file once released (see 0001_init.sql for the conventions).
+
+ALTER TABLE checkpoints ADD COLUMN tool_calls TEXT;
