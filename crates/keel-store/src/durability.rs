@@ -91,8 +91,8 @@ const SELECT_TOOL_CALLS: &str = "SELECT run_id, call_id, name, arguments, idempo
 
 /// The checkpoints of `$1` that hold envelope rows, oldest first, as
 /// [`codec::decode_held_tool_calls`] reads them.
-const SELECT_HELD_TOOL_CALLS: &str = "SELECT seq, tool_calls FROM checkpoints WHERE run_id = $1 AND tool_calls IS NOT NULL \
-     ORDER BY seq";
+const SELECT_HELD_TOOL_CALLS: &str = "SELECT seq, tool_calls FROM checkpoints \
+     WHERE run_id = $1 AND tool_calls IS NOT NULL ORDER BY seq";
 
 /// The rows of `run_events` of `$1`, and the checkpoints of `$1` that hold events, as
 /// [`codec::decode_events`] reads them, ordered by their first event's number: the caller adds
