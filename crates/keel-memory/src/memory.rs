@@ -93,23 +93,19 @@ impl<T> Cache<T> {
 
 /// A user's facts: the current ones as candidates, and the messages any fact (current or
 /// replaced) was drawn from, which are never recalled as messages: a current fact stands for
-/// its message, and a replaced one's message is out of date.
+/// its message, and a replaced one's message is out of date. A fact whose message is not known
+/// (stored before `remember` recorded it) stands for no message: its session's other messages
+/// are recalled and pinned like any.
 #[derive(Default)]
 struct Facts {
     candidates: Vec<Candidate>,
     /// `message:<session>:<seq>` of facts whose message is known.
     source_messages: HashSet<String>,
-    /// Sessions of facts whose message is not known (a `remember` call): all their messages.
-    source_sessions: HashSet<String>,
 }
 
 impl Facts {
     fn stands_for(&self, candidate_id: &str) -> bool {
         self.source_messages.contains(candidate_id)
-            || candidate_id
-                .strip_prefix("message:")
-                .and_then(|rest| rest.rsplit_once(':'))
-                .is_some_and(|(session, _)| self.source_sessions.contains(session))
     }
 }
 
@@ -383,13 +379,10 @@ impl Memory {
         let pinned = self.settings.pinned_importance;
         let mut facts = Facts::default();
         for fact in all {
-            if let Some(session) = &fact.source_session {
-                match fact.source_seq {
-                    Some(seq) => facts
-                        .source_messages
-                        .insert(message_candidate_id(session, seq)),
-                    None => facts.source_sessions.insert(session.clone()),
-                };
+            if let (Some(session), Some(seq)) = (&fact.source_session, fact.source_seq) {
+                facts
+                    .source_messages
+                    .insert(message_candidate_id(session, seq));
             }
             if fact.superseded_by.is_none() {
                 facts.candidates.push(Candidate::fact(fact, pinned));

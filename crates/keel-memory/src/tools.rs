@@ -85,6 +85,7 @@ impl Tool for RememberTool {
             key: args["key"].as_str().map(str::to_string),
             importance: args["importance"].as_f64().map(|x| x as f32),
             source_session: Some(ctx.session_id.clone()),
+            source_seq: latest_user_message(self.memory.store().as_ref(), &ctx.session_id).await,
             ..NewFact::default()
         };
         let remembered = self
@@ -98,6 +99,32 @@ impl Tool for RememberTool {
         }
         Ok(ToolOutput::text(answer.to_string()))
     }
+}
+
+/// How far back from a session's last message [`latest_user_message`] looks.
+const SOURCE_LOOKBACK: u64 = 64;
+
+/// The seq of the latest message a person wrote in `session_id` (not one the loop injected),
+/// among its last [`SOURCE_LOOKBACK`] messages: the message a `remember` call during a run
+/// draws its fact from (the run's own message, stored before the run's first model call).
+/// `None` when there is none or the store cannot say; the fact then excludes no message from
+/// recall.
+async fn latest_user_message(store: &dyn keel_core::Store, session_id: &str) -> Option<u64> {
+    let count = store.session(session_id).await.ok()??.message_count;
+    let page = store
+        .messages_page(
+            session_id,
+            count.saturating_sub(SOURCE_LOOKBACK),
+            SOURCE_LOOKBACK as usize,
+        )
+        .await
+        .ok()?;
+    page.iter()
+        .rev()
+        .find(|stored| {
+            stored.message.role == keel_core::Role::User && !stored.message.is_internal()
+        })
+        .map(|stored| stored.seq)
 }
 
 impl ForgetTool {

@@ -357,3 +357,61 @@ async fn a_models_scores_replace_the_rules_and_important_messages_are_found_by_m
         .expect("recalled");
     assert!(piece["vector"]["rank"].as_u64().is_some(), "{piece}");
 }
+
+#[tokio::test]
+async fn a_remembered_fact_stands_for_its_own_message_only() {
+    use keel_core::{Tool, ToolContext};
+    let (store, _dir) = store().await;
+    said(&*store, "ada-1", "ada", &["By the way, my editor is Helix"]).await;
+    let memory = Arc::new(Memory::new(store.clone()));
+    let remember = keel_memory::tools::RememberTool::new(memory.clone());
+    let ctx = ToolContext {
+        session_id: "ada-1".into(),
+        run_id: "run-ada-1".into(),
+        call_id: "c1".into(),
+        user_id: Some("ada".into()),
+        untrusted_source: false,
+        place: None,
+        cancel: Default::default(),
+    };
+    remember
+        .call(
+            serde_json::json!({"text": "The user's editor is Helix"}),
+            &ctx,
+        )
+        .await
+        .unwrap();
+    let facts = store.facts("ada", false).await.unwrap();
+    assert_eq!(facts[0].source_session.as_deref(), Some("ada-1"));
+    assert_eq!(
+        facts[0].source_seq,
+        Some(1),
+        "the message it was drawn from"
+    );
+    // Later in the same session, something unrelated and important.
+    let mut later = vec![
+        Message::assistant("Noted."),
+        Message::user("We decided: from now on always use British spelling in ~/docs/README.md"),
+    ];
+    for message in &mut later {
+        message.meta.importance = Some(keel_core::importance::importance(&message.content));
+    }
+    store
+        .append_messages("ada-1", Some("run-ada-1"), &later)
+        .await
+        .unwrap();
+    let recalled = memory.recall("ada", "ada-2", "write me a haiku").await;
+    let pieces = recalled.detail["pieces"].as_array().unwrap();
+    assert!(
+        pieces
+            .iter()
+            .any(|p| p["id"] == "message:ada-1:3" && p["pinned"] == true),
+        "the session's other messages are still pinned: {}",
+        recalled.detail
+    );
+    assert!(
+        !pieces.iter().any(|p| p["id"] == "message:ada-1:1"),
+        "the fact stands for its message: {}",
+        recalled.detail
+    );
+}
