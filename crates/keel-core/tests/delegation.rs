@@ -96,3 +96,49 @@ fn the_builder_refuses_an_absurd_policy() {
     };
     assert!(error.to_string().contains("max_parallel"), "{error}");
 }
+
+#[tokio::test]
+async fn a_run_continuing_a_stored_sub_agent_session_at_max_depth_cannot_delegate() {
+    // A top-level run in a stored `sub-2-…` session is at depth 2: the tool filter of a child
+    // never saw it, so `delegate_task` is offered, and the delegator's own depth check must
+    // refuse the call.
+    let script = Script::new(vec![
+        Step::tool_call("delegate_task", json!({"goal": "go deeper"})),
+        Step::text("did it myself"),
+    ])
+    .with_model(CHILD, vec![Step::text("a grandchild ran").repeat_forever()]);
+    let provider = Arc::new(ScriptedProvider::new(script));
+    let store = Arc::new(MemoryStore::new());
+    let agent = Agent::builder()
+        .provider(provider.clone())
+        .model("m")
+        .store(store.clone())
+        .delegation(DelegationPolicy {
+            model: Some(CHILD.into()),
+            ..DelegationPolicy::default()
+        })
+        .build()
+        .unwrap();
+    let session = "sub-2-0190aaaa-bbbb-7ccc-8ddd-eeeeffff0000";
+    let report = agent
+        .run(RunRequest::new("continue").session(session))
+        .await
+        .unwrap();
+
+    assert_eq!(report.state, AgentState::Completed, "{report:?}");
+    let call = &report.tool_calls[0];
+    assert_eq!(call.name, "delegate_task");
+    assert!(!call.ok);
+    assert!(
+        call.output.contains("sub-agent at depth 2")
+            && call.output.contains("delegation stops at depth 2"),
+        "{}",
+        call.output
+    );
+    let runs = store.list_runs(None, 10).await.unwrap();
+    assert_eq!(runs.len(), 1, "no sub-agent was started: {runs:?}");
+    assert!(
+        provider.requests().iter().all(|r| r.model != CHILD),
+        "the child model was never called"
+    );
+}
