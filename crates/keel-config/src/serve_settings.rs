@@ -33,6 +33,12 @@ pub struct ServeConfig {
     pub default_modules: Option<Vec<String>>,
     /// The most bytes one attachment may hold (10485760).
     pub max_attachment_bytes: Option<usize>,
+    /// HTTP connections held open at once; one more is answered 503 (1024).
+    pub max_connections: Option<usize>,
+    /// Seconds a client may take to send a request's head, and an idle connection stays (10).
+    pub header_timeout_secs: Option<f64>,
+    /// Seconds a client may take to send a request's whole body (60).
+    pub body_timeout_secs: Option<f64>,
 }
 
 impl ServeConfig {
@@ -75,6 +81,9 @@ impl ServeConfig {
                 "max_attachment_bytes",
                 keel_core::files::DEFAULT_MAX_FILE_BYTES,
             )?,
+            max_connections: at_least_one(self.max_connections, "max_connections", 1024)?,
+            header_timeout: secs(self.header_timeout_secs, "header_timeout_secs", 10.0)?,
+            body_timeout: secs(self.body_timeout_secs, "body_timeout_secs", 60.0)?,
         })
     }
 }
@@ -108,6 +117,12 @@ pub struct ServeSettings {
     pub default_modules: Option<Vec<String>>,
     /// The most bytes one attachment may hold.
     pub max_attachment_bytes: usize,
+    /// HTTP connections held open at once.
+    pub max_connections: usize,
+    /// The most a client may take to send a request's head; also an idle connection's life.
+    pub header_timeout: Duration,
+    /// The most a client may take to send a request's whole body.
+    pub body_timeout: Duration,
 }
 
 /// The `[serve]` settings of the configuration in use.
@@ -145,6 +160,28 @@ mod tests {
         );
         assert_eq!(set.lane_policy, LanePolicy::Interrupt);
         assert_eq!(set.reconcile_every, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn connection_limits_default_and_set() {
+        let defaults = parse("").unwrap();
+        assert_eq!(defaults.max_connections, 1024);
+        assert_eq!(defaults.header_timeout, Duration::from_secs(10));
+        assert_eq!(defaults.body_timeout, Duration::from_secs(60));
+        let set = parse(
+            "[serve]\nmax_connections = 50\nheader_timeout_secs = 2\nbody_timeout_secs = 5\n",
+        )
+        .unwrap();
+        assert_eq!(set.max_connections, 50);
+        assert_eq!(set.header_timeout, Duration::from_secs(2));
+        assert_eq!(set.body_timeout, Duration::from_secs(5));
+        for (text, key) in [
+            ("[serve]\nmax_connections = 0\n", "max_connections"),
+            ("[serve]\nheader_timeout_secs = 0\n", "header_timeout_secs"),
+            ("[serve]\nbody_timeout_secs = -3\n", "body_timeout_secs"),
+        ] {
+            assert!(parse(text).unwrap_err().contains(key), "{text}");
+        }
     }
 
     #[test]

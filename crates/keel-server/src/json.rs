@@ -60,6 +60,11 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
             "invalid_request",
             "the request body must be JSON (Content-Type: application/json)",
         ),
+        _ if text.contains(crate::connections::BODY_TIMED_OUT) => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            crate::connections::BODY_TIMED_OUT,
+        ),
         _ if text.contains("length limit exceeded") => ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "payload_too_large",

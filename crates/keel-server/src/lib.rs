@@ -8,6 +8,7 @@
 pub mod api;
 pub mod attachments;
 pub mod auth;
+pub mod connections;
 pub mod control;
 pub mod engine;
 pub mod error;
@@ -15,6 +16,7 @@ pub mod hub;
 pub mod json;
 pub mod keys;
 pub mod live;
+pub mod openapi;
 pub mod platform;
 pub mod router;
 pub mod serve;
@@ -22,6 +24,7 @@ pub mod state;
 pub mod views;
 
 pub use auth::Caller;
+pub use connections::ConnectionLimits;
 pub use error::ApiError;
 pub use router::router;
 pub use state::AppState;

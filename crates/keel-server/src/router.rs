@@ -26,6 +26,8 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::api::routes())
         .merge(crate::platform::routes())
         .split_for_parts();
+    let mut document = document;
+    crate::openapi::describe_responses(&mut document);
     let document = std::sync::Arc::new(document);
     let limit = state.max_request_bytes;
     api.route(

@@ -3,15 +3,17 @@
 
 use std::future::Future;
 
+use crate::connections::{ConnectionLimits, serve_connections};
 use crate::live::LiveEvents;
 use crate::state::AppState;
 
-/// Serves `state`'s API on `listener` until `stop` resolves, then shuts down gracefully:
-/// the engine first (it waits up to its grace period for runs to reach a boundary), then
-/// the live streams, then the connections.
+/// Serves `state`'s API on `listener`, its connections held to `limits`, until `stop`
+/// resolves, then shuts down gracefully: the engine first (it waits up to its grace period for
+/// runs to reach a boundary), then the live streams, then the connections.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
+    limits: ConnectionLimits,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<crate::engine::ShutdownReport> {
     let engine = state.engine.clone();
@@ -23,8 +25,6 @@ pub async fn serve(
         hub.shutdown();
         let _ = stopped_tx.send(report);
     };
-    axum::serve(listener, crate::router(state))
-        .with_graceful_shutdown(graceful)
-        .await?;
+    serve_connections(listener, crate::router(state), limits, graceful).await;
     Ok(stopped_rx.await.unwrap_or_default())
 }

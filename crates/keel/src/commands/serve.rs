@@ -111,7 +111,12 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         inbox: Arc::new(inbox),
         modules: modules.into(),
     };
-    let stopped = keel_server::serve::serve(listener, state, stop_signal())
+    let limits = keel_server::ConnectionLimits {
+        max_connections: serve.max_connections,
+        header_timeout: serve.header_timeout,
+        body_timeout: serve.body_timeout,
+    };
+    let stopped = keel_server::serve::serve(listener, state, limits, stop_signal())
         .await
         .context("the HTTP server failed")?;
     eprintln!(
