@@ -180,21 +180,47 @@ pub fn check_file_name(name: &str) -> Result<(), String> {
 
 /// Checks a media type from outside: `type/subtype`, printable ASCII, at most 127 characters.
 pub fn check_media_type(media_type: &str) -> Result<(), String> {
+    let (essence, parameters) = match media_type.split_once(';') {
+        Some((essence, parameters)) => (essence, Some(parameters)),
+        None => (media_type, None),
+    };
     let shaped = media_type.len() <= 127
-        && media_type
+        && essence
             .split_once('/')
-            .is_some_and(|(kind, sub)| !kind.is_empty() && !sub.is_empty())
-        && media_type
-            .chars()
-            .all(|c| c.is_ascii_graphic() && c != '"' && c != '\\');
+            .is_some_and(|(kind, sub)| is_restricted_name(kind) && is_restricted_name(sub))
+        && parameters.is_none_or(|parameters| {
+            parameters.split(';').all(|parameter| {
+                parameter
+                    .trim_start()
+                    .split_once('=')
+                    .is_some_and(|(name, value)| {
+                        is_restricted_name(name) && !value.is_empty() && value.chars().all(is_token)
+                    })
+            })
+        });
     if shaped {
         Ok(())
     } else {
         Err(format!(
-            "media type `{}` must look like `type/subtype`",
+            "media type `{}` must look like `type/subtype` (RFC 6838 names: a letter or digit, \
+             then letters, digits and !#$&^_.+-)",
             media_type.escape_debug()
         ))
     }
+}
+
+/// RFC 6838's `restricted-name`: a letter or digit, then up to 126 of letters, digits and
+/// `!#$&^_.+-` — so never `.` or `..` alone, never a `/`.
+fn is_restricted_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && name.len() <= 127
+        && chars.all(|c| c.is_ascii_alphanumeric() || "!#$&^_.+-".contains(c))
+}
+
+/// A character of an RFC 9110 token (a parameter's unquoted value).
+fn is_token(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
 }
 
 #[cfg(test)]
@@ -240,8 +266,30 @@ mod tests {
         for good in ["notes.txt", "..hidden", "résumé.pdf", "a b.md"] {
             assert!(check_file_name(good).is_ok(), "{good:?}");
         }
-        assert!(check_media_type("text/plain").is_ok());
-        for bad in ["text", "/plain", "text/", "te xt/plain", "a/b\r\nX: y"] {
+        for good in [
+            "text/plain",
+            "application/vnd.ms-excel",
+            "image/svg+xml",
+            "text/plain; charset=utf-8",
+            "text/plain;charset=UTF-8",
+        ] {
+            assert!(check_media_type(good).is_ok(), "{good:?}");
+        }
+        for bad in [
+            "text",
+            "/plain",
+            "text/",
+            "te xt/plain",
+            "a/b\r\nX: y",
+            "../../",
+            "../etc/passwd",
+            "text/plain/x",
+            "./.",
+            ".x/y",
+            "text/plain; charset",
+            "text/plain; charset=\"utf-8\"",
+            "text/html; x=<script>",
+        ] {
             assert!(check_media_type(bad).is_err(), "{bad:?}");
         }
     }
