@@ -389,8 +389,8 @@ pub fn set_strict() {
 
 /// Reads the configuration file: `explicit` must exist; the default `$KEEL_HOME/keel.toml`
 /// may be absent. A file that fails to parse or validate is replaced by its last good copy
-/// when there is one — unless `--strict-config` is set, or the two differ in a setting that
-/// bounds what a run may do (see [`crate::guarded_settings`]): a fallback must never loosen.
+/// when there is one — unless `--strict-config` is set, or the copy could let a run do more
+/// than the file asks for (see [`crate::guarded_settings`]): a fallback must never loosen.
 pub fn load(explicit: Option<&Path>, home: &Path) -> Result<Loaded, ConfigError> {
     let (path, required) = match explicit {
         Some(path) => (path.to_path_buf(), true),
@@ -432,9 +432,10 @@ pub fn load(explicit: Option<&Path>, home: &Path) -> Result<Loaded, ConfigError>
     };
     if let Some(setting) = crate::guarded_settings::first_difference(&text, &good_text) {
         return Err(ConfigError(format!(
-            "{error}; not falling back to the last good configuration {}: it differs in \
-             `{setting}`, which bounds what a run may do, and a fallback must never loosen \
-             it; fix the file",
+            "{error}; not falling back to the last good configuration {}: it differs from \
+             the file in `{setting}`, and a fallback must never loosen what the file asks for \
+             (it may differ only in the model, streaming, retries, context and heartbeat \
+             settings); fix the file",
             used.display()
         )));
     }

@@ -48,8 +48,9 @@ fn a_broken_file_falls_back_to_its_last_good_copy() {
         "model = \"good\"\n"
     );
 
-    // The file breaks: the copy stands in, with a notice saying why.
-    std::fs::write(&path, "model = \"bad\"\nmax_iteratons = 3\n").unwrap();
+    // The file breaks in a setting that bounds nothing: the copy stands in, with a notice
+    // saying why.
+    std::fs::write(&path, "model = \"bad\"\nstream = maybe\n").unwrap();
     let loaded = load(None, home.path()).unwrap();
     assert_eq!(loaded.file.model.as_deref(), Some("good"));
     assert!(loaded.source.is_none(), "the copy is not saved over itself");
@@ -60,7 +61,10 @@ fn a_broken_file_falls_back_to_its_last_good_copy() {
     // Without a copy, the error stands.
     std::fs::remove_file(lastgood_path(&path)).unwrap();
     let err = load(None, home.path()).unwrap_err();
-    assert!(err.0.contains("invalid config file") && err.0.contains("max_iteratons"));
+    assert!(
+        err.0.contains("invalid config file") && err.0.contains("line 2"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -109,7 +113,7 @@ fn a_fallback_that_would_loosen_a_guarded_setting_is_refused() {
     // The user tightened the host list, and made a typo elsewhere.
     std::fs::write(
         &path,
-        "model = \"good\"\nmax_iteratons = 3\n[tools]\nhttp_allowed_hosts = [\"docs.rs\"]\n",
+        "model = \"good\"\nstream = maybe\n[tools]\nhttp_allowed_hosts = [\"docs.rs\"]\n",
     )
     .unwrap();
     let err = load(None, home.path()).unwrap_err().to_string();
@@ -124,4 +128,60 @@ fn a_fallback_that_would_loosen_a_guarded_setting_is_refused() {
     std::fs::write(&path, "model = \n[budgets]\ntoken_budget = 10\n").unwrap();
     let err = load(None, home.path()).unwrap_err().to_string();
     assert!(err.contains("`budgets.token_budget`"), "{err}");
+}
+
+#[test]
+fn a_fallback_that_would_run_a_looser_policy_is_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let path = home.path().join("keel.toml");
+    let good = "provider = \"mock\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n";
+    std::fs::write(lastgood_path(&path), good).unwrap();
+    // Each: what the broken file asks for beside a harmless breakage (`model = `), and the
+    // setting the refusal names.
+    for (asked, setting) in [
+        (
+            "[[hooks]]\nevent = \"pre_tool\"\nmatcher = \"write_file\"\ncommand = \"false\"\n",
+            "hooks[0].command",
+        ),
+        (
+            "[serve]\nmax_request_bytes = 1000\n",
+            "serve.max_request_bytes",
+        ),
+        ("[serve]\nqueue_limit = 1\n", "serve.queue_limit"),
+        (
+            "[serve]\ndefault_modules = [\"files\"]\n",
+            "serve.default_modules",
+        ),
+        (
+            "[serve]\nguest_monthly_tokens = 10\n",
+            "serve.guest_monthly_tokens",
+        ),
+        (
+            "[mcp.servers.x]\ncommand = \"srv\"\n",
+            "mcp.servers.x.command",
+        ),
+        ("[delegation]\nenabled = false\n", "delegation.enabled"),
+        ("[memory]\nenabled = false\n", "memory.enabled"),
+        ("[skills]\nenabled = false\n", "skills.enabled"),
+    ] {
+        std::fs::write(&path, format!("{}{asked}", good.replace("\"m\"", ""))).unwrap();
+        let err = load(None, home.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("not falling back") && err.contains(&format!("`{setting}`")),
+            "{asked}: {err}"
+        );
+    }
+    for (broken, setting) in [
+        (good.replace("mock", "openai"), "provider"),
+        (good.replace(":9/", ":10/"), "base_url"),
+    ] {
+        std::fs::write(&path, broken.replace("\"m\"", "")).unwrap();
+        let err = load(None, home.path()).unwrap_err().to_string();
+        assert!(err.contains(&format!("`{setting}`")), "{err}");
+    }
+    // The harmless breakage alone still falls back.
+    std::fs::write(&path, good.replace("\"m\"", "")).unwrap();
+    let loaded = load(None, home.path()).unwrap();
+    assert_eq!(loaded.file.model.as_deref(), Some("m"));
+    assert!(loaded.fallback.is_some());
 }

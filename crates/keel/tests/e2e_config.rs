@@ -38,6 +38,41 @@ fn a_fallback_that_would_loosen_the_host_list_is_refused() {
 }
 
 #[test]
+fn a_fallback_that_would_drop_a_deny_hook_is_refused() {
+    let mock = Mock::start(
+        r#"{"steps": [{"tool_calls": [{"name": "write_file", "arguments": {"path": "x.txt", "content": "x"}}]}, {"text": "done"}]}"#,
+    );
+    let (_guard, home) = temp();
+    let (_ws_guard, workspace) = temp();
+    let good = format!(
+        "provider = \"mock\"\nbase_url = \"{}\"\nmodel = \"m\"\n\n{FAST_RETRIES}",
+        mock.url
+    );
+    std::fs::write(home.join("keel.toml.lastgood"), &good).unwrap();
+    // The user added a hook that denies every write, and left the model without a value.
+    let hook = "[[hooks]]\nevent = \"pre_tool\"\nmatcher = \"write_file\"\n\
+                command = \"echo no writes >&2; exit 2\"\n";
+    std::fs::write(
+        home.join("keel.toml"),
+        format!("{}\n{hook}", good.replace("\"m\"", "")),
+    )
+    .unwrap();
+    let output = run(keel(&home)
+        .args(["run", "--hard-timeout", "30", "--workspace"])
+        .arg(&workspace)
+        .arg("write x.txt"));
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains("not falling back to the last good configuration")
+            && err.contains("`hooks[0].command`"),
+        "{err}"
+    );
+    assert!(mock.requests().is_empty(), "no model call was made");
+    assert!(!workspace.join("x.txt").exists());
+}
+
+#[test]
 fn strict_config_refuses_any_fallback() {
     let mock = Mock::start(r#"{"steps": [{"text": "answered"}]}"#);
     let (_guard, home) = temp();
@@ -46,13 +81,14 @@ fn strict_config_refuses_any_fallback() {
         mock.url
     );
     std::fs::write(home.join("keel.toml.lastgood"), &good).unwrap();
-    std::fs::write(home.join("keel.toml"), format!("model = \n{FAST_RETRIES}")).unwrap();
+    // Broken only in a setting that bounds nothing: the model has no value.
+    std::fs::write(home.join("keel.toml"), good.replace("\"m\"", "")).unwrap();
 
     let output = run(keel(&home).args(["--strict-config", "run", "hi"]));
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
     let err = stderr(&output);
     assert!(
-        err.contains("line 1") && err.contains("--strict-config: no fallback"),
+        err.contains("line 3") && err.contains("--strict-config: no fallback"),
         "{err}"
     );
     assert!(mock.requests().is_empty(), "no model call was made");
