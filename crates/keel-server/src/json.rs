@@ -1,7 +1,7 @@
 //! Request bodies: JSON only, unknown fields refused (the types say `deny_unknown_fields`),
 //! and every rejection answered as an [`ApiError`] in JSON, not axum's plain text.
 
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
@@ -46,6 +46,28 @@ where
     }
 }
 
+/// A path parameter of type `T`, or a 400 JSON error (an id that is not UTF-8, for one).
+pub struct ApiPath<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for ApiPath<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(ApiPath(value)),
+            Err(rejection) => Err(path_rejection(rejection)),
+        }
+    }
+}
+
+fn path_rejection(rejection: PathRejection) -> ApiError {
+    ApiError::invalid(format!("the path is not valid: {}", rejection.body_text()))
+}
+
 fn json_rejection(rejection: JsonRejection) -> ApiError {
     let status = rejection.status();
     let text = rejection.body_text();
@@ -76,4 +98,40 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
 
 fn query_rejection(rejection: QueryRejection) -> ApiError {
     ApiError::invalid(rejection.body_text())
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::Router;
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use axum::routing::get;
+    use tower::ServiceExt;
+
+    use super::ApiPath;
+
+    #[tokio::test]
+    async fn a_path_id_that_is_not_utf8_is_a_json_400() {
+        let app = Router::new().route("/x/{id}", get(|ApiPath(id): ApiPath<String>| async { id }));
+        let response = app
+            .clone()
+            .oneshot(Request::get("/x/%FF%FE").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(
+            response.headers()["content-type"].to_str().unwrap(),
+            "application/json"
+        );
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(body["error"]["code"], "invalid_request");
+        let fine = app
+            .oneshot(Request::get("/x/r%C3%A9").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(fine.status(), StatusCode::OK);
+    }
 }
