@@ -115,6 +115,14 @@ pub struct MessageMeta {
     /// rebuilds its call reports and its loop guard's memory from its results and this mark.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub failed: bool,
+    /// For an assistant message a model wrote: that model, as the provider named it in its
+    /// answer (after any fallback).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// For an assistant message a model wrote: the output tokens the provider counted for the
+    /// answer (reasoning included), as its usage said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
 }
 
 /// One message of a conversation.

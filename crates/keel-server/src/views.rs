@@ -131,6 +131,15 @@ pub struct MessageView {
     pub tool_call_id: Option<String>,
     /// A compaction summary standing for earlier messages.
     pub summary: bool,
+    /// For an assistant message a model wrote: that model, as the provider named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// For an assistant message a model wrote: the output tokens the provider counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    /// Kept verbatim through compaction.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pinned: bool,
 }
 
 impl From<StoredMessage> for MessageView {
@@ -148,6 +157,9 @@ impl From<StoredMessage> for MessageView {
                 .filter(|calls| calls.as_array().is_some_and(|a| !a.is_empty()))
                 .cloned(),
             tool_call_id: message.tool_call_id.clone(),
+            model: message.meta.model.clone(),
+            output_tokens: message.meta.output_tokens,
+            pinned: message.meta.pinned,
             content: message.content,
         }
     }

@@ -170,6 +170,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0025_tool_calls_with_their_checkpoint.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            27,
+            "message model and pins".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0027_message_model_and_pins.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

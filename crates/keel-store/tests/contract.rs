@@ -93,6 +93,8 @@ fn every_shape() -> Vec<Message> {
     pinned.meta.importance = Some(0.75);
     let mut important = Message::assistant("noted");
     important.meta.importance = Some(0.1);
+    important.meta.model = Some("gpt-4o-2024-08-06".into());
+    important.meta.output_tokens = Some(42);
     let mut summary = Message::internal_user(
         "Summary of earlier turns.",
         InternalReason::CompactionSummary,

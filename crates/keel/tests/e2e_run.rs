@@ -124,6 +124,11 @@ fn run_file_task(api: &str, stream: bool) {
         );
     }
     assert!(transcript.contains("9 messages"), "{transcript}");
+    // Each answer names the model that wrote it and its output tokens (seed 003).
+    assert!(
+        transcript.contains("assistant (mock-model, ") && transcript.contains(" output tokens)"),
+        "{transcript}"
+    );
 }
 
 #[test]

@@ -44,6 +44,9 @@ impl Run {
         self.model_used = Some(response.model.clone());
         let mut message = response.message;
         message.role = Role::Assistant;
+        // The stored answer says which model wrote it and what it cost in output (seed 003).
+        message.meta.model = Some(response.model.clone());
+        message.meta.output_tokens = Some(response.usage.output_tokens);
         if self.repeats_a_call_id(&message.tool_calls) {
             // One id per call before anything runs: two calls sharing an id (in this answer or
             // with an earlier one) would share a result and an envelope row.

@@ -122,7 +122,15 @@ fn a_final_answer_completes_the_run() {
     assert_eq!(run.final_text(), Some("done"));
     assert_eq!(run.model_used(), Some("m1-2025"));
     assert_eq!(run.usage().total(), 12);
-    assert_eq!(run.unpersisted().len(), 2, "input and answer are both new");
+    let unpersisted = run.unpersisted();
+    assert_eq!(unpersisted.len(), 2, "input and answer are both new");
+    // The stored answer names the model that wrote it and its output tokens (seed 003).
+    assert_eq!(unpersisted[1].meta.model.as_deref(), Some("m1-2025"));
+    assert_eq!(unpersisted[1].meta.output_tokens, Some(2));
+    assert_eq!(
+        unpersisted[0].meta.model, None,
+        "a person's message has none"
+    );
     let record = run.record(DateTime::from_timestamp(5, 0).unwrap());
     assert_eq!(record.state, AgentState::Completed);
     assert!(record.finished_at.is_some());

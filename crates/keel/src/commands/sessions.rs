@@ -72,7 +72,18 @@ pub fn transcript(messages: &[StoredMessage]) -> String {
             (Role::Tool, None) => {
                 format!("tool result [{}]", m.tool_call_id.as_deref().unwrap_or("?"))
             }
-            (role, None) => role.as_str().to_string(),
+            (role, None) => match (&m.meta.model, m.meta.output_tokens) {
+                (Some(model), Some(tokens)) => {
+                    format!("{} ({model}, {tokens} output tokens)", role.as_str())
+                }
+                (Some(model), None) => format!("{} ({model})", role.as_str()),
+                _ => role.as_str().to_string(),
+            },
+        };
+        let label = if m.meta.pinned {
+            format!("{label} (pinned)")
+        } else {
+            label
         };
         let _ = writeln!(out, "\n[{}] {label}:", stored.seq);
         if let Some(reasoning) = &m.reasoning
