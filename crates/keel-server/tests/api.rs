@@ -317,3 +317,23 @@ async fn the_openapi_document_is_3_1_and_names_every_endpoint() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_path_id_that_is_not_utf8_is_a_json_400_on_every_kind_of_endpoint() {
+    let api = Api::new().await;
+    let key = api.key(Some("ann"), false).await;
+    for path in [
+        "/v1/runs/%FF%FE",
+        "/v1/conversations/%C0%AF",
+        "/v1/conversations/%FF/messages",
+        "/v1/runs/%FF/events",
+        "/v1/files/%FF",
+    ] {
+        let (status, body) = api.get(&key, path).await;
+        assert_eq!(
+            (status, code(&body)),
+            (StatusCode::BAD_REQUEST, "invalid_request"),
+            "{path}"
+        );
+    }
+}

@@ -1,7 +1,7 @@
 //! The endpoints that read: conversations, transcripts, runs, and their live events; and the
 //! readiness check.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use keel_core::{AgentState, ConversationFilter, RunFilter};
@@ -12,7 +12,7 @@ use utoipa_axum::routes;
 use crate::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::hub::{EventId, parse_conversation_id, stream};
-use crate::json::ApiQuery;
+use crate::json::{ApiPath, ApiQuery};
 use crate::state::AppState;
 use crate::views::{ConversationView, MessageView, Page, RunView, page_size};
 
@@ -73,7 +73,7 @@ async fn list_conversations(
 async fn get_conversation(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<axum::Json<ConversationView>, ApiError> {
     Ok(axum::Json(caller.conversation(&state, &id).await?.into()))
 }
@@ -99,7 +99,7 @@ pub struct MessagesQuery {
 async fn list_messages(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiQuery(query): ApiQuery<MessagesQuery>,
 ) -> Result<axum::Json<Page<MessageView>>, ApiError> {
     caller.conversation(&state, &id).await?;
@@ -183,7 +183,7 @@ async fn list_runs(
 async fn get_run(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<axum::Json<RunView>, ApiError> {
     let (run, _) = caller.run(&state, &id).await?;
     let position = state.engine.position(&id);
@@ -211,7 +211,7 @@ fn last_event_id(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
 async fn run_events(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let (run, _) = caller.run(&state, &id).await?;
@@ -245,7 +245,7 @@ async fn run_events(
 async fn conversation_events(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let conversation = caller.conversation(&state, &id).await?;

@@ -2,7 +2,7 @@
 //! its attachments and the files its runs produced (returned with a run's report). A caller
 //! sees a file only when it may see the file's conversation; any other id is a 404.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use keel_core::files::FileRecord;
@@ -11,6 +11,7 @@ use utoipa_axum::routes;
 
 use crate::Caller;
 use crate::error::{ApiError, ErrorBody};
+use crate::json::ApiPath;
 use crate::state::AppState;
 
 /// The routes of this part.
@@ -37,7 +38,7 @@ async fn visible_file(state: &AppState, caller: &Caller, id: &str) -> Result<Fil
 async fn file(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     let record = visible_file(&state, &caller, &id).await?;
     Ok(axum::Json(record).into_response())
@@ -49,7 +50,7 @@ async fn file(
 async fn file_content(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     let record = visible_file(&state, &caller, &id).await?;
     let content = state
