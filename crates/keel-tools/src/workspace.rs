@@ -6,8 +6,10 @@
 //! ([`Workspace::locate`]): each directory is opened relative to the one before without following
 //! symlinks, and a symlink met on the way is read and followed by hand, so its target must lie
 //! inside the workspace too. Whoever renames or swaps entries meanwhile can make a call fail,
-//! never make it reach outside.
+//! never make it reach outside. A file with several names (hard links) is no name's alone: one
+//! that is also a file in a protected directory is refused ([`Workspace::check_other_names`]).
 
+mod links;
 mod target;
 mod walk;
 
@@ -156,10 +158,11 @@ impl Workspace {
     /// Finds what `requested` names inside the workspace, walking from the root's handle.
     ///
     /// Relative paths are taken from the root; absolute paths must be inside it; `..` is never
-    /// allowed, and a trailing `/` is refused for writes (it names a directory). Symlinks are
-    /// followed (also dangling ones) and must lead inside the root; protected paths are refused.
-    /// `Write` also refuses the root itself. Nothing is created: [`Target::create_parents`]
-    /// does that. Blocks on the filesystem: call it from blocking code.
+    /// allowed, and a trailing `/` or `/.` is refused for writes (it names a directory).
+    /// Symlinks are followed (also dangling ones) and must lead inside the root; protected paths
+    /// are refused. `Write` also refuses the root itself. Nothing is created:
+    /// [`Target::create_parents`] does that. Blocks on the filesystem: call it from blocking
+    /// code.
     pub fn locate(&self, requested: &str, intent: Access) -> Result<Target, ToolError> {
         let verb = intent.verb();
         if requested.trim().is_empty() {
@@ -175,10 +178,12 @@ impl Workspace {
                 self.root.display()
             )));
         }
-        if intent == Access::Write && requested.ends_with('/') {
+        // `new/.` would otherwise be read as `new` (a path's components skip `.`).
+        let ending = ["/", "/."].into_iter().find(|e| requested.ends_with(e));
+        if let (Access::Write, Some(ending)) = (intent, ending) {
             return Err(ToolError::invalid_arguments(format!(
-                "cannot write `{requested}`: a path ending in `/` names a directory; give the \
-                 path of a file, without the trailing `/`"
+                "cannot write `{requested}`: a path ending in `{ending}` names a directory; give \
+                 the path of a file, without the trailing `{ending}`"
             )));
         }
         let relative = if path.is_absolute() {

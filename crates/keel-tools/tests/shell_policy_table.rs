@@ -182,6 +182,98 @@ const TABLE: &[(&str, Expect)] = &[
     ("kill -9 $(pgrep node)", N),
     ("git push origin :old-branch", N),
     ("git -c user.name=x push -f", N),
+    // Issue 31: where a command runs. A `cd` out of the workspace (or to a place only known
+    // when it runs) makes every later command that is not known to only read need approval.
+    ("cd /elsewhere && rm -rf dir", N),
+    ("cd .. && rm -rf sibling", N),
+    ("cd ~ && echo 'alias ls=rm' >> .bashrc", N),
+    ("cd && touch .profile", N),
+    ("cd $X && rm -rf dir", N),
+    ("cd - && rm -rf dir", N),
+    ("cd \"$(mktemp -d)\" && rm -rf dir", N),
+    ("cd src/../.. && rm -rf dir", N),
+    ("pushd /elsewhere && rm -rf dir", N),
+    ("builtin cd /elsewhere; rm -rf dir", N),
+    ("eval 'cd /elsewhere'; rm -rf dir", N),
+    ("cd /elsewhere && sh -c 'rm -rf dir'", N),
+    ("cd /elsewhere && echo $(rm -rf dir)", N),
+    ("cd /elsewhere && find . -name '*.o' -delete", N),
+    ("cd /elsewhere; make clean", N),
+    ("(cd /elsewhere && rm -rf dir)", N),
+    ("CDPATH=/elsewhere; cd dir && rm -rf x", N),
+    ("cd /elsewhere && command rm -rf dir", N),
+    ("cd src && echo x > ../.keel/y", N),
+    ("env -C /elsewhere rm -rf dir", N),
+    ("for d in a b; do rm -rf dir; cd /elsewhere; done", N),
+    ("f() { cd /elsewhere; }; f; rm -rf dir", N),
+    ("f() { rm -rf dir; }; cd /elsewhere; f", N),
+    ("ls() { rm -rf dir; }; cd /elsewhere; ls", N),
+    ("cd src && rm -rf target", A),
+    ("cd src && cd .. && rm -rf target", A),
+    ("(cd /elsewhere && ls); rm -rf target", A),
+    ("pushd /elsewhere && popd && rm -rf target", A),
+    (
+        "cd /elsewhere && ls -la && cat notes.txt | grep x > /dev/null",
+        A,
+    ),
+    ("cd ~ && git status && git log --oneline", A),
+    ("cd /tmp && find . -name '*.log'", A),
+    ("x=$(cd /elsewhere && pwd); rm -rf target", A),
+    ("make -C docs html && git -C vendor/lib status", A),
+    ("cd /elsewhere; trap 'rm -f t' EXIT", N),
+    ("git -C /elsewhere pull", N),
+    ("tar -xf a.tar -C /elsewhere", N),
+    // Links: a symbolic link to a place outside the workspace, or a hard link of a file
+    // outside it (keel's home: memory notes, keel.db), needs approval.
+    ("ln -s /elsewhere/d l && rm -rf l/*", N),
+    ("ln -s /elsewhere/d l", N),
+    ("ln -sf ../outside l", N),
+    ("ln -s ~ home", N),
+    ("ln -s \"$X\" l", N),
+    ("ln ~/.local/share/keel/keel.db db", N),
+    (
+        "ln /home/me/.local/share/keel/memory/me/notes.md notes.md",
+        N,
+    ),
+    ("ln ../x.db x.db", N),
+    ("link ~/.local/share/keel/keel.db db", N),
+    ("cp -l ~/.local/share/keel/keel.db db", N),
+    ("cp -al /elsewhere/d d", N),
+    ("ln -s src/main.rs main.rs", A),
+    ("ln -s ../lib.rs src/lib_link.rs", A),
+    ("ln a.txt b.txt", A),
+    // Aliases and functions: their bodies are judged; functions that call each other are a
+    // fork bomb.
+    ("alias zap='rm -rf /elsewhere/d'", N),
+    ("alias zap='rm -rf /elsewhere/d'; zap", N),
+    ("alias zap='rm -rf /'", R),
+    ("alias zap=\"$CMD\"", N),
+    ("alias ll='ls -la'; ll", A),
+    ("alias ls='ls --color=auto'", A),
+    ("a(){ b|b& }; b(){ a|a& }; a", R),
+    ("a(){ b|b& }; b(){ c|c& }; c(){ a; }; a", R),
+    ("a(){ echo a; }; b(){ a; a; }; b", A),
+    // The workspace's `.keel` is keel's (its skills reach later prompts): writing it needs
+    // approval.
+    (
+        "mkdir -p .keel/skills/x && echo hi > .keel/skills/x/SKILL.md",
+        N,
+    ),
+    ("echo hi > ./.keel/skills/x/SKILL.md", N),
+    ("echo hi >> src/../.keel/skills/x/SKILL.md", N),
+    ("cp evil.md .keel/skills/x/SKILL.md", N),
+    ("mv skills .keel/", N),
+    ("tee .keel/skills/x/SKILL.md < evil.md", N),
+    ("cd .keel && echo hi > skills/x/SKILL.md", N),
+    ("rm -rf .keel", N),
+    ("echo hi > .k*/skills/x/SKILL.md", N),
+    ("cat .keel/skills/x/SKILL.md", A),
+    ("ls -la .keel/skills", A),
+    // `[` and `[[` are test commands, not globs.
+    ("[ -d . ]", A),
+    ("[ -f Cargo.toml ] && echo yes", A),
+    ("[[ -d . ]] || mkdir out", A),
+    ("if [ \"$X\" = y ]; then echo y; fi", A),
 ];
 
 #[test]
@@ -316,6 +408,16 @@ fn hostile_lines_never_panic_and_never_allow_by_accident() {
     ] {
         let _ = policy.classify(odd);
     }
+    // Loops that change directory are walked again, never exponentially.
+    let loops = (0..60).fold("cd d; rm -rf x".to_string(), |inner, i| {
+        format!("for v{i} in a b; do {inner}; done")
+    });
+    let started = std::time::Instant::now();
+    assert!(matches!(
+        policy.classify(&loops),
+        Verdict::NeedsApproval { .. }
+    ));
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
     let long = "echo a ".repeat(10_000);
     assert!(policy.classify(&long).is_allow());
 }

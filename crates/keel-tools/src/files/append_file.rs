@@ -99,6 +99,7 @@ fn append(workspace: &Workspace, args: &AppendFileArgs) -> Result<ToolOutput, To
             OpenError::Changed => changed(&shown),
             OpenError::Io(e) => ToolError::failed(format!("cannot append to {shown}: {e}")),
         })?;
+    refuse_other_names(&file, &shown)?;
 
     let bytes = args.content.as_bytes();
     let written = write_once(&mut file, bytes)
@@ -133,6 +134,25 @@ fn append(workspace: &Workspace, args: &AppendFileArgs) -> Result<ToolOutput, To
         .unwrap_or_else(|_| "an unknown number of".to_string());
     Ok(ToolOutput::text(format!(
         "appended {written} bytes to {shown} (it now has {size} bytes)"
+    )))
+}
+
+/// Refuses a file with more than one name (hard links): appending changes it under every name,
+/// and the others may lie anywhere, outside the workspace too (keel's memory notes, a package
+/// store). `write_file` is not refused: it gives the name a new file and leaves the others be.
+fn refuse_other_names(file: &File, shown: &str) -> Result<(), ToolError> {
+    let names = rustix::fs::fstat(file)
+        .map_err(|e| {
+            ToolError::failed(format!("cannot append to {shown}: {}", io::Error::from(e)))
+        })?
+        .st_nlink;
+    if names <= 1 {
+        return Ok(());
+    }
+    Err(ToolError::denied(format!(
+        "cannot append to {shown}: it has {names} names (hard links), so appending would change \
+         it under its other names too, which may lie outside the workspace; write the whole new \
+         content with write_file instead (it replaces this name only)"
     )))
 }
 

@@ -72,7 +72,7 @@ impl Tool for ReadFile {
 fn read(workspace: &Workspace, args: &ReadFileArgs) -> Result<ToolOutput, ToolError> {
     let target = workspace.locate(&args.path, Access::Read)?;
     let shown = target.shown().to_string();
-    let bytes = read_bytes(&target)?;
+    let bytes = read_bytes(workspace, &target)?;
     if bytes.contains(&0) {
         return Err(binary(&shown));
     }
@@ -87,8 +87,9 @@ fn read(workspace: &Workspace, args: &ReadFileArgs) -> Result<ToolOutput, ToolEr
     line_range(&text, &shown, start, args.limit).map(ToolOutput::text)
 }
 
-/// The whole file, after checking it is a regular file within the size limit.
-fn read_bytes(target: &Target) -> Result<Vec<u8>, ToolError> {
+/// The whole file, after checking it is a regular file within the size limit and not another
+/// name (a hard link) of one of keel's own files.
+fn read_bytes(workspace: &Workspace, target: &Target) -> Result<Vec<u8>, ToolError> {
     let shown = target.shown();
     let not_regular = |file_type| match file_type {
         FileType::Directory => ToolError::failed(format!(
@@ -115,6 +116,7 @@ fn read_bytes(target: &Target) -> Result<Vec<u8>, ToolError> {
             }
             OpenError::Io(e) => ToolError::failed(format!("cannot read {shown}: {e}")),
         })?;
+    workspace.check_other_names(&file, shown, "read")?;
     let io_error = |e: io::Error| ToolError::failed(format!("cannot read {shown}: {e}"));
     let size = file.metadata().map_err(io_error)?.len();
     if size > MAX_READ_BYTES {

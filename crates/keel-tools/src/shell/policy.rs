@@ -27,7 +27,21 @@
 //! whatever the patterns say: a line that does not parse, a command name taken from a variable
 //! or a substitution (`$X -rf /`), a script built at run time (`sh -c "$S"`, `eval "$(…)"`), a
 //! shell reading a script from a pipe (`… | sh`; worse after `curl`/`wget`) all need approval,
-//! and a function that calls itself (`:(){ :|:& };:`) is refused.
+//! and a function that calls itself (`:(){ :|:& };:`), directly or through others, is refused.
+//!
+//! The policy also follows where each command would run (module `places`). After a `cd` (or
+//! `pushd`, `env -C`, `git -C`…) out of the workspace, or to a place only known when it runs
+//! (`cd $X`, `cd -`), and inside a `.keel` directory, only commands known to only read
+//! (module `readers`) run without approval: `cd ~ && echo x >> .bashrc` needs it. Anywhere, a
+//! command that is not known to only read needs approval when a path of it names a `.keel`
+//! directory (the workspace's holds skills, which reach later prompts) or, when the policy knows
+//! the workspace root ([`ShellPolicy::in_workspace`]), leads out of the workspace through a
+//! symlink on disk. Like redirections these are judged whatever the patterns say: a pattern
+//! sees the words of a command, not where it runs. Links (module `links`) to places outside the
+//! workspace need approval: a symbolic link (`ln -s /elsewhere l`) lets later commands reach
+//! there, a hard link (`ln ~/.local/share/keel/keel.db x`) brings an outside file in. Aliases
+//! are judged by their value where they are defined, and a name the line defines as a function
+//! or alias is never taken for the command it shadows.
 //!
 //! The policy guards against mistakes and the obvious, not against a determined adversary: a
 //! script written to a file and then run, an interpreter's own code (`python -c`), or a program
@@ -35,15 +49,22 @@
 
 mod builtin;
 mod command_line;
+mod links;
 mod paths;
 mod pattern;
+mod places;
+mod readers;
 mod verdict;
 mod wrappers;
+
+use std::collections::HashSet;
+use std::path::Path;
 
 pub use pattern::{CommandPattern, PatternError};
 pub use verdict::Verdict;
 
 use command_line::{Invocation, shorten};
+use places::Places;
 
 /// How deeply brackets may nest before a line is not parsed at all (a guard for the parser's
 /// recursion); such a line needs approval.
@@ -55,6 +76,7 @@ pub struct ShellPolicy {
     allow: Vec<CommandPattern>,
     deny: Vec<CommandPattern>,
     approve: Vec<CommandPattern>,
+    places: Places,
 }
 
 /// Which configured list a pattern belongs to, for errors.
@@ -77,7 +99,17 @@ impl ShellPolicy {
             allow: compile("allow", allow)?,
             deny: compile("deny", deny)?,
             approve: compile("approve", approve)?,
+            places: Places::default(),
         })
+    }
+
+    /// The same policy for commands run in the workspace at `root`: absolute paths inside it
+    /// count as inside (`cd /work/repo/src`), and the symlinks already on disk along a path
+    /// inside are followed, so a path that leaves through one is seen to. Without a root,
+    /// every absolute path counts as outside and symlinks on disk are not looked at.
+    pub fn in_workspace(mut self, root: &Path) -> Self {
+        self.places = Places::new(root);
+        self
     }
 
     /// What the policy thinks of `command`, a line for `sh -c`.
@@ -89,21 +121,30 @@ impl ShellPolicy {
             ));
         }
         // brush-parser is not known to panic, but a parser bug must not allow a command.
-        let Ok(reading) = std::panic::catch_unwind(|| command_line::read(command)) else {
+        let read = || command_line::read(command, &self.places);
+        let Ok(reading) = std::panic::catch_unwind(read) else {
             return Verdict::approval(format!(
                 "`{}` could not be parsed, so it cannot be checked",
                 shorten(command)
             ));
         };
         let findings = reading.findings.into_iter();
-        let judged = reading.invocations.iter().map(|inv| self.judge(inv));
+        let defined = &reading.defined;
+        let judged = reading
+            .invocations
+            .iter()
+            .map(|inv| self.judge(inv, defined));
         findings.chain(judged).fold(Verdict::Allow, Verdict::worst)
     }
 
     /// One simple command: configured patterns first, then the built-in list; its
-    /// redirections always by the built-in list.
-    fn judge(&self, invocation: &Invocation) -> Verdict {
-        let writes = builtin::judge_writes(invocation);
+    /// redirections by the built-in list and, unless it only reads, where it runs and what its
+    /// paths reach, always. `defined`: the names the line defines as functions or aliases.
+    fn judge(&self, invocation: &Invocation, defined: &HashSet<String>) -> Verdict {
+        let mut writes = builtin::judge_writes(invocation);
+        if !readers::only_reads(invocation, defined) {
+            writes = writes.worst(self.places.judge(invocation));
+        }
         if invocation.words.is_empty() {
             return writes;
         }
@@ -124,7 +165,7 @@ impl ShellPolicy {
         } else if matching(&self.allow).is_some() {
             Verdict::Allow
         } else {
-            builtin::judge(invocation)
+            builtin::judge(invocation).worst(links::judge(invocation, &self.places))
         };
         verdict.worst(writes)
     }

@@ -100,7 +100,7 @@ fn is_disk_tool(name: &str) -> bool {
 }
 
 /// Whether a short-option cluster (`-rf`) or a long option sets one of `short` / `long`.
-fn has_flag(args: &[Arg], short: &[char], long: &[&str]) -> bool {
+pub(crate) fn has_flag(args: &[Arg], short: &[char], long: &[&str]) -> bool {
     args.iter().take_while(|a| a.text != "--").any(|a| {
         let text = a.text.as_str();
         if let Some(name) = text.strip_prefix("--") {
@@ -114,7 +114,7 @@ fn has_flag(args: &[Arg], short: &[char], long: &[&str]) -> bool {
 }
 
 /// The operands of a command: the words that are not options (all words after `--`).
-fn operands(args: &[Arg]) -> Vec<&Arg> {
+pub(crate) fn operands(args: &[Arg]) -> Vec<&Arg> {
     let mut after_dashes = false;
     let mut found = Vec::new();
     for arg in args {

@@ -8,15 +8,26 @@
 //! invocation and the one it runs. What cannot be known without running the line (a command
 //! name from a variable, a script built at run time, a shell reading a pipe, a text that does
 //! not parse) becomes a finding: a verdict no configured pattern can lift.
+//!
+//! The walk follows the working directory as the line moves it ([`directories`]): each
+//! invocation carries the directory it would run in. And it keeps the functions and aliases the
+//! line defines ([`definitions`]): their bodies are walked where they are defined, their names
+//! are never taken for the commands they shadow, and functions that call each other are a fork
+//! bomb.
 
+mod definitions;
+mod directories;
+mod words;
+
+use std::collections::{HashMap, HashSet};
 use std::io::Cursor;
 
 use brush_parser::ast::{self, AndOr, Command, CommandPrefixOrSuffixItem, CompoundCommand};
 use brush_parser::ast::{IoFileRedirectKind, IoFileRedirectTarget, IoRedirect};
-use brush_parser::word::{Parameter, ParameterExpr, TildeExpr, WordPiece, WordPieceWithSource};
 use brush_parser::{Parser, ParserOptions};
 
 use super::Verdict;
+use super::places::{Cwd, Places};
 use super::wrappers::{DOWNLOADERS, Inner, inner_commands};
 
 /// How deep scripts inside scripts (`sh -c "sh -c '…'"`, nested `$( … )`) are followed.
@@ -54,6 +65,8 @@ pub(crate) struct Invocation {
     pub writes: Vec<Arg>,
     /// More arguments come from its input at run time (a command run by `xargs`).
     pub args_from_input: bool,
+    /// The directory it would run in.
+    pub cwd: Cwd,
 }
 
 impl Invocation {
@@ -97,6 +110,8 @@ pub(crate) struct Reading {
     pub invocations: Vec<Invocation>,
     /// What could not be known before running, and fork bombs.
     pub findings: Vec<Verdict>,
+    /// The names the line defines as functions or aliases.
+    pub defined: HashSet<String>,
 }
 
 /// Where a command's standard input comes from.
@@ -110,29 +125,70 @@ enum Stdin {
     Download,
 }
 
-/// Reads `command` (see the module documentation).
-pub(crate) fn read(command: &str) -> Reading {
+/// Reads `command` (see the module documentation); paths are placed by `places`.
+pub(crate) fn read(command: &str, places: &Places) -> Reading {
     let mut reader = Reader {
         reading: Reading::default(),
         depth: 0,
         stdin: Stdin::Closed,
         options: ParserOptions::default(),
+        places,
+        cwd: Cwd::default(),
+        pushed: Vec::new(),
+        cdpath: command.contains("CDPATH"),
+        calls: HashMap::new(),
+        at_exit: Vec::new(),
     };
     reader.script(command);
+    // A trap's script runs when the shell exits, wherever the line left it.
+    for script in std::mem::take(&mut reader.at_exit) {
+        reader.script(&script);
+    }
     reader.reading
 }
 
 /// The walk over one command line and the scripts inside it.
-struct Reader {
+struct Reader<'a> {
     reading: Reading,
     depth: usize,
     stdin: Stdin,
     options: ParserOptions,
+    places: &'a Places,
+    /// Where the commands walked now would run.
+    cwd: Cwd,
+    /// The directories `pushd` left, for `popd`.
+    pushed: Vec<Cwd>,
+    /// The line mentions `CDPATH`, which may send a `cd` anywhere.
+    cdpath: bool,
+    /// Each function and alias defined so far, with the names its body calls.
+    calls: HashMap<String, Vec<String>>,
+    /// The scripts of `trap`, walked again at the end.
+    at_exit: Vec<String>,
 }
 
-impl Reader {
+impl Reader<'_> {
     fn finding(&mut self, verdict: Verdict) {
         self.reading.findings.push(verdict);
+    }
+
+    /// Walks code that runs in a subshell or another process: whatever directory it moves to
+    /// stays there.
+    fn isolated(&mut self, walk: impl FnOnce(&mut Self)) {
+        let saved = (self.cwd.clone(), self.pushed.clone());
+        walk(self);
+        (self.cwd, self.pushed) = saved;
+    }
+
+    /// Walks a loop's code; when a turn ends elsewhere than it began, the next turns start
+    /// somewhere only known when it runs, so the code is walked again from there (once: from
+    /// a place already unknown, a turn is walked once, so nested loops stay linear).
+    fn looped(&mut self, walk: impl Fn(&mut Self)) {
+        let before = self.cwd.clone();
+        walk(self);
+        if self.cwd != before && !matches!(before, Cwd::Unknown(_)) {
+            self.cwd = Cwd::Unknown("a loop changes directory on each turn".into());
+            walk(self);
+        }
     }
 
     /// Parses and walks a script: the whole line, or one found inside it.
@@ -218,15 +274,15 @@ impl Reader {
                 {
                     self.arithmetic(&expr.value);
                 }
-                self.list(&f.body.list);
+                self.looped(|reader| reader.list(&f.body.list));
             }
             CompoundCommand::BraceGroup(g) => self.list(&g.list),
-            CompoundCommand::Subshell(s) => self.list(&s.list),
+            CompoundCommand::Subshell(s) => self.isolated(|reader| reader.list(&s.list)),
             CompoundCommand::ForClause(f) => {
                 for value in f.values.iter().flatten() {
                     self.word(value);
                 }
-                self.list(&f.body.list);
+                self.looped(|reader| reader.list(&f.body.list));
             }
             CompoundCommand::CaseClause(c) => {
                 self.word(&c.value);
@@ -250,27 +306,12 @@ impl Reader {
                 }
             }
             CompoundCommand::WhileClause(w) | CompoundCommand::UntilClause(w) => {
-                self.list(&w.0);
-                self.list(&w.1.list);
+                self.looped(|reader| {
+                    reader.list(&w.0);
+                    reader.list(&w.1.list);
+                });
             }
             CompoundCommand::Coprocess(c) => self.command(&c.body),
-        }
-    }
-
-    /// A function definition: its body is walked like any code, and a body that calls the
-    /// function itself (`:(){ :|:& };:`) is a fork bomb.
-    fn function(&mut self, function: &ast::FunctionDefinition) {
-        let name = self.word(&function.fname).text;
-        let start = self.reading.invocations.len();
-        self.compound(&function.body.0);
-        self.redirect_list(function.body.1.as_ref());
-        if self.reading.invocations[start..]
-            .iter()
-            .any(|inv| inv.words.first().is_some_and(|w| w.text == name))
-        {
-            self.finding(Verdict::refuse(format!(
-                "`{name}` is a function that calls itself, the shape of a fork bomb"
-            )));
         }
     }
 
@@ -295,7 +336,10 @@ impl Reader {
     /// The redirections of a compound command, judged as a command without a name.
     fn redirect_list(&mut self, redirects: Option<&ast::RedirectList>) {
         let Some(redirects) = redirects else { return };
-        let mut invocation = Invocation::default();
+        let mut invocation = Invocation {
+            cwd: self.cwd.clone(),
+            ..Invocation::default()
+        };
         let mut documents = Vec::new();
         for redirect in &redirects.0 {
             self.redirect(redirect, &mut invocation.writes, &mut documents);
@@ -344,7 +388,7 @@ impl Reader {
                 }
             }
             CommandPrefixOrSuffixItem::ProcessSubstitution(_, sub) => {
-                self.list(&sub.list);
+                self.isolated(|reader| reader.list(&sub.list));
                 words.push(Arg {
                     text: "<(…)".into(),
                     dynamic: true,
@@ -355,7 +399,7 @@ impl Reader {
     }
 
     /// Records one simple command, then what it runs in turn (a wrapper's command, a shell's
-    /// script).
+    /// script), and what it changes for the commands after it (the directory, definitions).
     fn invocation(
         &mut self,
         words: Vec<Arg>,
@@ -363,13 +407,19 @@ impl Reader {
         documents: &[String],
         args_from_input: bool,
     ) {
+        // `env -C DIR cmd`, `git -C DIR …`: the command and what it runs start in DIR.
+        let outer = self
+            .runs_in(&words)
+            .map(|moved| std::mem::replace(&mut self.cwd, moved));
         let invocation = Invocation {
             words,
             writes,
             args_from_input,
+            cwd: self.cwd.clone(),
         };
+        // `[` is the test command, not a pattern.
         if let Some(name) = invocation.words.first()
-            && (name.dynamic || name.glob || name.text.is_empty())
+            && (name.dynamic || (name.glob && name.text != "[") || name.text.is_empty())
         {
             self.finding(Verdict::approval(format!(
                 "`{}` runs a command whose name is only known when it runs",
@@ -379,7 +429,12 @@ impl Reader {
         let inner = inner_commands(&invocation.words);
         let shown = invocation.shown();
         let name = invocation.name().to_string();
+        let words = invocation.words.clone();
         self.reading.invocations.push(invocation);
+        self.change_directory(&name, &words);
+        if name == "alias" {
+            self.aliases(&words);
+        }
         for inner in inner {
             match inner {
                 Inner::Command(words, from_input) => {
@@ -388,10 +443,18 @@ impl Reader {
                 Inner::Script(script) if script.dynamic => self.finding(Verdict::approval(
                     format!("`{shown}` runs a script that is only known when it runs"),
                 )),
-                Inner::Script(script) => self.script(&script.text),
+                // These run their script in this very shell: where it moves, the line follows.
+                Inner::Script(script) if matches!(name.as_str(), "eval" | "source" | ".") => {
+                    self.script(&script.text)
+                }
+                Inner::Script(script) if name == "trap" => {
+                    self.script(&script.text);
+                    self.at_exit.push(script.text);
+                }
+                Inner::Script(script) => self.isolated(|reader| reader.script(&script.text)),
                 Inner::ReadsStdin if !documents.is_empty() => {
                     for document in documents {
-                        self.script(document);
+                        self.isolated(|reader| reader.script(document));
                     }
                 }
                 Inner::ReadsStdin => match self.stdin {
@@ -404,6 +467,9 @@ impl Reader {
                     ))),
                 },
             }
+        }
+        if let Some(outer) = outer {
+            self.cwd = outer;
         }
     }
 
@@ -429,7 +495,9 @@ impl Reader {
                     }
                 }
                 IoFileRedirectTarget::Fd(_) => {}
-                IoFileRedirectTarget::ProcessSubstitution(_, sub) => self.list(&sub.list),
+                IoFileRedirectTarget::ProcessSubstitution(_, sub) => {
+                    self.isolated(|reader| reader.list(&sub.list))
+                }
                 IoFileRedirectTarget::Duplicate(w) => {
                     let arg = self.word(w);
                     // `>&2` and `>&-` name descriptors; anything else (`>& file`) is a file.
@@ -463,122 +531,7 @@ impl Reader {
             }
         }
     }
-
-    /// Unquotes a word; command substitutions inside are walked as scripts.
-    fn word(&mut self, word: &ast::Word) -> Arg {
-        match brush_parser::word::parse(&word.value, &self.options) {
-            Ok(pieces) => {
-                let mut arg = Arg::default();
-                self.pieces(&word.value, &pieces, &mut arg, false);
-                arg
-            }
-            Err(e) => {
-                self.finding(Verdict::approval(format!(
-                    "the word `{}` could not be parsed ({e}), so it cannot be checked",
-                    shorten(&word.value)
-                )));
-                Arg {
-                    text: word.value.clone(),
-                    dynamic: true,
-                    glob: false,
-                }
-            }
-        }
-    }
-
-    fn pieces(
-        &mut self,
-        source: &str,
-        pieces: &[WordPieceWithSource],
-        arg: &mut Arg,
-        quoted: bool,
-    ) {
-        for piece in pieces {
-            let raw = source.get(piece.start_index..piece.end_index).unwrap_or("");
-            match &piece.piece {
-                WordPiece::Text(text) => {
-                    if !quoted && (text.contains(['*', '?', '[']) || is_brace_expansion(text)) {
-                        arg.glob = true;
-                    }
-                    arg.text.push_str(text);
-                }
-                WordPiece::SingleQuotedText(text) => arg.text.push_str(text),
-                WordPiece::AnsiCQuotedText(text) => {
-                    // `$'\x72m'` is `rm`: escapes are not decoded here, so the word is unknown.
-                    arg.dynamic |= text.contains('\\');
-                    arg.text.push_str(text);
-                }
-                WordPiece::DoubleQuotedSequence(inner)
-                | WordPiece::GettextDoubleQuotedSequence(inner) => {
-                    self.pieces(source, inner, arg, true)
-                }
-                WordPiece::TildeExpansion(TildeExpr::Home) => arg.text.push('~'),
-                WordPiece::TildeExpansion(TildeExpr::UserHome(user)) => {
-                    arg.text.push('~');
-                    arg.text.push_str(user);
-                }
-                WordPiece::TildeExpansion(_) => {
-                    arg.dynamic = true;
-                    arg.text.push_str(raw);
-                }
-                WordPiece::ParameterExpansion(expr) => {
-                    let home = matches!(
-                        expr,
-                        ParameterExpr::Parameter { parameter: Parameter::Named(name), indirect: false }
-                            if name == "HOME"
-                    );
-                    if home && arg.text.is_empty() {
-                        arg.text.push('~');
-                    } else {
-                        arg.dynamic = true;
-                        arg.text.push_str(raw);
-                    }
-                    if raw.contains("$(") || raw.contains('`') {
-                        self.finding(Verdict::approval(format!(
-                            "`{}` runs a command inside a parameter expansion, which is not checked",
-                            shorten(raw)
-                        )));
-                    }
-                }
-                WordPiece::CommandSubstitution(script)
-                | WordPiece::BackquotedCommandSubstitution(script) => {
-                    self.script(script);
-                    arg.dynamic = true;
-                    arg.text.push_str(raw);
-                }
-                WordPiece::EscapeSequence(escaped) => {
-                    let c = escaped.strip_prefix('\\').unwrap_or(escaped);
-                    if c != "\n" {
-                        arg.text.push_str(c);
-                    }
-                }
-                WordPiece::ArithmeticExpression(expr) => {
-                    self.arithmetic(&expr.value);
-                    arg.dynamic = true;
-                    arg.text.push_str(raw);
-                }
-            }
-        }
-    }
-
-    /// Arithmetic may hold command substitutions (`$(( $(cmd) ))`), which are not followed.
-    fn arithmetic(&mut self, expr: &str) {
-        if expr.contains("$(") || expr.contains('`') {
-            self.finding(Verdict::approval(format!(
-                "`{}` runs a command inside arithmetic, which is not checked",
-                shorten(expr)
-            )));
-        }
-    }
 }
-
-/// A word like `{a,b}` or `{1..3}` that bash expands into several.
-fn is_brace_expansion(text: &str) -> bool {
-    text.find('{').is_some_and(|open| {
-        text[open..].contains('}') && (text.contains(',') || text.contains(".."))
-    })
-}
-
 /// A command cut to a length fit for a reason.
 pub(crate) fn shorten(text: &str) -> String {
     const LIMIT: usize = 120;

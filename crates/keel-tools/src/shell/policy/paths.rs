@@ -90,14 +90,14 @@ pub(crate) fn scope(arg: &Arg) -> Scope {
 }
 
 /// The components of a path: empty ones and `.` dropped (`a//./b` is `a/b`).
-fn components(path: &str) -> Vec<&str> {
+pub(crate) fn components(path: &str) -> Vec<&str> {
     path.split('/')
         .filter(|c| !c.is_empty() && *c != ".")
         .collect()
 }
 
 /// An absolute path's components with `..` taken away lexically (`/x/../etc` is `/etc`).
-fn resolve_absolute<'a>(parts: &[&'a str]) -> Vec<&'a str> {
+pub(crate) fn resolve_absolute<'a>(parts: &[&'a str]) -> Vec<&'a str> {
     let mut resolved = Vec::new();
     for part in parts {
         if *part == ".." {
@@ -111,7 +111,7 @@ fn resolve_absolute<'a>(parts: &[&'a str]) -> Vec<&'a str> {
 
 /// A relative path's components with `..` taken away lexically where it follows a name
 /// (`src/..` is `.`); leading `..` stay.
-fn resolve_relative<'a>(parts: &[&'a str]) -> Vec<&'a str> {
+pub(crate) fn resolve_relative<'a>(parts: &[&'a str]) -> Vec<&'a str> {
     let mut resolved: Vec<&str> = Vec::new();
     for part in parts {
         if *part == ".." && resolved.last().is_some_and(|last| *last != "..") {
@@ -132,7 +132,7 @@ fn is_everything(component: &str) -> bool {
         || component.starts_with('[')
 }
 
-fn has_glob(text: &str) -> bool {
+pub(crate) fn has_glob(text: &str) -> bool {
     text.contains(['*', '?', '[', '{'])
 }
 
