@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::provider::Usage;
 
+mod shared;
+
+pub use shared::{Reservation, SharedBudget};
+
 /// Prices of one model, in USD per million tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Price {

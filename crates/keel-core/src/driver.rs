@@ -186,7 +186,7 @@ impl Driver<'_> {
                     // side-effecting calls in flight finish and are stored, and the flag is seen
                     // at the next boundary. The hard limit ends the batch whatever it waits on.
                     if let Some(delegation) = &delegation {
-                        delegation.begin_batch(run.usage().total(), run.cost());
+                        delegation.begin_batch(run);
                     }
                     let work = executor.run_batch(&calls, &replay);
                     let raced = self.race(run.id(), hard_at, Interruptible::No, work).await;

@@ -11,6 +11,8 @@ use keel_core::{Agent, AgentState, MemoryStore, Permission, RunRequest, Store};
 use keel_mock::{Script, ScriptedProvider, Step};
 use serde_json::json;
 
+mod support;
+
 const CHILD: &str = "child-model";
 
 fn agent(provider: Arc<ScriptedProvider>, store: Arc<MemoryStore>) -> Agent {
@@ -140,5 +142,92 @@ async fn a_run_continuing_a_stored_sub_agent_session_at_max_depth_cannot_delegat
     assert!(
         provider.requests().iter().all(|r| r.model != CHILD),
         "the child model was never called"
+    );
+}
+
+#[tokio::test]
+async fn parallel_children_share_what_the_parent_has_left() {
+    // The parent spends 1000 of its 2500 on the call that delegates three tasks; each child
+    // call reports 1000 more and asks for another tool call, for as long as it may go on.
+    let tasks: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|goal| json!({"goal": format!("work on {goal}")}))
+        .collect();
+    let script = Script::new(vec![
+        Step::tool_call("delegate_task", json!({ "tasks": tasks })).with_usage(500, 500),
+        Step::text("never reached").with_usage(1, 1),
+    ])
+    .with_model(
+        CHILD,
+        vec![
+            Step::tool_call("echo", json!({"text": "more"}))
+                .with_usage(500, 500)
+                .repeat_forever(),
+        ],
+    );
+    let provider = Arc::new(ScriptedProvider::new(script));
+    let store = Arc::new(MemoryStore::new());
+    let agent = Agent::builder()
+        .provider(provider.clone())
+        .model("m")
+        .store(store.clone())
+        .tool(support::Echo::tool())
+        .budgets(Budgets {
+            token_budget: Some(2500),
+            ..Budgets::default()
+        })
+        .delegation(DelegationPolicy {
+            model: Some(CHILD.into()),
+            ..DelegationPolicy::default()
+        })
+        .build()
+        .unwrap();
+    let report = agent.run(RunRequest::new("go")).await.unwrap();
+
+    let runs = store.list_runs(None, 10).await.unwrap();
+    let children: Vec<_> = runs
+        .iter()
+        .filter(|run| run.session_id.starts_with("sub-1-"))
+        .collect();
+    assert_eq!(children.len(), 3, "{runs:?}");
+    let spent: u64 = runs
+        .iter()
+        .filter(|r| r.id != report.run_id)
+        .map(|r| r.usage.total())
+        .sum::<u64>()
+        + 1000;
+    // Never more than one call's worth over the parent's budget (each child used to get the
+    // whole 1500 left: 7000 in all).
+    assert!(spent <= 2500 + 1000, "the tree spent {spent}");
+    assert_eq!(
+        report.usage.total(),
+        spent,
+        "the parent counts what its children spent"
+    );
+    assert_eq!(report.state, AgentState::BudgetExceeded, "{report:?}");
+    // The children that could not go on say why, and the parent is told.
+    let stopped: Vec<_> = children
+        .iter()
+        .filter(|child| child.state == AgentState::BudgetExceeded)
+        .collect();
+    assert!(!stopped.is_empty(), "{children:?}");
+    let errors: Vec<&str> = stopped
+        .iter()
+        .map(|child| child.error.as_deref().unwrap_or_default())
+        .collect();
+    assert!(errors.iter().all(|e| e.contains("budget")), "{errors:?}");
+    // At least one was refused its call by the shared budget, not by its own: the others'
+    // spending stopped it.
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("shares with its parent run and the other sub-agents")),
+        "{errors:?}"
+    );
+    let result = &report.tool_calls[0].output;
+    assert!(
+        result.contains("budget_exceeded")
+            && result.contains("the budget it shares with you and the other sub-agents ran out"),
+        "{result}"
     );
 }

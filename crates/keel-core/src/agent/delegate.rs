@@ -130,8 +130,14 @@ impl Agent {
         });
         let ended = match existing {
             Err(error) => Err(AgentError::Store(error)),
-            // Finished before: its stored answer is the answer, never a second run.
-            Ok(Some(record)) if settled(&record) => Ok(record),
+            // Finished before: its stored answer is the answer, never a second run. What it
+            // spent is spent: the siblings share what is left after it.
+            Ok(Some(record)) if settled(&record) => {
+                if let Some(pool) = &call.shared {
+                    pool.charge(record.usage.total(), record.cost);
+                }
+                Ok(record)
+            }
             Ok(Some(_)) => {
                 let options = ResumeOptions {
                     // Its worker was the parent's, which is gone: this process resumes both.
@@ -218,7 +224,8 @@ impl Agent {
             Message::user(child.task.message()),
             now,
         )
-        .with_user(user.clone());
+        .with_user(user.clone())
+        .with_shared_budget(call.shared.clone());
         let emitter = self.emitter(&child.run_id, &child.session_id);
         let mut driver = self.driver(&emitter, &cancel, user);
         // Nobody answers a sub-agent's question: it stops, and the parent hears why.

@@ -2,13 +2,15 @@
 //! answers the run's `delegate_task` calls through the agent and keeps what the children spent
 //! for the parent's budgets.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
 use super::{DelegateCall, DelegateResult, Delegator};
+use crate::budget::SharedBudget;
 use crate::event::Emitter;
 use crate::provider::Usage;
+use crate::run::Run;
 use crate::run_settings::RunSettings;
 use crate::tool::{ToolContext, ToolSpec};
 
@@ -18,6 +20,9 @@ pub struct Delegation<'a> {
     settings: RunSettings,
     /// What the parent had spent when the batch started; set by the driver.
     spent_before: Mutex<(u64, f64)>,
+    /// The budget the batch's children share (with their own children): the parent's own
+    /// shared budget when it is a sub-agent itself, else what its budgets have left.
+    shared: Mutex<Option<Arc<SharedBudget>>>,
     /// What the batch's children spent; taken by the driver after the batch.
     children: Mutex<(Usage, f64)>,
 }
@@ -29,14 +34,31 @@ impl<'a> Delegation<'a> {
             delegator,
             settings,
             spent_before: Mutex::new((0, 0.0)),
+            shared: Mutex::new(None),
             children: Mutex::new((Usage::default(), 0.0)),
         }
     }
 
-    /// A batch starts; the parent has spent `tokens` and `cost` so far.
-    pub fn begin_batch(&self, tokens: u64, cost: f64) {
+    /// A batch of `run` starts: what it has spent so far, and the budget its children will
+    /// share — so that children running at the same time draw on one remainder, not each on
+    /// the whole of it.
+    pub fn begin_batch(&self, run: &Run) {
+        let (tokens, cost) = (run.usage().total(), run.cost());
         if let Ok(mut spent) = self.spent_before.lock() {
             *spent = (tokens, cost);
+        }
+        let shared = match run.shared_budget() {
+            Some(pool) => Some(Arc::clone(pool)),
+            None => {
+                // Until a child's call says otherwise, a call is assumed as large as the
+                // parent's own, on average.
+                let calls = u64::from(run.iteration().max(1));
+                let per_call = (tokens / calls, cost / calls as f64);
+                SharedBudget::new(&self.settings.budgets, (tokens, cost), per_call)
+            }
+        };
+        if let Ok(mut slot) = self.shared.lock() {
+            *slot = shared;
         }
     }
 
@@ -57,6 +79,7 @@ impl<'a> Delegation<'a> {
         emitter: &Emitter,
     ) -> (bool, String) {
         let spent = self.spent_before.lock().map(|s| *s).unwrap_or_default();
+        let shared = self.shared.lock().ok().and_then(|slot| slot.clone());
         let DelegateResult {
             ok,
             content,
@@ -70,6 +93,7 @@ impl<'a> Delegation<'a> {
                 offered,
                 settings: &self.settings,
                 spent,
+                shared,
                 emitter,
             })
             .await;

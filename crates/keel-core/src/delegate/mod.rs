@@ -415,6 +415,9 @@ pub struct DelegateCall<'a> {
     pub settings: &'a RunSettings,
     /// The tokens and dollars the parent had spent when the batch started.
     pub spent: (u64, f64),
+    /// The budget the children share with each other and their own children, when the
+    /// parent's has a limit.
+    pub shared: Option<std::sync::Arc<crate::budget::SharedBudget>>,
     /// The parent's events.
     pub emitter: &'a Emitter,
 }

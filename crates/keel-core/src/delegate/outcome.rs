@@ -70,6 +70,12 @@ impl ChildOutcome {
         if self.state == AgentState::MaxSteps {
             text.push_str("\nIt hit its iteration limit before finishing.");
         }
+        if self.state == AgentState::BudgetExceeded {
+            text.push_str(
+                "\nIt stopped because the budget it shares with you and the other sub-agents \
+                 ran out; its task is not finished, and your own budget is as good as spent.",
+            );
+        }
         if let Some(error) = self
             .error
             .as_deref()

@@ -224,6 +224,9 @@ pub struct Run {
     /// The length of the last checkpoint's state, to size the next one's buffer.
     #[serde(skip)]
     state_len: usize,
+    /// The budget a sub-agent shares with its parent and siblings, and the room it holds.
+    #[serde(skip)]
+    share: delegated::Share,
 }
 
 impl Run {
@@ -325,6 +328,7 @@ impl Run {
             events: Vec::new(),
             charges: Vec::new(),
             state_len: 0,
+            share: delegated::Share::default(),
             id,
         };
         for stored in history {
@@ -472,6 +476,11 @@ impl Run {
             return self.fail(AgentState::MaxSteps, None, text);
         }
         self.warnings.clear();
+        // A sub-agent's shared budget first: its own limits are what was left of its parent's,
+        // which the shared one counts with its siblings' spending.
+        if let Some(step) = self.reserve_shared_budget() {
+            return step;
+        }
         match self.settings.budgets.check(self.usage.total(), self.cost) {
             BudgetStatus::Exceeded(message) => {
                 return self.fail(AgentState::BudgetExceeded, None, message);

@@ -142,6 +142,7 @@ impl Run {
             .map_or(0.0, |price| price.cost(&response.usage));
         self.usage += response.usage;
         self.cost += cost;
+        self.settle_shared_budget(response.usage.total(), cost);
         self.charges
             .push((response.model.clone(), response.usage, cost));
     }
