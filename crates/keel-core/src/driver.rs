@@ -208,6 +208,13 @@ impl Driver<'_> {
                 }
                 Step::AwaitApproval(pending) => {
                     let Some(human) = self.human else {
+                        if crate::delegate::depth_of(run.session_id()) > 0 {
+                            // A sub-agent's pause would wait for good: its parent goes on
+                            // without it and nobody decides its calls. Denied now; the parent
+                            // hears what needed approval and can ask for it itself.
+                            step = self.decide(run, ApprovalDecision::Deny).await?;
+                            continue;
+                        }
                         // Paused: the boundary above stored the call; `keel approve` goes on.
                         return Ok(());
                     };

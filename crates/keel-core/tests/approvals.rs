@@ -84,7 +84,12 @@ async fn a_call_needing_approval_waits_durably_and_runs_once_approved() {
     assert!(agent.answer(&waiting.run_id, "yes").await.is_err());
 
     let done = agent
-        .approve(&waiting.run_id, ApprovalDecision::ApproveOnce, false)
+        .approve(
+            &waiting.run_id,
+            &pending.call_id,
+            ApprovalDecision::ApproveOnce,
+            false,
+        )
         .await
         .unwrap();
     assert_eq!(done.state, AgentState::Completed, "{done:?}");
@@ -93,13 +98,18 @@ async fn a_call_needing_approval_waits_durably_and_runs_once_approved() {
     // Approving twice: nothing waits any more.
     assert!(
         agent
-            .approve(&waiting.run_id, ApprovalDecision::ApproveOnce, false)
+            .approve(
+                &waiting.run_id,
+                &pending.call_id,
+                ApprovalDecision::ApproveOnce,
+                false
+            )
             .await
             .is_err()
     );
     assert!(
         agent
-            .approve("no-such-run", ApprovalDecision::Deny, false)
+            .approve("no-such-run", "c", ApprovalDecision::Deny, false)
             .await
             .is_err()
     );
@@ -120,8 +130,9 @@ async fn a_denied_call_never_runs_and_the_model_is_told() {
         appender.lines().is_empty(),
         "nothing of the batch runs first"
     );
+    let call_id = waiting.approval.as_ref().unwrap().call_id.clone();
     let done = agent
-        .approve(&waiting.run_id, ApprovalDecision::Deny, false)
+        .approve(&waiting.run_id, &call_id, ApprovalDecision::Deny, false)
         .await
         .unwrap();
     assert_eq!(done.state, AgentState::Completed);
@@ -149,8 +160,14 @@ async fn approve_session_lets_the_same_call_run_without_asking_in_later_runs() {
         .run(RunRequest::new("go").session("s1"))
         .await
         .unwrap();
+    let call_id = first.approval.as_ref().unwrap().call_id.clone();
     let done = agent
-        .approve(&first.run_id, ApprovalDecision::ApproveSession, false)
+        .approve(
+            &first.run_id,
+            &call_id,
+            ApprovalDecision::ApproveSession,
+            false,
+        )
         .await
         .unwrap();
     assert_eq!(done.state, AgentState::Completed);
@@ -194,7 +211,12 @@ async fn an_untrusted_session_asks_before_a_side_effect() {
     assert!(pending.reason.contains("untrusted"), "{}", pending.reason);
     assert_eq!(pending.pattern, "*");
     let done = agent
-        .approve(&waiting.run_id, ApprovalDecision::ApproveOnce, false)
+        .approve(
+            &waiting.run_id,
+            &pending.call_id,
+            ApprovalDecision::ApproveOnce,
+            false,
+        )
         .await
         .unwrap();
     assert_eq!(done.state, AgentState::Completed);
@@ -244,4 +266,110 @@ async fn a_person_at_hand_decides_inline_and_silence_denies_after_the_timeout() 
             assert!(last_tool_message(&provider.requests()[1]).contains("was denied and not run"));
         }
     }
+}
+
+#[tokio::test]
+async fn a_decision_names_its_call_and_a_stale_one_decides_nothing() {
+    // Approving the first call lets the run go on to a second one needing approval: the same
+    // decision sent again (a repeated request) must not approve that second call.
+    let provider = Arc::new(ScriptedProvider::from_steps(vec![
+        append("danger 1"),
+        append("danger 2"),
+        Step::text("done"),
+    ]));
+    let store = Arc::new(MemoryStore::new());
+    let appender = Appender::default();
+    let agent = agent(provider, store, &appender);
+    let waiting = agent.run(RunRequest::new("go")).await.unwrap();
+    let first = waiting.approval.clone().unwrap();
+    let run_id = &waiting.run_id;
+    // A call id the run does not wait on decides nothing.
+    let wrong = agent
+        .approve(run_id, "no-such-call", ApprovalDecision::ApproveOnce, false)
+        .await
+        .unwrap_err();
+    assert!(wrong.to_string().contains(&first.call_id), "{wrong}");
+    assert!(appender.lines().is_empty());
+
+    let next = agent
+        .approve(run_id, &first.call_id, ApprovalDecision::ApproveOnce, false)
+        .await
+        .unwrap();
+    assert_eq!(next.state, AgentState::WaitingOnHuman, "{next:?}");
+    let second = next.approval.clone().unwrap();
+    assert_ne!(second.call_id, first.call_id);
+    assert_eq!(appender.lines(), ["danger 1"]);
+
+    let stale = agent
+        .approve(run_id, &first.call_id, ApprovalDecision::ApproveOnce, false)
+        .await
+        .unwrap_err();
+    assert!(stale.to_string().contains("stale"), "{stale}");
+    assert_eq!(
+        appender.lines(),
+        ["danger 1"],
+        "a stale decision ran a call"
+    );
+    let report = agent
+        .approve(run_id, &second.call_id, ApprovalDecision::Deny, false)
+        .await
+        .unwrap();
+    assert_eq!(report.state, AgentState::Completed, "{report:?}");
+    assert_eq!(appender.lines(), ["danger 1"]);
+}
+
+#[tokio::test]
+async fn a_sub_agent_call_needing_approval_is_denied_and_the_child_ends() {
+    // Nobody decides a sub-agent's calls: before, the child paused `waiting_on_human` for good
+    // while its parent went on. Now the call is denied at once, the child finishes, and the
+    // parent hears what needed approval.
+    const CHILD: &str = "child-model";
+    let script = keel_mock::Script::new(vec![
+        Step::tool_call("delegate_task", json!({"goal": "clean up"})),
+        Step::text("parent done"),
+    ])
+    .with_model(
+        CHILD,
+        vec![append("danger zone"), Step::text("could not clean up")],
+    );
+    let provider = Arc::new(ScriptedProvider::new(script));
+    let store = Arc::new(MemoryStore::new());
+    let appender = Appender::default();
+    let agent = Agent::builder()
+        .provider(provider.clone())
+        .model("m")
+        .store(store.clone())
+        .tool(Arc::new(Guarded(appender.tool())))
+        .delegation(keel_core::delegate::DelegationPolicy {
+            model: Some(CHILD.into()),
+            ..Default::default()
+        })
+        .build()
+        .unwrap();
+    let report = agent.run(RunRequest::new("go")).await.unwrap();
+    assert_eq!(report.state, AgentState::Completed, "{report:?}");
+    assert!(
+        appender.lines().is_empty(),
+        "the child's call ran unapproved"
+    );
+    let child = store
+        .list_runs(None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|run| run.session_id.starts_with("sub-1-"))
+        .unwrap();
+    assert_eq!(child.state, AgentState::Completed, "{child:?}");
+    assert_eq!(child.final_text.as_deref(), Some("could not clean up"));
+    let told = provider
+        .requests()
+        .iter()
+        .map(|r| serde_json::to_string(&r.messages).unwrap())
+        .find(|text| text.contains("a sub-agent does not get it"))
+        .expect("the child was told its call was denied");
+    assert!(told.contains("it is dangerous"), "{told}");
+    assert_eq!(
+        report.tool_calls[0].output.lines().last(),
+        Some("could not clean up")
+    );
 }

@@ -133,8 +133,14 @@ async fn a_write_in_an_untrusted_session_waits_for_approval_and_the_prompt_stays
         "an older note",
         "nothing written before the approval"
     );
+    let call_id = waiting.approval.as_ref().unwrap().call_id.clone();
     let done = agent
-        .approve(&waiting.run_id, ApprovalDecision::ApproveOnce, false)
+        .approve(
+            &waiting.run_id,
+            &call_id,
+            ApprovalDecision::ApproveOnce,
+            false,
+        )
         .await
         .unwrap();
     assert_eq!(done.state, AgentState::Completed, "{done:?}");

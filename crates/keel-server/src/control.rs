@@ -250,14 +250,22 @@ pub struct ApprovalBody {
     pub decision: String,
 }
 
-/// Decides about the tool call a run waits to have approved; the run goes on.
+/// Decides about the tool call a run waits to have approved, named by its `call_id`; the run
+/// goes on.
 #[utoipa::path(post, path = "/v1/runs/{id}/approval", request_body = ApprovalBody,
     params(("id" = String, Path, description = "The run")),
-    responses((status = 202, body = ContinuedView), (status = 400, body = ErrorBody),
-              (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+    responses((status = 202, body = ContinuedView),
+              (status = 400, description = "An unknown decision, or no `call_id`", body = ErrorBody),
+              (status = 404, body = ErrorBody),
+              (status = 409, description = "The run waits for no approval, or for that of another call than `call_id`", body = ErrorBody)))]
 async fn approve_run(
     State(state): State<AppState>,
     caller: Caller,
+    /// The id of the tool call decided: the run report's `approval.call_id` (or the
+    /// `agent.approval.requested` event's `call_id`). Required: a decision about any other
+    /// call than the one the run waits on — a stale one — is refused with 409.
+    #[schema(required = true, nullable = false)]
+    pub call_id: Option<String>,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<ApprovalBody>,
 ) -> Result<Response, ApiError> {
@@ -272,7 +280,17 @@ async fn approve_run(
             )));
         }
     };
-    state.engine.approve(&id, decision).await?;
+    let call_id = match body.call_id.as_deref().map(str::trim) {
+        Some(call_id) if !call_id.is_empty() => call_id.to_string(),
+        _ => {
+            return Err(ApiError::invalid(
+                "call_id is required: the id of the tool call this decision is about, as the \
+                 run's report names it (`approval.call_id`); a decision is never applied to \
+                 whatever call the run waits on when it arrives",
+            ));
+        }
+    };
+    state.engine.approve(&id, &call_id, decision).await?;
     Ok((
         StatusCode::ACCEPTED,
         axum::Json(ContinuedView { run_id: id }),

@@ -25,19 +25,24 @@ struct Api {
 
 impl Api {
     async fn new() -> Api {
+        Api::with(Script::new(vec![Step::text("ok")]).with_per_turn(), None).await
+    }
+
+    /// An API whose model follows `script`, with `tool` besides the loop's own.
+    async fn with(script: Script, tool: Option<Arc<dyn keel_core::Tool>>) -> Api {
         let store = Arc::new(MemoryStore::new());
         let hub = Arc::new(Hub::new(store.clone()));
         let engine = Engine::new(store.clone(), hub.clone(), EngineOptions::default());
-        let agent = Agent::builder()
-            .provider(Arc::new(ScriptedProvider::new(
-                Script::new(vec![Step::text("ok")]).with_per_turn(),
-            )))
+        let mut builder = Agent::builder()
+            .provider(Arc::new(ScriptedProvider::new(script)))
             .model("m")
             .store(store.clone())
             .event_sink(hub.clone())
-            .event_sink(engine.sink())
-            .build()
-            .unwrap();
+            .event_sink(engine.sink());
+        if let Some(tool) = tool {
+            builder = builder.tool(tool);
+        }
+        let agent = builder.build().unwrap();
         engine.start(Arc::new(agent)).await.unwrap();
         let state = AppState {
             store: store.clone(),
@@ -316,6 +321,160 @@ async fn the_openapi_document_is_3_1_and_names_every_endpoint() {
             paths.keys().collect::<Vec<_>>()
         );
     }
+}
+
+/// `shell {command}`: every call needs approval.
+struct AlwaysAsks(keel_core::ToolSpec);
+
+#[async_trait::async_trait]
+impl keel_core::Tool for AlwaysAsks {
+    fn spec(&self) -> &keel_core::ToolSpec {
+        &self.0
+    }
+    async fn call(
+        &self,
+        _args: Value,
+        _ctx: &keel_core::ToolContext,
+    ) -> Result<keel_core::ToolOutput, keel_core::ToolError> {
+        Ok(keel_core::ToolOutput::text("ran"))
+    }
+    fn approval(&self, _args: &Value) -> Option<keel_core::ApprovalNeed> {
+        Some(keel_core::ApprovalNeed {
+            reason: "every call asks".into(),
+            pattern: "*".into(),
+        })
+    }
+}
+
+/// A conversation of `key`'s user with one message sent: the run's report once it pauses.
+async fn paused_run(api: &Api, key: &str) -> Value {
+    let (status, conversation) = api.post(key, "/v1/conversations", "{}").await;
+    assert_eq!(status, StatusCode::CREATED, "{conversation}");
+    let id = conversation["id"].as_str().unwrap();
+    let (status, report) = api
+        .post(
+            key,
+            &format!("/v1/conversations/{id}/messages?wait=true"),
+            r#"{"text": "go"}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{report}");
+    assert_eq!(report["state"], "waiting_on_human", "{report}");
+    report
+}
+
+#[tokio::test]
+async fn an_approval_names_its_call_and_the_report_shows_the_arguments_as_an_object() {
+    let mut shell = keel_core::ToolSpec::new(
+        "shell",
+        "runs a command",
+        json!({"type": "object", "properties": {"command": {"type": "string"}}}),
+    );
+    // `ann` is not a stored user: a guest.
+    shell.required_permission = keel_core::Permission::Guest;
+    let script = Script::new(vec![
+        Step::tool_call("shell", json!({"command": "ls"})),
+        Step::tool_call("shell", json!({"command": "kill -9 1"})),
+        Step::text("done"),
+    ]);
+    let api = Api::with(script, Some(Arc::new(AlwaysAsks(shell)))).await;
+    let key = api.key(Some("ann"), false).await;
+    let report = paused_run(&api, &key).await;
+    assert_eq!(report["approval"]["arguments"], json!({"command": "ls"}));
+    let run_id = report["run_id"].as_str().unwrap();
+    let call_id = report["approval"]["call_id"].as_str().unwrap();
+    let path = format!("/v1/runs/{run_id}/approval");
+
+    // Without the call it decides, a decision is refused, and says why.
+    for body in [
+        r#"{"decision": "approve_once"}"#,
+        r#"{"decision": "approve_once", "call_id": ""}"#,
+        r#"{"decision": "approve_once", "call_id": null}"#,
+    ] {
+        let (status, refused) = api.post(&key, &path, body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {refused}");
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(message.contains("call_id is required"), "{message}");
+    }
+    // Another call's id is a conflict.
+    let (status, refused) = api
+        .post(
+            &key,
+            &path,
+            r#"{"decision": "approve_once", "call_id": "other"}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+
+    let body = json!({"decision": "approve_once", "call_id": call_id}).to_string();
+    let (status, accepted) = api.post(&key, &path, &body).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    let next = api.state.engine.wait(run_id).await.unwrap();
+    let kill = next.approval.unwrap();
+    assert_eq!(kill.arguments, r#"{"command":"kill -9 1"}"#);
+    // The same request again is about the first call: refused, and `kill -9` still waits.
+    let (status, refused) = api.post(&key, &path, &body).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&kill.call_id),
+        "{refused}"
+    );
+    let (status, waiting) = api.get(&key, &format!("/v1/runs/{run_id}/report")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(waiting["approval"]["call_id"], kill.call_id.as_str());
+    assert_eq!(
+        waiting["approval"]["arguments"],
+        json!({"command": "kill -9 1"})
+    );
+
+    // The OpenAPI document says `call_id` is required.
+    let (_, document) = api
+        .call(Request::get("/openapi.json").body(Body::empty()).unwrap())
+        .await;
+    let required = &document["components"]["schemas"]["ApprovalBody"]["required"];
+    assert!(
+        required.as_array().unwrap().contains(&json!("call_id")),
+        "{required}"
+    );
+}
+
+#[tokio::test]
+async fn an_approval_for_a_run_waiting_for_an_answer_is_409_and_the_question_stays() {
+    let script = Script::new(vec![
+        Step::tool_call("ask_human", json!({"question": "Which file?"})),
+        Step::text("a.txt it is."),
+    ]);
+    let api = Api::with(script, None).await;
+    let key = api.key(Some("ann"), false).await;
+    let report = paused_run(&api, &key).await;
+    assert_eq!(report["question"], "Which file?");
+    let run_id = report["run_id"].as_str().unwrap();
+    let (status, refused) = api
+        .post(
+            &key,
+            &format!("/v1/runs/{run_id}/approval"),
+            r#"{"decision": "approve_once", "call_id": "call_0"}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    assert_eq!(code(&refused), "conflict");
+    let (status, still) = api.get(&key, &format!("/v1/runs/{run_id}/report")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(still["state"], "waiting_on_human", "{still}");
+    assert_eq!(still["question"], "Which file?", "{still}");
+    let (status, answered) = api
+        .post(
+            &key,
+            &format!("/v1/runs/{run_id}/answer"),
+            r#"{"text": "a.txt"}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{answered}");
+    let done = api.state.engine.wait(run_id).await.unwrap();
+    assert_eq!(done.final_text.as_deref(), Some("a.txt it is."));
 }
 
 #[tokio::test]

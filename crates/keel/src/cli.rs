@@ -450,6 +450,11 @@ pub struct ApproveArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// The id of the tool call decided, as the run's report names it (`approval.call_id`).
+    /// Required: a decision never lands on a call other than the one it names.
+    #[arg(long, value_name = "ID")]
+    pub call_id: Option<String>,
+
     /// Model and loop options.
     #[command(flatten)]
     pub agent: AgentArgs,

@@ -45,10 +45,30 @@ fn keel_run(home: &Path, fake_home: &Path, mock: &Mock, workspace: &Path) -> std
     command
 }
 
-fn approve(home: &Path, fake_home: &Path, run_id: &str, decision: &str) -> std::process::Output {
-    run(keel(home)
-        .env("HOME", fake_home)
-        .args(["approve", run_id, decision, "--json"]))
+/// `keel approve RUN DECISION --call-id CALL --json`.
+fn approve(
+    home: &Path,
+    fake_home: &Path,
+    run_id: &str,
+    call_id: &str,
+    decision: &str,
+) -> std::process::Output {
+    run(keel(home).env("HOME", fake_home).args([
+        "approve",
+        run_id,
+        decision,
+        "--call-id",
+        call_id,
+        "--json",
+    ]))
+}
+
+/// The id of the call a waiting run's report says it waits to have approved.
+fn call_id(report: &Value) -> String {
+    report["approval"]["call_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no pending call in {report}"))
+        .to_string()
 }
 
 #[test]
@@ -73,17 +93,40 @@ fn without_a_terminal_the_run_waits_and_keel_approve_once_completes_it() {
         "{waiting}"
     );
     assert!(fake_home.join("canary").exists(), "ran before approval");
+    // The arguments are the object the model gave, not a string holding it.
+    assert_eq!(
+        waiting["approval"]["arguments"],
+        json!({"command": RM_HOME}),
+        "{waiting}"
+    );
     let run_id = waiting["run_id"].as_str().unwrap();
+    let call = call_id(&waiting);
+    // Without --call-id nothing is decided, and the refusal names the call that waits.
+    let unbound = run(keel(&home)
+        .env("HOME", &fake_home)
+        .args(["approve", run_id, "once"]));
+    assert_eq!(unbound.status.code(), Some(2), "{}", stderr(&unbound));
+    assert!(
+        stderr(&unbound).contains("needs --call-id"),
+        "{}",
+        stderr(&unbound)
+    );
+    assert!(stderr(&unbound).contains(&call), "{}", stderr(&unbound));
+    assert!(stderr(&unbound).contains("rm -rf"), "{}", stderr(&unbound));
+    // Another call's id decides nothing either.
+    let wrong = approve(&home, &fake_home, run_id, "call_elsewhere", "once");
+    assert_eq!(wrong.status.code(), Some(2), "{}", stderr(&wrong));
+    assert!(fake_home.join("canary").exists());
 
     // A garbage decision is a usage error and changes nothing.
-    let garbage = approve(&home, &fake_home, run_id, "maybe");
+    let garbage = approve(&home, &fake_home, run_id, &call, "maybe");
     assert_eq!(garbage.status.code(), Some(2), "{}", stderr(&garbage));
     assert!(fake_home.join("canary").exists());
     // `keel answer` is for questions, not approvals.
     let answered = run(keel(&home).args(["answer", run_id, "yes"]));
     assert_ne!(answered.status.code(), Some(0));
 
-    let output = approve(&home, &fake_home, run_id, "once");
+    let output = approve(&home, &fake_home, run_id, &call, "once");
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let done = report(&output);
     assert_eq!(done["state"], "completed", "{done}");
@@ -91,8 +134,41 @@ fn without_a_terminal_the_run_waits_and_keel_approve_once_completes_it() {
     assert!(!fake_home.exists(), "the approved command did not run");
 
     // Approving twice: nothing waits any more.
-    let again = approve(&home, &fake_home, run_id, "once");
+    let again = approve(&home, &fake_home, run_id, &call, "once");
     assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
+}
+
+#[test]
+fn keel_approve_repeated_never_approves_the_next_call() {
+    // Denied, the model asks again with another call: the first call's decision sent again (a
+    // repeated command, an old terminal line) must not decide it.
+    let script = json!({"steps": [rm_home(), rm_home(), {"text": "Done."}]});
+    let mock = Mock::start(&script.to_string());
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    let (_f, fake_home) = fake_home();
+    let output = run(keel_run(&home, &fake_home, &mock, &workspace).arg("clean my home"));
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let first = report(&output);
+    let run_id = first["run_id"].as_str().unwrap();
+    let first_call = call_id(&first);
+
+    let output = approve(&home, &fake_home, run_id, &first_call, "deny");
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let second = report(&output);
+    assert_eq!(second["state"], "waiting_on_human", "{second}");
+    assert_eq!(second["approval"]["arguments"]["command"], RM_HOME);
+    assert_ne!(call_id(&second), first_call);
+    let again = approve(&home, &fake_home, run_id, &first_call, "once");
+    assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
+    assert!(stderr(&again).contains("stale"), "{}", stderr(&again));
+    assert!(
+        fake_home.join("canary").exists(),
+        "the stale decision ran the next call"
+    );
+    let output = approve(&home, &fake_home, run_id, &call_id(&second), "deny");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(fake_home.join("canary").exists());
 }
 
 #[test]
@@ -104,9 +180,10 @@ fn deny_tells_the_model_and_runs_nothing() {
     let (_f, fake_home) = fake_home();
     let output = run(keel_run(&home, &fake_home, &mock, &workspace).arg("clean my home"));
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
-    let run_id = report(&output)["run_id"].as_str().unwrap().to_string();
+    let waiting = report(&output);
+    let run_id = waiting["run_id"].as_str().unwrap().to_string();
 
-    let output = approve(&home, &fake_home, &run_id, "deny");
+    let output = approve(&home, &fake_home, &run_id, &call_id(&waiting), "deny");
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let done = report(&output);
     assert_eq!(done["state"], "completed", "{done}");
@@ -128,7 +205,7 @@ fn approve_session_lets_the_same_command_run_without_asking_later_in_the_session
     let first = report(&output);
     let run_id = first["run_id"].as_str().unwrap();
     let session = first["session_id"].as_str().unwrap();
-    let output = approve(&home, &fake_home, run_id, "session");
+    let output = approve(&home, &fake_home, run_id, &call_id(&first), "session");
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert!(!fake_home.exists());
 
@@ -177,22 +254,48 @@ async fn the_daemon_approves_a_waiting_run_through_the_api_after_a_restart() {
     let ann = daemon.client(&ann_key);
     let bob = daemon.client(&bob_key);
     let path = format!("/v1/runs/{run_id}/approval");
-    // Another user's run is not found; a garbage decision is refused.
-    let (status, _) = bob.post(&path, json!({"decision": "approve_once"})).await;
+    let call = call_id(&waiting);
+    // Another user's run is not found; a garbage decision is refused; so is one without the
+    // call it decides.
+    let (status, _) = bob
+        .post(&path, json!({"decision": "approve_once", "call_id": call}))
+        .await;
     assert_eq!(status, 404);
-    let (status, body) = ann.post(&path, json!({"decision": "yes please"})).await;
+    let (status, body) = ann
+        .post(&path, json!({"decision": "yes please", "call_id": call}))
+        .await;
     assert_eq!(status, 400, "{body}");
     let (status, body) = ann.post(&path, json!({"verdict": "deny"})).await;
     assert_eq!(status, 400, "{body}");
+    let (status, body) = ann.post(&path, json!({"decision": "approve_once"})).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("call_id is required"),
+        "{body}"
+    );
+    let (status, body) = ann
+        .post(
+            &path,
+            json!({"decision": "approve_once", "call_id": "call_9"}),
+        )
+        .await;
+    assert_eq!(status, 409, "{body}");
     assert!(fake_home.join("canary").exists());
 
-    let (status, body) = ann.post(&path, json!({"decision": "approve_once"})).await;
+    let (status, body) = ann
+        .post(&path, json!({"decision": "approve_once", "call_id": call}))
+        .await;
     assert_eq!(status, 202, "{body}");
     let done = ann.until_state(&run_id, &["completed"]).await;
     assert_eq!(done["state"], "completed", "{done}");
     assert!(!fake_home.exists(), "the approved command did not run");
     // Nothing waits any more.
-    let (status, body) = ann.post(&path, json!({"decision": "deny"})).await;
+    let (status, body) = ann
+        .post(&path, json!({"decision": "deny", "call_id": call}))
+        .await;
     assert_eq!(status, 409, "{body}");
 }
 

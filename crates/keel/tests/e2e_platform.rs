@@ -241,7 +241,7 @@ async fn an_email_trigger_never_writes_and_personas_limit_modules() {
     let (status, body) = admin
         .post(
             &format!("/v1/runs/{run_id}/approval"),
-            json!({"decision": "deny"}),
+            json!({"decision": "deny", "call_id": report["approval"]["call_id"]}),
         )
         .await;
     assert_eq!(status, 202, "{body}");
@@ -271,7 +271,7 @@ async fn an_email_trigger_never_writes_and_personas_limit_modules() {
     let (status, body) = admin
         .post(
             &format!("/v1/runs/{run_id}/approval"),
-            json!({"decision": "deny"}),
+            json!({"decision": "deny", "call_id": report["approval"]["call_id"]}),
         )
         .await;
     assert_eq!(status, 202, "{body}");

@@ -23,6 +23,7 @@ use crate::store::{Store, StoreError, usage_month};
 
 mod builder;
 mod delegate;
+mod internal;
 mod memory;
 mod resume;
 mod shaping;

@@ -79,7 +79,8 @@ impl Agent {
             AgentState::WaitingOnHuman => {
                 return Err(AgentError::NotResumable(format!(
                     "run `{run_id}` waits for a person: `keel answer {run_id} \"...\"` for its \
-                     question, or `keel approve {run_id} once|session|deny` for a tool call"
+                     question, or `keel approve {run_id} once|session|deny --call-id ID` for a tool \
+                     call (its report names the call)"
                 )));
             }
             state => {
@@ -188,12 +189,15 @@ impl Agent {
         Ok(RunReport::of(&run, self.store.as_ref()).await?)
     }
 
-    /// Gives a run waiting for approval of a tool call the person's decision and drives it on:
-    /// `approve_once` runs the call, `approve_session` also keeps its pattern for the rest of
-    /// the session, `deny` tells the model and never runs it.
+    /// Gives a run waiting for approval of tool call `call_id` the person's decision and drives
+    /// it on: `approve_once` runs the call, `approve_session` also keeps its pattern for the
+    /// rest of the session, `deny` tells the model and never runs it. A decision about another
+    /// call than the one the run waits on (a stale one, made before the run went on) decides
+    /// nothing and fails.
     pub async fn approve(
         &self,
         run_id: &str,
+        call_id: &str,
         decision: ApprovalDecision,
         switch_models: bool,
     ) -> Result<RunReport, AgentError> {
@@ -208,9 +212,11 @@ impl Agent {
             return Err(not_waiting());
         }
         let (mut run, seq, _) = self.restore(&record).await?;
-        if run.pending_approval().is_none() {
+        let Some(pending) = run.pending_approval() else {
             return Err(not_waiting());
-        }
+        };
+        crate::approval::check_decision(run_id, pending, call_id)
+            .map_err(AgentError::NotResumable)?;
         self.take_over(&mut run, switch_models)?;
         let emitter = self.emitter(run_id, &record.session_id);
         let cancel = CancellationToken::new();
@@ -250,7 +256,7 @@ impl Agent {
         )))
     }
 
-    async fn record(&self, run_id: &str) -> Result<RunRecord, AgentError> {
+    pub(super) async fn record(&self, run_id: &str) -> Result<RunRecord, AgentError> {
         self.store
             .run(run_id)
             .await?
@@ -258,7 +264,7 @@ impl Agent {
     }
 
     /// The run as its latest checkpoint left it, its messages read back from the store.
-    async fn restore(
+    pub(super) async fn restore(
         &self,
         record: &RunRecord,
     ) -> Result<(Run, u32, crate::checkpoint::Boundary), AgentError> {

@@ -49,16 +49,30 @@ impl Run {
             ApprovalDecision::ApproveOnce | ApprovalDecision::ApproveSession => {
                 self.approved.push(pending.call_id);
             }
-            ApprovalDecision::Deny => self.answered_by_loop.push(ToolResult {
-                call_id: pending.call_id,
-                ok: false,
-                content: format!(
-                    "Error: this `{}` call was denied and not run: it needs a person's approval \
-                     ({}), and no one gave it. Do not try it again in another form; say what you \
-                     would do instead, or ask.",
-                    pending.tool, pending.reason
-                ),
-            }),
+            ApprovalDecision::Deny => {
+                let content = if crate::delegate::depth_of(&self.session_id) > 0 {
+                    // Nobody decides a sub-agent's calls later: the agent that delegated can.
+                    format!(
+                        "Error: this `{}` call was denied and not run: it needs a person's \
+                         approval ({}), and a sub-agent does not get it. Do not try it again in \
+                         another form; finish without it, and say in your answer what needs \
+                         approval, so that the agent that gave you this task can ask for it.",
+                        pending.tool, pending.reason
+                    )
+                } else {
+                    format!(
+                        "Error: this `{}` call was denied and not run: it needs a person's \
+                         approval ({}), and no one gave it. Do not try it again in another form; \
+                         say what you would do instead, or ask.",
+                        pending.tool, pending.reason
+                    )
+                };
+                self.answered_by_loop.push(ToolResult {
+                    call_id: pending.call_id,
+                    ok: false,
+                    content,
+                });
+            }
         }
         self.state = AgentState::WaitingForTool;
         self.reason = None;

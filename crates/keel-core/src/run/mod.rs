@@ -43,6 +43,7 @@ pub use durable::{NextStep, RestoreError, prompt_hash};
 pub use flush::FLUSH_PROMPT;
 pub use step::{ModelCall, Step, ToolCallReport, ToolResult};
 
+pub use stopping::INTERNAL_ERROR_ANSWER;
 pub use crate::run_settings::{
     DEFAULT_ITERATION_CAP, DEFAULT_MAX_ITERATIONS, DEFAULT_TOOL_RESULT_MAX_CHARS,
 };

@@ -7,6 +7,9 @@ use super::{Run, SoftLimit, Step, durable};
 use crate::event::EventKind;
 use crate::state::{AgentState, ErrorReason};
 
+/// What a user is answered when keel itself failed during their run (seed 003).
+pub const INTERNAL_ERROR_ANSWER: &str = "I encountered an internal error. Please try again.";
+
 impl Run {
     /// Stops the run at a user's request. Nothing more is written to the transcript.
     pub fn cancel(&mut self) -> Step {
@@ -48,13 +51,23 @@ impl Run {
         )
     }
 
-    /// Ends the run in `error` because keel itself failed (e.g. the store).
+    /// Ends the run in `error (internal)` because keel itself failed (a panic, the store):
+    /// `message` is the detail kept for the operator, and the answer the user gets is
+    /// [`INTERNAL_ERROR_ANSWER`] (seed 003), never the detail.
     pub fn fail_internal(&mut self, message: impl Into<String>) -> Step {
-        self.fail(
+        if self.state.is_terminal() {
+            return Step::Finish;
+        }
+        self.next = durable::NextStep::Finish;
+        self.approval = None;
+        self.question = None;
+        let step = self.fail(
             AgentState::Error,
             Some(ErrorReason::Internal),
             message.into(),
-        )
+        );
+        self.final_text = Some(INTERNAL_ERROR_ANSWER.to_string());
+        step
     }
 
     /// Ends the run as `budget_exceeded` before it starts (a user's monthly budget is spent).

@@ -67,8 +67,9 @@ impl Engine {
         request.user_id = run.user_id;
         request.options = run.options;
         request.run_id = Some(run.run_id.clone());
+        // A panic in the run ends it `error (internal)`: its waiters are answered.
         let outcome = tokio::select! {
-            outcome = agent.run(request) => Some(outcome),
+            outcome = agent.survive_panic(&run.run_id, agent.run(request)) => Some(outcome),
             _ = control.stop.notified() => None,
         };
         drop(permit);
@@ -115,15 +116,18 @@ impl Engine {
             let run = async {
                 match how {
                     Continue::Answer(text) => agent.answer(&run_id, &text).await,
-                    Continue::Approve(decision) => agent.approve(&run_id, decision, false).await,
+                    Continue::Approve(call_id, decision) => {
+                        agent.approve(&run_id, &call_id, decision, false).await
+                    }
                     Continue::Resume(mut options) => {
                         options.cancel = Some(control.cancel.clone());
                         agent.resume(&run_id, options).await
                     }
                 }
             };
+            // A panic in the run ends it `error (internal)`: its waiters are answered.
             let outcome = tokio::select! {
-                outcome = run => Some(outcome),
+                outcome = agent.survive_panic(&run_id, run) => Some(outcome),
                 _ = control.stop.notified() => None,
             };
             drop(permit);
@@ -183,8 +187,8 @@ impl Engine {
                 if state != AgentState::WaitingOnHuman {
                     let _ = self.store.release_session(session_id, run_id).await;
                 }
-                if report.approval.is_some() {
-                    self.deny_when_due(run_id.to_string());
+                if let Some(approval) = &report.approval {
+                    self.deny_when_due(run_id.to_string(), Some(approval.call_id.clone()));
                 }
                 (state, Some(report))
             }

@@ -128,7 +128,8 @@ pub struct ShutdownReport {
 /// How a stored run is driven again.
 enum Continue {
     Answer(String),
-    Approve(ApprovalDecision),
+    /// The decision about the call it names.
+    Approve(String, ApprovalDecision),
     Resume(ResumeOptions),
 }
 
@@ -396,26 +397,35 @@ impl Engine {
         Ok(())
     }
 
-    /// Gives a run waiting for approval of a tool call the decision; it goes on in the
-    /// background.
+    /// Gives a run waiting for approval of tool call `call_id` the decision; it goes on in the
+    /// background. A decision about another call than the one it waits on (a stale one) is a
+    /// conflict and decides nothing.
     pub async fn approve(
         self: &Arc<Self>,
         run_id: &str,
+        call_id: &str,
         decision: ApprovalDecision,
     ) -> Result<(), EngineError> {
         let run = self.continuable(run_id).await?;
-        let waits = run.state == AgentState::WaitingOnHuman
-            && run.reason.is_none()
-            && report::pending_approval(self.store.as_ref(), run_id)
-                .await?
-                .is_some();
-        if !waits {
+        let pending = if run.state == AgentState::WaitingOnHuman && run.reason.is_none() {
+            report::pending_approval(self.store.as_ref(), run_id).await?
+        } else {
+            None
+        };
+        let Some(pending) = pending else {
             return Err(EngineError::Conflict(format!(
                 "run `{run_id}` is {} and waits for no approval",
-                run.state
+                if run.state == AgentState::WaitingOnHuman && run.reason.is_none() {
+                    "waiting for an answer to its question".to_string()
+                } else {
+                    run.state.to_string()
+                }
             )));
-        }
-        if !self.continue_run(run.id, run.session_id, Continue::Approve(decision)) {
+        };
+        keel_core::approval::check_decision(run_id, &pending, call_id)
+            .map_err(EngineError::Conflict)?;
+        let how = Continue::Approve(call_id.to_string(), decision);
+        if !self.continue_run(run.id, run.session_id, how) {
             return Err(EngineError::Conflict(format!("run `{run_id}` is running")));
         }
         Ok(())

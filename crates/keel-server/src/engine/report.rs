@@ -13,8 +13,7 @@ pub async fn pending_approval(
     Ok(store
         .latest_checkpoint(run_id)
         .await?
-        .and_then(|checkpoint| serde_json::from_str::<serde_json::Value>(&checkpoint.state).ok())
-        .and_then(|state| serde_json::from_value(state["approval"].clone()).ok()))
+        .and_then(|checkpoint| keel_core::approval::pending_in_checkpoint(&checkpoint.state)))
 }
 
 /// The choices of the question `run_id` asked last (`clarify`); empty when it offered none.

@@ -109,8 +109,8 @@ pub async fn claim(
 fn paused(session_id: &str, holder: &LaneHolder) -> String {
     format!(
         "keel: session {session_id} waits for an answer in run {run}: answer it with \
-         `keel answer {run} \"...\"` (or `keel approve {run} once|session|deny` when it waits \
-         for approval of a tool call), or stop it with `keel runs cancel {run}`",
+         `keel answer {run} \"...\"` (or `keel approve {run} once|session|deny --call-id ID` when \
+         it waits for approval of a tool call: its report names the call), or stop it with `keel runs cancel {run}`",
         run = holder.run_id
     )
 }

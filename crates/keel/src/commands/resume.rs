@@ -19,6 +19,7 @@ use crate::config::{ConfigError, keel_home};
 use crate::launch::LaunchSpec;
 use crate::output::TerminalOutput;
 use crate::setup;
+use crate::terminal_text::terminal_safe;
 
 /// How to go on.
 enum GoOn {
@@ -28,7 +29,8 @@ enum GoOn {
         force: bool,
     },
     Answer(String),
-    Approve(ApprovalDecision),
+    /// The decision about the call it names.
+    Approve(String, ApprovalDecision),
 }
 
 /// Runs `keel resume`.
@@ -52,12 +54,49 @@ pub async fn answer(config_file: Option<&Path>, args: AnswerArgs) -> anyhow::Res
 
 /// Runs `keel approve`.
 pub async fn approve(config_file: Option<&Path>, args: ApproveArgs) -> anyhow::Result<ExitCode> {
-    let how = GoOn::Approve(match args.decision {
+    let decision = match args.decision {
         ApprovalChoice::Once => ApprovalDecision::ApproveOnce,
         ApprovalChoice::Session => ApprovalDecision::ApproveSession,
         ApprovalChoice::Deny => ApprovalDecision::Deny,
-    });
+    };
+    let call_id = match args.call_id.as_deref().map(str::trim) {
+        Some(call_id) if !call_id.is_empty() => call_id.to_string(),
+        _ => return Err(ConfigError(missing_call_id(&args.run_id, &args.decision).await?).into()),
+    };
+    let how = GoOn::Approve(call_id, decision);
     go_on(config_file, &args.run_id, &args.agent, args.json, how).await
+}
+
+/// Why `keel approve` without `--call-id` decides nothing, naming the call the run waits on
+/// (when it waits on one) so that the person sees what they would approve.
+async fn missing_call_id(run_id: &str, decision: &ApprovalChoice) -> anyhow::Result<String> {
+    let home = keel_home()?;
+    let store = setup::open_store(&home).await?;
+    let pending = store
+        .latest_checkpoint(run_id)
+        .await?
+        .and_then(|checkpoint| keel_core::approval::pending_in_checkpoint(&checkpoint.state));
+    let choice = match decision {
+        ApprovalChoice::Once => "once",
+        ApprovalChoice::Session => "session",
+        ApprovalChoice::Deny => "deny",
+    };
+    Ok(match pending {
+        Some(call) => format!(
+            "keel approve needs --call-id, the call it decides: run `{run_id}` waits for approval \
+             of call `{}`: `{}` {} ({}). To decide that call: keel approve {run_id} {choice} \
+             --call-id {}",
+            terminal_safe(&call.call_id),
+            terminal_safe(&call.tool),
+            terminal_safe(&call.arguments),
+            terminal_safe(&call.reason),
+            terminal_safe(&call.call_id)
+        ),
+        None => format!(
+            "keel approve needs --call-id, the call it decides (the run's report names it: \
+             `approval.call_id`); run `{run_id}` waits for no approval now"
+        ),
+    })
 }
 
 async fn go_on(
@@ -113,24 +152,32 @@ async fn go_on(
         watcher.abort();
         return Ok(code);
     }
-    let report = match how {
-        GoOn::Resume {
-            accept_prompt_change,
-            unsafe_call,
-            force,
-        } => {
-            let options = ResumeOptions {
+    // A panic in the run ends it `error (internal)` with the seed 003 answer.
+    let work = async {
+        match how {
+            GoOn::Resume {
                 accept_prompt_change,
                 unsafe_call,
-                cancel: Some(cancel),
                 force,
-                switch_models,
-            };
-            agent.resume(run_id, options).await
+            } => {
+                let options = ResumeOptions {
+                    accept_prompt_change,
+                    unsafe_call,
+                    cancel: Some(cancel),
+                    force,
+                    switch_models,
+                };
+                agent.resume(run_id, options).await
+            }
+            GoOn::Answer(text) => agent.answer_with(run_id, &text, switch_models).await,
+            GoOn::Approve(call_id, decision) => {
+                agent
+                    .approve(run_id, &call_id, decision, switch_models)
+                    .await
+            }
         }
-        GoOn::Answer(text) => agent.answer_with(run_id, &text, switch_models).await,
-        GoOn::Approve(decision) => agent.approve(run_id, decision, switch_models).await,
     };
+    let report = agent.survive_panic(run_id, work).await;
     watcher.abort();
     let released = release_unless_paused(
         agent.store().as_ref(),

@@ -83,7 +83,9 @@ pub async fn run(config_file: Option<&Path>, args: RunArgs) -> anyhow::Result<Ex
         .cancel_token(cancel);
     request.user_id = user;
     request.run_id = Some(run_id.clone());
-    let report = agent.run(request).await;
+    // A panic in the run ends it `error (internal)` with the seed 003 answer, not a crash that
+    // leaves it `running` for the reconciler.
+    let report = agent.survive_panic(&run_id, agent.run(request)).await;
     watcher.abort();
     let released =
         release_unless_paused(store.as_ref(), &session_id, &run_id, report.as_ref().ok()).await;
@@ -133,11 +135,12 @@ pub fn show_result(report: &RunReport, streamed: bool) {
         AgentState::Cancelled => eprintln!("keel: run cancelled (session {})", report.session_id),
         AgentState::WaitingOnHuman => match (&report.approval, &report.question) {
             (Some(call), _) => eprintln!(
-                "keel: the run waits for your approval of `{}` {}: {}\n  decide with: keel approve {} once|session|deny",
+                "keel: the run waits for your approval of `{}` {}: {}\n  decide with: keel approve {} once|session|deny --call-id {}",
                 terminal_safe(&call.tool),
                 terminal_safe(&call.arguments),
                 terminal_safe(&call.reason),
-                report.run_id
+                report.run_id,
+                terminal_safe(&call.call_id)
             ),
             (None, Some(question)) => eprintln!(
                 "keel: the run waits for your answer: {}{}\n  answer with: keel answer {} \"...\"",
