@@ -72,13 +72,27 @@ pub fn provider(choice: &ProviderChoice) -> Result<Arc<dyn Provider>, ConfigErro
         prompt_caching: choice.prompt_caching,
         call_timeout: choice.call_timeout,
     };
-    let mut secrets = Redactor::userinfo_secrets(&choice.base_url);
+    let mut secrets = Redactor::url_secrets(&choice.base_url);
     secrets.extend(choice.api_key.clone());
+    // A tool may print them too: its results are cleaned of them.
+    keel_core::redact::register_secrets(secrets.clone());
     let redactor = Redactor::new(secrets);
     let adapter = connect(&endpoint).map_err(|e| {
         ConfigError(redactor.redact(&format!("cannot set up provider `{}`: {e}", choice.name)))
     })?;
     Ok(Arc::new(RedactingProvider::new(adapter, redactor)))
+}
+
+/// Registers the values of the environment variables keel keeps from its commands (the
+/// `shell` tool's rule: `*_API_KEY`, `*_TOKEN`, …, `[tools.shell] secret_env`, every provider's
+/// key variable) as secrets, so that no tool result carries one, whatever printed it.
+fn register_environment_secrets(settings: &Settings) {
+    let secret = crate::shell_settings::tool_config(settings).secrets;
+    keel_core::redact::register_secrets(
+        std::env::vars_os()
+            .filter(|(name, _)| secret.is_secret(name))
+            .filter_map(|(_, value)| value.into_string().ok()),
+    );
 }
 
 /// An agent with the file tools on the settings' workspace (never reaching `own_files`) and
@@ -106,6 +120,7 @@ pub fn agent(
             .chain([&skills_dir])
             .fold(workspace, |workspace, path| workspace.protect(path)),
     );
+    register_environment_secrets(settings);
     let launch = LaunchSpec::of(settings, workspace.root());
     let hooks = crate::hooks_settings::tool_hooks(&settings.hooks, workspace.root());
     let mut builder = Agent::builder()

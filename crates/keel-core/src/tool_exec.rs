@@ -242,11 +242,16 @@ impl ToolExecutor<'_> {
                 }
             }
         };
-        let (mut content, truncated) = truncate_output(&raw, self.max_chars);
+        // The one place every result passes: keel's secrets (keys, passwords, its secret
+        // environment) never reach the store, the events or a model, whatever printed them.
+        // Before the cut, so no part of a secret is left at the end.
+        let secrets = crate::redact::registered();
+        let (mut content, truncated) = truncate_output(&secrets.redact(&raw), self.max_chars);
         if let Some(args) = &ran_with {
-            content = (self.hooks)
+            let after = (self.hooks)
                 .after(self.hook_call(call), args, ok, content, self.emitter)
                 .await;
+            content = secrets.redact(&after);
         }
         record.completed_at = Some(self.clock.now());
         record.ok = Some(ok);
@@ -385,7 +390,7 @@ impl ToolExecutor<'_> {
                 name: call.name.clone(),
                 attempt: attempt as u32,
                 wait_ms: wait.as_millis() as u64,
-                error: error.message.clone(),
+                error: crate::redact::registered().redact(&error.message),
             });
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}

@@ -107,12 +107,12 @@ impl McpServerConfig {
     }
 
     /// Hides what may be a secret in any text about this server: the values of its
-    /// environment and headers, and a password in its URL.
+    /// environment and headers, and a password or a secret query value in its URL.
     pub fn redactor(&self) -> Redactor {
         let secrets: Vec<String> = match &self.transport {
             McpTransport::Stdio { env, .. } => env.values().cloned().collect(),
             McpTransport::Http { url, headers } => {
-                let mut secrets = Redactor::userinfo_secrets(url);
+                let mut secrets = Redactor::url_secrets(url);
                 secrets.extend(headers.values().cloned());
                 // `Bearer KEY`: the key alone may show up too.
                 secrets.extend(
