@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use keel_core::tool_hooks::{HookEvent, ToolHook, ToolHooks, ToolMatcher};
-use keel_tools::{CommandHook, DEFAULT_HOOK_TIMEOUT};
+use keel_tools::{CommandHook, DEFAULT_HOOK_TIMEOUT, Sandbox};
 use serde::Deserialize;
 
 /// The longest time limit a hook may have, in seconds (an hour).
@@ -91,8 +91,9 @@ impl HookConfig {
     }
 }
 
-/// The hooks as the agent runs them: each command in `workspace`, in configuration order.
-pub fn tool_hooks(hooks: &[HookSettings], workspace: &Path) -> ToolHooks {
+/// The hooks as the agent runs them: each command in `workspace`, confined by `sandbox`, in
+/// configuration order.
+pub fn tool_hooks(hooks: &[HookSettings], workspace: &Path, sandbox: &Sandbox) -> ToolHooks {
     ToolHooks::new(
         hooks
             .iter()
@@ -100,11 +101,10 @@ pub fn tool_hooks(hooks: &[HookSettings], workspace: &Path) -> ToolHooks {
                 event: hook.event,
                 matcher: ToolMatcher::new(hook.matcher.clone()),
                 label: hook.command.clone(),
-                command: Arc::new(CommandHook::new(
-                    hook.command.clone(),
-                    workspace,
-                    hook.timeout,
-                )),
+                command: Arc::new(
+                    CommandHook::new(hook.command.clone(), workspace, hook.timeout)
+                        .sandbox(sandbox.clone()),
+                ),
             })
             .collect(),
     )
@@ -182,7 +182,7 @@ command = "echo {}"
         let hooks =
             parse("[[hooks]]\nevent = \"pre_tool\"\nmatcher = \"write_*\"\ncommand = \"true\"\n")
                 .unwrap();
-        let hooks = tool_hooks(&hooks, Path::new("."));
+        let hooks = tool_hooks(&hooks, Path::new("."), &Sandbox::off());
         assert!(hooks.any(HookEvent::PreTool, "write_file"));
         assert!(!hooks.any(HookEvent::PreTool, "read_file"));
         assert!(!hooks.any(HookEvent::PostTool, "write_file"));

@@ -1,7 +1,8 @@
 //! `[mcp.servers.NAME]`: MCP servers whose tools the agent offers as `NAME__tool`. A server is
 //! a program on stdio (`command`, `args`, `env`) or a streamable HTTP endpoint (`url`,
 //! `headers`); `timeout_secs` bounds one call (60 by default). `env` values and `headers` may
-//! hold keys: no error shows them.
+//! hold keys: no error shows them. A stdio server runs in keel's sandbox when there is one
+//! (see [`crate::sandbox_settings`]) unless its table says `sandbox = false`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -37,6 +38,8 @@ pub struct McpServerFile {
     pub headers: BTreeMap<String, String>,
     /// The most one call may take, in seconds (60).
     pub timeout_secs: Option<f64>,
+    /// Whether a stdio server runs in keel's sandbox (true).
+    pub sandbox: Option<bool>,
 }
 
 /// Debug output without the values of `env` and `headers`.
@@ -52,6 +55,7 @@ impl std::fmt::Debug for McpServerFile {
             )
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .field("timeout_secs", &self.timeout_secs)
+            .field("sandbox", &self.sandbox)
             .finish()
     }
 }
@@ -62,6 +66,15 @@ impl McpConfig {
         self.servers
             .iter()
             .map(|(name, file)| server(name, file))
+            .collect()
+    }
+
+    /// The names of the stdio servers whose table says `sandbox = false`.
+    pub fn unconfined(&self) -> Vec<String> {
+        self.servers
+            .iter()
+            .filter(|(_, file)| file.sandbox == Some(false))
+            .map(|(name, _)| name.clone())
             .collect()
     }
 }
@@ -79,12 +92,19 @@ fn server(name: &str, file: &McpServerFile) -> Result<McpServerConfig, String> {
                 command: command.clone(),
                 args: file.args.clone(),
                 env: file.env.clone(),
+                // Set when the agent is assembled (`sandbox_settings`).
+                launcher: Vec::new(),
             }
         }
         (None, Some(url)) => {
             if !file.args.is_empty() || !file.env.is_empty() {
                 return Err(format!(
                     "{table}: args and env are for a command server, not a url"
+                ));
+            }
+            if file.sandbox.is_some() {
+                return Err(format!(
+                    "{table}: sandbox is for a command server, not a url"
                 ));
             }
             McpTransport::Http {
@@ -162,6 +182,18 @@ mod tests {
         assert!(mixed.contains("args and env are for a command"), "{mixed}");
         let mixed = parse("[servers.x]\ncommand = \"a\"\nheaders = { A = \"b\" }").unwrap_err();
         assert!(mixed.contains("headers are for a url"), "{mixed}");
+        let mixed = parse("[servers.x]\nurl = \"http://h/mcp\"\nsandbox = false").unwrap_err();
+        assert!(mixed.contains("sandbox is for a command"), "{mixed}");
+    }
+
+    #[test]
+    fn a_stdio_server_may_run_outside_the_sandbox() {
+        let config: McpConfig = toml::from_str(
+            "[servers.a]\ncommand = \"a\"\n[servers.b]\ncommand = \"b\"\nsandbox = false\n\
+             [servers.c]\ncommand = \"c\"\nsandbox = true",
+        )
+        .unwrap();
+        assert_eq!(config.unconfined(), ["b"]);
     }
 
     #[test]

@@ -11,7 +11,15 @@
 //! approve = ["npm publish *"]    # patterns that need approval
 //! deny = ["curl *"]              # patterns refused
 //! secret_env = ["WORK_DB_URL"]   # more variables kept from commands (beside *_API_KEY, …)
+//! sandbox = "on"                 # "on": confined by bubblewrap, refused without it; "off" ("on")
+//! network = true                 # commands may use the network; false needs the sandbox (true)
 //! ```
+//!
+//! With `sandbox = "on"`, commands run in keel's sandbox ([`keel_tools::Sandbox`]): writes only
+//! in the workspace and a private `/tmp`, keel's home and configuration out of sight, keel's
+//! process out of sight, nothing left running after the call or after keel. Where bubblewrap's
+//! `bwrap` is not on `PATH`, `shell` refuses every command (and keel says so at start) until
+//! it is installed or `sandbox = "off"` is set.
 //!
 //! Patterns are keel's own ([`keel_tools::shell::CommandPattern`]): words matched one for one
 //! against each simple command, `*` alone for any number of words, `*` and `?` inside a word.
@@ -19,8 +27,8 @@
 
 use std::time::Duration;
 
-use keel_tools::ShellConfig;
 use keel_tools::shell::{SecretFilter, ShellPolicy};
+use keel_tools::{Sandbox, ShellConfig};
 use serde::Deserialize;
 
 use crate::resolve::Settings;
@@ -52,6 +60,20 @@ pub struct ShellToolConfig {
     /// `*_SECRET`, `*_PASSWORD` and the providers' key variables.
     #[serde(default)]
     pub secret_env: Vec<String>,
+    /// Whether commands run in keel's sandbox (`on`).
+    pub sandbox: Option<SandboxSetting>,
+    /// Whether commands may use the network (true).
+    pub network: Option<bool>,
+}
+
+/// `[tools.shell] sandbox`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxSetting {
+    /// Confined by the kernel; `shell` refuses to run where no sandbox is available.
+    On,
+    /// Unconfined: the command policy alone stands between the model and the machine.
+    Off,
 }
 
 /// The `shell` tool's effective settings.
@@ -96,6 +118,18 @@ impl ShellToolConfig {
         };
         let policy = ShellPolicy::new(&self.allow, &self.deny, &self.approve)
             .map_err(|e| format!("[tools.shell] {e}"))?;
+        let network = self.network.unwrap_or(true);
+        let sandbox = match self.sandbox.unwrap_or(SandboxSetting::On) {
+            SandboxSetting::On => Sandbox::detect().network(network),
+            SandboxSetting::Off if !network => {
+                return Err(
+                    "[tools.shell] network = false needs the sandbox: it is the sandbox \
+                            that takes the network away (sandbox = \"on\")"
+                        .into(),
+                );
+            }
+            SandboxSetting::Off => Sandbox::off(),
+        };
         Ok(ShellSettings {
             enabled: self.enabled.unwrap_or(true),
             config: ShellConfig {
@@ -105,6 +139,7 @@ impl ShellToolConfig {
                 max_output_chars,
                 secrets: SecretFilter::new(self.secret_env.iter().cloned()),
                 policy,
+                sandbox,
                 ..defaults
             },
         })
@@ -147,6 +182,23 @@ mod tests {
         assert_eq!(settings.config.timeout, Duration::from_secs(120));
         assert_eq!(settings.config.max_timeout, Duration::from_secs(600));
         assert_eq!(settings.config.max_output_chars, 16_000);
+        assert_eq!(settings.config.sandbox, Sandbox::detect());
+        assert!(settings.config.sandbox.has_network());
+    }
+
+    #[test]
+    fn the_sandbox_and_the_network() {
+        let config = parse("sandbox = \"on\"\nnetwork = false").unwrap().config;
+        assert_eq!(config.sandbox, Sandbox::detect().network(false));
+        let config = parse("sandbox = \"off\"").unwrap().config;
+        assert_eq!(config.sandbox.state(), keel_tools::SandboxState::Off);
+        let error = parse("sandbox = \"off\"\nnetwork = false").unwrap_err();
+        assert!(
+            error.contains("network = false needs the sandbox"),
+            "{error}"
+        );
+        let error = parse("sandbox = \"maybe\"").unwrap_err();
+        assert!(error.contains("sandbox"), "{error}");
     }
 
     #[test]

@@ -97,8 +97,21 @@ pub(crate) async fn connect(
     stderr: &StderrTail,
 ) -> Result<Session, String> {
     match &config.transport {
-        McpTransport::Stdio { command, args, env } => {
-            let mut cmd = tokio::process::Command::new(command);
+        McpTransport::Stdio {
+            command,
+            args,
+            env,
+            launcher,
+        } => {
+            let mut cmd = match launcher.split_first() {
+                // The launcher checks nothing: a missing program is its error, on stderr.
+                Some((program, arguments)) => {
+                    let mut cmd = tokio::process::Command::new(program);
+                    cmd.args(arguments).arg(command);
+                    cmd
+                }
+                None => tokio::process::Command::new(command),
+            };
             cmd.args(args).envs(env).kill_on_drop(true);
             let (process, err) = TokioChildProcess::builder(cmd)
                 .stderr(Stdio::piped())

@@ -109,6 +109,7 @@ async fn a_server_that_cannot_start_is_reported_and_its_secrets_are_not() {
             command: "sh".into(),
             args: vec!["-c".into(), "echo \"bad key $API_KEY\" >&2; exit 1".into()],
             env: BTreeMap::from([("API_KEY".into(), "sk-very-secret-123".into())]),
+            launcher: vec![],
         },
         call_timeout: Duration::from_secs(5),
     };
@@ -118,6 +119,7 @@ async fn a_server_that_cannot_start_is_reported_and_its_secrets_are_not() {
             command: "/nonexistent/keel-mcp-server".into(),
             args: vec![],
             env: BTreeMap::new(),
+            launcher: vec![],
         },
         call_timeout: Duration::from_secs(5),
     };
@@ -188,6 +190,7 @@ async fn a_server_that_never_finishes_the_handshake_is_given_up_on() {
                 "echo not json; echo '{\"jsonrpc\":\"2.0\",\"junk\":1}'; exec sleep 30".into(),
             ],
             env: BTreeMap::new(),
+            launcher: vec![],
         },
         call_timeout: Duration::from_secs(5),
     };
@@ -225,4 +228,27 @@ fn every_server_declares_its_module_before_it_starts() {
     ])
     .unwrap();
     assert_eq!(servers.modules(), ["mcp:a", "mcp:b"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_runs_under_its_launcher() {
+    let mark = std::env::temp_dir().join(format!("keel-mcp-launched-{}", std::process::id()));
+    let _ = std::fs::remove_file(&mark);
+    let mut config = stdio_config("t", Duration::from_secs(10));
+    if let McpTransport::Stdio { launcher, .. } = &mut config.transport {
+        // Stands for keel's sandbox (`bwrap … --`): it runs the command it is given.
+        *launcher = [
+            "sh".into(),
+            "-c".into(),
+            format!("touch '{}'; exec \"$@\"", mark.display()),
+            "launcher".into(),
+        ]
+        .map(std::ffi::OsString::from)
+        .to_vec();
+    }
+    let servers = started(vec![config]).await;
+    assert_eq!(state(&servers), ServerState::Running);
+    scenarios::calls_a_tool(&servers, "t").await;
+    assert!(mark.exists(), "the launcher did not run");
+    let _ = std::fs::remove_file(&mark);
 }

@@ -20,6 +20,10 @@
 //!   its environment, judged first by the command policy ([`ShellPolicy`]). A side effect,
 //!   never retried.
 //!
+//! - [`sandbox`]: [`Sandbox`], the kernel's confinement (bubblewrap) of the commands keel
+//!   starts for tools: writes only in the workspace, keel's own files and process out of
+//!   sight, nothing left running after the call or after keel;
+//!
 //! - [`skills`]: `SKILL.md` directories: the ones a message matches go into the system prompt
 //!   ([`SkillPrompt`]); `skills_list` and `skill_view` open the others.
 //!
@@ -33,6 +37,7 @@ pub mod files;
 pub mod hooks;
 pub mod http;
 pub mod memory_files;
+pub mod sandbox;
 mod schema;
 pub mod session_search;
 pub mod shell;
@@ -44,6 +49,7 @@ pub use files::{AppendFile, FILES_MODULE, ListDir, ReadFile, WriteFile, file_too
 pub use hooks::{CommandHook, DEFAULT_HOOK_TIMEOUT, MAX_HOOK_STDOUT};
 pub use http::{HTTP_MODULE, HttpGet, HttpGetConfig, http_tools};
 pub use memory_files::FileMemory;
+pub use sandbox::{Sandbox, SandboxError, SandboxState};
 pub use session_search::{SESSION_SEARCH, SESSIONS_MODULE, SessionSearchTool};
 pub use shell::{SHELL_MODULE, Shell, ShellConfig, ShellPolicy, Verdict, shell_tools};
 pub use skills::{SkillPrompt, SkillSet, skill_roots, skill_tools};

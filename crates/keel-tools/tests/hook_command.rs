@@ -1,12 +1,15 @@
 //! A hook command as a real process: its answer comes back, and whatever the command does —
 //! sleep past its limit, exit 1, print megabytes, ignore or close its stdin, leave a child
-//! running — keel gets a bounded failure (or the answer) and no process stays behind.
+//! running — keel gets a bounded failure (or the answer) and no process stays behind. Hooks
+//! run in keel's sandbox when there is one (see `a_hook_writes_only_in_its_workspace`);
+//! processes are found by a marker in their command line, since in the sandbox they have pids
+//! of their own.
 
 mod common;
 
 use std::time::Duration;
 
-use common::hooks::{Scripts, gone};
+use common::hooks::{Scripts, marker, none_running};
 use keel_core::HookCommand;
 use keel_tools::{CommandHook, MAX_HOOK_STDOUT};
 
@@ -41,29 +44,28 @@ async fn the_hook_reads_the_call_on_stdin_in_the_workspace_and_answers_on_stdout
 #[tokio::test]
 async fn a_hook_past_its_time_limit_is_killed_with_everything_it_started() {
     let scripts = Scripts::new();
+    let child = marker();
     let command = scripts.script(
         "sleepy.sh",
-        r#"echo $$ > "$DIR/hook.pid"
-sleep 30 &
-echo $! > "$DIR/child.pid"
-sleep 30"#,
+        &format!("sleep {child} &\nsetsid sleep {child} &\nsleep 30"),
     );
     let error = hook(&scripts, command, SHORT).run("{}").await.unwrap_err();
     assert!(error.0.contains("did not finish within 300ms"), "{error}");
-    assert!(gone(scripts.pid("hook.pid")).await, "the hook still runs");
-    assert!(gone(scripts.pid("child.pid")).await, "its child still runs");
+    let hook_itself = scripts.dir().display().to_string();
+    assert!(none_running(&hook_itself).await, "the hook still runs");
+    assert!(none_running(&child).await, "its children still run");
 }
 
 #[tokio::test]
 async fn a_hook_keel_stops_waiting_for_leaves_nothing_behind() {
     let scripts = Scripts::new();
-    let command = scripts.script("sleepy.sh", r#"echo $$ > "$DIR/hook.pid"; sleep 30"#);
+    let command = scripts.script("sleepy.sh", "sleep 30");
     let hook = hook(&scripts, command, LONG);
     // The caller gives up first (a run's hard time limit drops the call).
     let cut = tokio::time::timeout(SHORT, hook.run("{}")).await;
     assert!(cut.is_err());
     assert!(
-        gone(scripts.pid("hook.pid")).await,
+        none_running(&scripts.dir().display().to_string()).await,
         "the hook outlived its caller"
     );
 }
@@ -84,7 +86,7 @@ async fn a_hook_that_exits_1_fails_and_quotes_its_stderr() {
 async fn a_hook_printing_megabytes_is_cut_off_and_killed_at_once() {
     let scripts = Scripts::new();
     // `yes` never stops on its own; only the cap ends it before the (long) time limit.
-    let command = scripts.script("loud.sh", r#"echo $$ > "$DIR/hook.pid"; yes"#);
+    let command = scripts.script("loud.sh", "yes");
     let error = hook(&scripts, command, LONG).run("{}").await.unwrap_err();
     assert!(
         error
@@ -92,7 +94,7 @@ async fn a_hook_printing_megabytes_is_cut_off_and_killed_at_once() {
             .contains(&format!("more than {MAX_HOOK_STDOUT} bytes")),
         "{error}"
     );
-    assert!(gone(scripts.pid("hook.pid")).await);
+    assert!(none_running(&scripts.dir().display().to_string()).await);
     // Megabytes on stderr are read and dropped, never kept whole.
     let command = scripts.script(
         "noisy.sh",
@@ -143,15 +145,14 @@ async fn a_hook_that_closes_stdin_early_still_answers() {
 async fn a_child_left_running_does_not_hold_the_answer_back() {
     let scripts = Scripts::new();
     // The background `sleep` inherits stdout; waiting for its end would take 30 s.
+    let child = marker();
     let command = scripts.script(
         "leaves.sh",
-        r#"sleep 30 &
-echo $! > "$DIR/child.pid"
-echo '{"decision":"allow"}'"#,
+        &format!("sleep {child} &\necho '{{\"decision\":\"allow\"}}'"),
     );
     let answer = hook(&scripts, command, LONG).run("{}").await.unwrap();
     assert!(answer.contains("allow"));
-    assert!(gone(scripts.pid("child.pid")).await, "its child still runs");
+    assert!(none_running(&child).await, "its child still runs");
 }
 
 #[tokio::test]
@@ -178,4 +179,23 @@ async fn output_that_is_not_utf8_is_a_failure() {
     let command = scripts.script("binary.sh", r#"printf '\377\376{}'"#);
     let error = hook(&scripts, command, LONG).run("{}").await.unwrap_err();
     assert!(error.0.contains("not UTF-8"), "{error}");
+}
+
+#[tokio::test]
+async fn a_hook_writes_only_in_its_workspace() {
+    let scripts = Scripts::new();
+    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let command = scripts.script(
+        "writes.sh",
+        &format!(
+            "echo in > \"$DIR/inside\"; echo out > '{}/outside' || true; echo '{{}}'",
+            outside.path().display()
+        ),
+    );
+    hook(&scripts, command, LONG).run("{}").await.unwrap();
+    assert!(scripts.at("inside").exists());
+    assert!(
+        !outside.path().join("outside").exists(),
+        "a hook wrote outside its workspace"
+    );
 }

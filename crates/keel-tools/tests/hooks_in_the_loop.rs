@@ -8,14 +8,14 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::hooks::{Scripts, gone};
+use common::hooks::{Scripts, none_running};
 use keel_core::tool_hooks::ToolHook;
 use keel_core::{
     Agent, AgentState, EventKind, EventLog, HookEvent, HookOutcome, RunReport, RunRequest,
     ToolHooks, ToolMatcher,
 };
 use keel_mock::{ScriptedProvider, Step};
-use keel_tools::{CommandHook, Workspace, file_tools};
+use keel_tools::{CommandHook, Sandbox, Workspace, file_tools};
 use serde_json::{Value, json};
 
 const LONG: Duration = Duration::from_secs(20);
@@ -47,7 +47,11 @@ impl Setup {
             event,
             matcher: ToolMatcher::new(pattern),
             label: command.clone(),
-            command: Arc::new(CommandHook::new(command, self.workspace.path(), timeout)),
+            // The scripts are beside the workspace, in a /tmp the sandbox would hide.
+            command: Arc::new(
+                CommandHook::new(command, self.workspace.path(), timeout)
+                    .sandbox(Sandbox::detect().writable(self.scripts.dir())),
+            ),
         }
     }
 
@@ -161,10 +165,9 @@ async fn a_rewriting_hook_writes_where_it_says_and_a_bad_rewrite_denies() {
 #[tokio::test]
 async fn a_hook_that_times_out_denies_and_is_gone() {
     let setup = Setup::new();
-    let command = setup.scripts.script(
-        "slow.sh",
-        r#"echo $$ > "$DIR/hook.pid"; sleep 30; echo '{"decision":"allow"}'"#,
-    );
+    let command = setup
+        .scripts
+        .script("slow.sh", r#"sleep 30; echo '{"decision":"allow"}'"#);
     let hooks = vec![setup.hook(HookEvent::PreTool, "*", command, Duration::from_millis(200))];
     let (_, results) = setup.run(hooks, &[write("a.txt", "x")]).await;
     assert!(setup.file("a.txt").is_none());
@@ -173,7 +176,7 @@ async fn a_hook_that_times_out_denies_and_is_gone() {
         "{}",
         results[0]
     );
-    assert!(gone(setup.scripts.pid("hook.pid")).await);
+    assert!(none_running(&setup.scripts.dir().display().to_string()).await);
 }
 
 #[tokio::test]

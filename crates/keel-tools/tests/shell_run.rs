@@ -1,6 +1,9 @@
 //! The `shell` tool running real commands: the workspace directory, exit codes and outputs,
-//! the whole process group killed on timeout, on cancel and at exit, the environment without
-//! secrets, the output cap, closed stdin, and the refusals of the command policy.
+//! everything a command started killed on timeout and at exit (in the sandbox and without it),
+//! a cancelled run letting the command finish, the environment without secrets, the output
+//! cap, closed stdin, and the refusals of the command policy. Commands run in keel's sandbox
+//! (bubblewrap must be installed); processes are found by a marker in their command line, since
+//! in the sandbox they have pids of their own. What the sandbox confines: shell_sandbox.rs.
 
 mod common;
 
@@ -9,16 +12,21 @@ use std::time::Duration;
 
 use keel_core::{Permission, Tool, ToolErrorKind};
 use keel_tools::shell::{ParentEnv, SecretFilter};
-use keel_tools::{Shell, ShellConfig, ShellPolicy, Workspace};
+use keel_tools::{Sandbox, SandboxState, Shell, ShellConfig, ShellPolicy, Workspace};
 use serde_json::json;
 
 use common::ctx;
+use common::hooks::{marker, none_running};
 
 /// A shell tool over a fresh workspace, configured by `configure`.
 fn shell_with(configure: impl FnOnce(&mut ShellConfig)) -> (tempfile::TempDir, Shell) {
     let dir = tempfile::tempdir().unwrap();
     let workspace = Arc::new(Workspace::new(dir.path()).unwrap());
     let mut config = ShellConfig::default();
+    assert!(
+        matches!(config.sandbox.state(), SandboxState::Bwrap(_)),
+        "the shell tests need bubblewrap's `bwrap` on PATH (apt-get install bubblewrap)"
+    );
     configure(&mut config);
     (dir, Shell::new(workspace, config))
 }
@@ -41,29 +49,9 @@ async fn within_bound<T>(call: impl std::future::Future<Output = T>) -> T {
         .expect("the call did not end in time")
 }
 
-/// The numbers printed alone on a line.
-fn pids(text: &str) -> Vec<i32> {
-    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
-}
-
-/// Whether process `pid` is gone (or a zombie, dead and waiting to be reaped), waiting up to
-/// 2 s for the kill to land.
-async fn gone(pid: i32) -> bool {
-    for _ in 0..100 {
-        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Err(_) => return true,
-            Ok(stat) => {
-                let state = stat
-                    .rsplit_once(") ")
-                    .and_then(|(_, rest)| rest.chars().next());
-                if matches!(state, Some('Z' | 'X')) {
-                    return true;
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
+/// The sandbox, and none.
+fn sandboxes() -> [Sandbox; 2] {
+    [Sandbox::detect(), Sandbox::off()]
 }
 
 #[test]
@@ -103,95 +91,117 @@ async fn runs_in_the_workspace_and_reports_exit_code_and_both_outputs() {
 }
 
 #[tokio::test]
-async fn a_timeout_kills_the_whole_group_grandchildren_included() {
-    let (_dir, tool) = shell();
-    // A background grandchild, and a double fork whose middle process exits at once, leaving
-    // an orphan in the group.
-    let command = "sleep 30 & echo $!; (sleep 30 & echo $!); sleep 30";
-    let error = run(&tool, json!({"command": command, "timeout_secs": 0.3}))
-        .await
-        .unwrap_err();
-    assert_eq!(error.kind, ToolErrorKind::Failed);
-    assert!(
-        error.message.contains("timed out after 0.3 s"),
-        "{}",
-        error.message
-    );
-    assert!(
-        error.message.contains("exit code: none (killed by keel)"),
-        "{}",
-        error.message
-    );
-    let found = pids(&error.message);
-    assert_eq!(found.len(), 2, "{}", error.message);
-    for pid in found {
-        assert!(gone(pid).await, "process {pid} outlived the timeout");
+async fn a_timeout_kills_everything_the_command_started() {
+    for sandbox in sandboxes() {
+        let (_dir, tool) = shell_with(|config| config.sandbox = sandbox.clone());
+        // A background grandchild, and a double fork whose middle process exits at once,
+        // leaving an orphan in the group.
+        let m = marker();
+        let command = format!("sleep {m} & (sleep {m} &); sleep {m}");
+        let error = run(&tool, json!({"command": command, "timeout_secs": 0.3}))
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind, ToolErrorKind::Failed);
+        assert!(
+            error.message.contains("timed out after 0.3 s"),
+            "{}",
+            error.message
+        );
+        assert!(
+            error.message.contains("exit code: none (killed by keel)"),
+            "{}",
+            error.message
+        );
+        assert!(
+            none_running(&m).await,
+            "{sandbox:?}: a process outlived the timeout"
+        );
     }
 }
 
 #[tokio::test]
-async fn cancelling_the_run_kills_the_whole_group() {
-    let (dir, tool) = shell();
-    let context = ctx();
-    let cancel = context.cancel.clone();
-    // Cancel once both sleeps are running, however slow the machine.
-    let ready = dir.path().join("ready");
-    tokio::spawn(async move {
-        while !ready.exists() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        cancel.cancel();
-    });
-    let command = "sleep 30 & echo $!; (sleep 30 & echo $!); touch ready; sleep 30";
-    let error = within_bound(tool.call(json!({"command": command}), &context))
-        .await
-        .unwrap_err();
-    assert!(error.message.contains("cancelled"), "{}", error.message);
-    let found = pids(&error.message);
-    assert_eq!(found.len(), 2, "{}", error.message);
-    for pid in found {
-        assert!(gone(pid).await, "process {pid} outlived the cancel");
+async fn in_the_sandbox_a_process_that_left_the_group_is_killed_too() {
+    let (_dir, tool) = shell();
+    let m = marker();
+    let command = format!("setsid sleep {m} & setsid -f sleep {m}; echo started");
+    let out = run(&tool, json!({"command": command})).await.unwrap();
+    assert!(out.contains("started"), "{out}");
+    assert!(
+        none_running(&m).await,
+        "a setsid process outlived its command"
+    );
+}
+
+#[tokio::test]
+async fn a_cancelled_run_lets_the_command_finish() {
+    for sandbox in sandboxes() {
+        let (dir, tool) = shell_with(|config| config.sandbox = sandbox.clone());
+        let context = ctx();
+        let cancel = context.cancel.clone();
+        // Cancel once the command runs, then let it go on.
+        let ready = dir.path().join("ready");
+        let go = dir.path().join("go");
+        tokio::spawn(async move {
+            while !ready.exists() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            cancel.cancel();
+            std::fs::write(go, "").unwrap();
+        });
+        let command = "touch ready; while [ ! -e go ]; do sleep 0.01; done; echo finished";
+        let out = within_bound(tool.call(json!({"command": command}), &context))
+            .await
+            .unwrap()
+            .content;
+        assert!(
+            out.starts_with("exit code: 0\n--- stdout ---\nfinished\n"),
+            "{sandbox:?}: {out}"
+        );
     }
 }
 
 #[tokio::test]
 async fn background_processes_do_not_outlive_a_command_that_exits() {
-    let (_dir, tool) = shell();
-    let out = run(&tool, json!({"command": "sleep 30 & echo $!"}))
+    for sandbox in sandboxes() {
+        let (_dir, tool) = shell_with(|config| config.sandbox = sandbox.clone());
+        let m = marker();
+        let out = run(
+            &tool,
+            json!({"command": format!("sleep {m} & echo started")}),
+        )
         .await
         .unwrap();
-    let found = pids(&out);
-    assert_eq!(found.len(), 1, "{out}");
-    assert!(
-        gone(found[0]).await,
-        "the background sleep outlived its command"
-    );
+        assert!(out.contains("started"), "{out}");
+        assert!(
+            none_running(&m).await,
+            "{sandbox:?}: the background sleep outlived its command"
+        );
+    }
 }
 
 #[tokio::test]
-async fn a_dropped_call_kills_the_group() {
-    let (_dir, tool) = shell();
-    let dir = tempfile::tempdir().unwrap();
-    let pid_file = dir.path().join("pid");
-    let command = format!("sleep 30 & echo $! > {}; sleep 30", pid_file.display());
-    let call = run(&tool, json!({"command": command}));
-    // The call is abandoned (its future dropped) once the grandchild is known.
-    let wait_for_pid = async {
-        loop {
-            if let Some(pid) = std::fs::read_to_string(&pid_file)
-                .ok()
-                .and_then(|t| t.trim().parse::<i32>().ok())
-            {
-                return pid;
+async fn a_dropped_call_kills_everything_it_started() {
+    for sandbox in sandboxes() {
+        let (dir, tool) = shell_with(|config| config.sandbox = sandbox.clone());
+        let started = dir.path().join("started");
+        let m = marker();
+        let command = format!("sleep {m} & touch started; sleep {m}");
+        let call = run(&tool, json!({"command": command}));
+        // The call is abandoned (its future dropped) once the grandchild runs.
+        let wait = async {
+            while !started.exists() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
-    let pid = tokio::select! {
-        pid = wait_for_pid => pid,
-        _ = call => panic!("the command ended by itself"),
-    };
-    assert!(gone(pid).await, "process {pid} outlived the dropped call");
+        };
+        tokio::select! {
+            () = wait => {},
+            _ = call => panic!("the command ended by itself"),
+        };
+        assert!(
+            none_running(&m).await,
+            "{sandbox:?}: a process outlived the dropped call"
+        );
+    }
 }
 
 #[tokio::test]

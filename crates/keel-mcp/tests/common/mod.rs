@@ -39,6 +39,7 @@ pub fn stdio_config(name: &str, timeout: Duration) -> McpServerConfig {
             .map(String::from)
             .to_vec(),
             env: BTreeMap::from([(CHILD_ENV.to_string(), "1".to_string())]),
+            launcher: vec![],
         },
         call_timeout: timeout,
     }

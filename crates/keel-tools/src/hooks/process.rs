@@ -1,7 +1,9 @@
-//! Running one hook process: its own process group (so everything it starts can be killed at
-//! once), stdin written while stdout and stderr are read, stdout capped, a time limit, and no
-//! process left behind — also when the caller stops waiting.
+//! Running one hook process: in the sandbox when there is one, its own process group (so
+//! everything it starts can be killed at once), stdin written while stdout and stderr are
+//! read, stdout capped, a time limit, and no process left behind — also when the caller stops
+//! waiting.
 
+use std::ffi::OsStr;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
@@ -9,9 +11,9 @@ use std::time::Duration;
 
 use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::Command;
 
 use super::MAX_HOOK_STDOUT;
+use crate::sandbox::{Sandbox, SandboxError};
 
 /// How much of stderr is kept to explain a failure.
 const MAX_STDERR: usize = 4096;
@@ -35,6 +37,9 @@ pub(super) enum Failure {
     /// `sh` could not be started.
     #[error("it could not be started: {0}")]
     Spawn(std::io::Error),
+    /// The sandbox cannot run it.
+    #[error("it could not be started: {0}")]
+    Sandbox(SandboxError),
     /// It ran past its time limit and was killed.
     #[error("it did not finish within {0:?} and was killed")]
     TimedOut(Duration),
@@ -54,17 +59,23 @@ pub(super) enum Failure {
     Wait(std::io::Error),
 }
 
-/// Runs `command` through `sh -c` in `dir` with `input` on its stdin, for at most `timeout`.
+/// Runs `command` through `sh -c` in `dir` with `input` on its stdin, for at most `timeout`,
+/// confined by `sandbox`, in keel's environment.
 pub(super) async fn run(
     command: &str,
     dir: &Path,
     input: &[u8],
     timeout: Duration,
+    sandbox: &Sandbox,
 ) -> Result<Finished, Failure> {
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(command)
-        .current_dir(dir)
+    let mut child = sandbox
+        .command(
+            OsStr::new("sh"),
+            &[OsStr::new("-c"), OsStr::new(command)],
+            dir,
+            std::env::vars_os().collect(),
+        )
+        .map_err(Failure::Sandbox)?
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -1,11 +1,15 @@
 //! The `shell` tool: runs a command line with `sh -c` in the workspace directory, judged first
 //! by keel's command policy ([`ShellPolicy`]).
 //!
-//! A command runs in its own process group with standard input closed (`/dev/null`), in an
-//! environment without keel's secrets ([`SecretFilter`]), for at most its timeout. On timeout, on
-//! cancellation, and when it exits, the whole group is killed, so nothing it started in the
-//! background outlives the call. Its exit code, standard output and standard error go back to
-//! the model as text; each output keeps its head and tail when the two together exceed the cap.
+//! A command runs in keel's sandbox ([`Sandbox`]: only the workspace and a private `/tmp`
+//! writable, keel's files and process out of sight), in its own process group with standard
+//! input closed (`/dev/null`), in an environment without keel's secrets ([`SecretFilter`]), for
+//! at most its timeout. On timeout and when it exits, everything it started is killed, so
+//! nothing it started in the background outlives the call; a cancelled run lets it finish (a
+//! side effect in flight), and keel's exit kills it. Where no sandbox is available the tool
+//! refuses to run, unless the sandbox was turned off ([`Sandbox::off`]). Its exit code,
+//! standard output and standard error go back to the model as text; each output keeps its head
+//! and tail when the two together exceed the cap.
 
 mod capture;
 mod environment;
@@ -22,6 +26,7 @@ pub use environment::{ParentEnv, SecretFilter};
 pub use policy::{CommandPattern, PatternError, PolicyError, ShellPolicy, Verdict};
 pub use tool::{MAX_COMMAND_BYTES, Shell};
 
+use crate::sandbox::Sandbox;
 use crate::workspace::Workspace;
 
 /// The module name the shell tool declares in its spec, for persona filtering.
@@ -45,6 +50,9 @@ pub struct ShellConfig {
     pub parent_env: ParentEnv,
     /// The command policy.
     pub policy: ShellPolicy,
+    /// How commands are confined; the tool adds its workspace as writable. Default:
+    /// [`Sandbox::detect`].
+    pub sandbox: Sandbox,
 }
 
 impl Default for ShellConfig {
@@ -57,6 +65,7 @@ impl Default for ShellConfig {
             secrets: SecretFilter::default(),
             parent_env: ParentEnv::Process,
             policy: ShellPolicy::default(),
+            sandbox: Sandbox::detect(),
         }
     }
 }

@@ -1,6 +1,7 @@
-//! Running one command line in its own process group, killed whole when it ends.
+//! Running one command line in its own process group (in the sandbox, when there is one),
+//! killed whole when it ends.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
@@ -10,9 +11,9 @@ use std::time::Duration;
 use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 use super::capture::Capture;
+use crate::sandbox::{Sandbox, SandboxError};
 
 /// How long the output pipes may stay open once the process group is dead: only a process
 /// that left the group (`setsid`) can hold them open longer, and its output is not waited for.
@@ -32,6 +33,19 @@ pub(crate) struct Launch<'a> {
     pub timeout: Duration,
     /// Bytes kept at each end of each output.
     pub keep_bytes: usize,
+    /// How it is confined.
+    pub sandbox: &'a Sandbox,
+}
+
+/// Why a command did not start.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StartError {
+    /// The sandbox cannot run it.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// Starting the process failed.
+    #[error(transparent)]
+    Spawn(#[from] io::Error),
 }
 
 /// How a command ended.
@@ -41,8 +55,6 @@ pub(crate) enum Ending {
     Exited(ExitStatus),
     /// Its timeout passed; the group was killed.
     TimedOut,
-    /// The run was cancelled; the group was killed.
-    Cancelled,
 }
 
 /// A finished command.
@@ -58,16 +70,18 @@ pub(crate) struct Finished {
     pub incomplete: bool,
 }
 
-/// Runs `launch.line`, killing its whole process group when it exits, times out or `cancel`
-/// fires. An error means it could not be started.
-pub(crate) async fn run(launch: Launch<'_>, cancel: &CancellationToken) -> io::Result<Finished> {
-    let mut command = tokio::process::Command::new(launch.program);
+/// Runs `launch.line`, killing its whole process group (in the sandbox, everything it started)
+/// when it exits or times out. A cancelled run does not stop it: a side effect in flight
+/// finishes (dropping the future, as the run's hard time limit does, kills it). An error means
+/// it could not be started.
+pub(crate) async fn run(launch: Launch<'_>) -> Result<Finished, StartError> {
+    let mut command = launch.sandbox.command(
+        OsStr::new(launch.program),
+        &[OsStr::new("-c"), OsStr::new(launch.line)],
+        launch.dir,
+        launch.env,
+    )?;
     command
-        .arg("-c")
-        .arg(launch.line)
-        .current_dir(launch.dir)
-        .env_clear()
-        .envs(launch.env)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -95,11 +109,10 @@ pub(crate) async fn run(launch: Launch<'_>, cancel: &CancellationToken) -> io::R
     let ending = tokio::select! {
         status = child.wait() => Ending::Exited(status?),
         () = tokio::time::sleep(launch.timeout) => Ending::TimedOut,
-        () = cancel.cancelled() => Ending::Cancelled,
     };
     // Whatever happened, nothing the command started outlives it.
     group.kill();
-    if !matches!(ending, Ending::Exited(_)) {
+    if matches!(ending, Ending::TimedOut) {
         // Reap the leader; the killed group's other members are reparented and reaped by init.
         child.wait().await?;
     }

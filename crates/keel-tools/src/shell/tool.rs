@@ -9,8 +9,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::capture::split_budget;
-use super::process::{Ending, Finished, Launch, run};
+use super::process::{Ending, Finished, Launch, StartError, run};
 use super::{SHELL_MODULE, ShellConfig, Verdict};
+use crate::sandbox::{Sandbox, SandboxError, SandboxState};
 use crate::schema::{parameters_for, parse_args};
 use crate::workspace::Workspace;
 
@@ -22,6 +23,10 @@ back its exit code, standard output and standard error. Standard input is closed
 command starts in the background outlives it. Long outputs keep their beginning and end. Some \
 commands are refused or need approval (deleting broad paths, sudo, force pushes, writing system \
 files); the result says why.";
+
+/// Added to the description when commands run in the sandbox.
+const SANDBOXED: &str = " The command runs in a sandbox: only the workspace and a private /tmp \
+are writable, and keel's own files are out of sight.";
 
 /// The arguments of `shell`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -39,18 +44,26 @@ struct ShellArgs {
 pub struct Shell {
     workspace: Arc<Workspace>,
     config: ShellConfig,
+    /// The configured sandbox, with the workspace writable.
+    sandbox: Sandbox,
     spec: ToolSpec,
 }
 
 impl Shell {
     /// A `shell` tool running commands in `workspace`'s root.
     pub fn new(workspace: Arc<Workspace>, config: ShellConfig) -> Self {
-        let mut spec = ToolSpec::new("shell", DESCRIPTION, parameters_for::<ShellArgs>());
+        let description = match config.sandbox.state() {
+            SandboxState::Bwrap(_) => format!("{DESCRIPTION}{SANDBOXED}"),
+            SandboxState::Off | SandboxState::Unavailable => DESCRIPTION.to_string(),
+        };
+        let mut spec = ToolSpec::new("shell", description, parameters_for::<ShellArgs>());
         spec.module = Some(SHELL_MODULE.to_string());
         spec.required_permission = Permission::Admin;
+        let sandbox = config.sandbox.clone().writable(workspace.root());
         Shell {
             workspace,
             config,
+            sandbox,
             spec,
         }
     }
@@ -92,7 +105,8 @@ impl Tool for Shell {
     async fn call(
         &self,
         args: serde_json::Value,
-        ctx: &ToolContext,
+        // A cancelled run lets the command finish: it is a side effect in flight.
+        _ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let args: ShellArgs = parse_args("shell", args)?;
         validate(&args.command)?;
@@ -111,12 +125,17 @@ impl Tool for Shell {
             env: self.config.parent_env.for_command(&self.config.secrets),
             timeout,
             keep_bytes: self.config.max_output_chars.saturating_mul(4).max(64),
+            sandbox: &self.sandbox,
         };
-        let finished = run(launch, &ctx.cancel).await.map_err(|e| {
-            ToolError::failed(format!(
+        let finished = run(launch).await.map_err(|e| match e {
+            StartError::Sandbox(SandboxError::Unavailable) => ToolError::denied(format!(
+                "`shell` is refused: {}. The command was not run.",
+                SandboxError::Unavailable
+            )),
+            e => ToolError::failed(format!(
                 "the command could not be started: `{}` failed to run: {e}",
                 self.config.program
-            ))
+            )),
         })?;
         let report = self.report(&finished);
         match finished.ending {
@@ -124,9 +143,6 @@ impl Tool for Shell {
             Ending::TimedOut => Err(ToolError::failed(format!(
                 "the command timed out after {} and was killed with everything it started.\n{report}",
                 seconds(timeout)
-            ))),
-            Ending::Cancelled => Err(ToolError::failed(format!(
-                "the run was cancelled; the command was killed with everything it started.\n{report}"
             ))),
         }
     }
@@ -152,7 +168,7 @@ impl Shell {
                 (None, Some(signal)) => format!("killed by signal {signal}"),
                 (None, None) => "unknown".to_string(),
             },
-            Ending::TimedOut | Ending::Cancelled => "none (killed by keel)".to_string(),
+            Ending::TimedOut => "none (killed by keel)".to_string(),
         };
         let (out_budget, err_budget) = split_budget(
             finished.stdout.chars(),

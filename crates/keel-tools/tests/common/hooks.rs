@@ -65,3 +65,43 @@ pub async fn gone(pid: u32) -> bool {
     }
     false
 }
+
+/// A number no other process's command line holds, to give a test's `sleep` as its duration
+/// (`sleep 30.<pid><n>`): processes in keel's sandbox have pids of their own, so a test finds
+/// them by their command line instead.
+pub fn marker() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "30.{}{:04}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// True once no living process has `marker` in its command line (a zombie, dead and not yet
+/// reaped, has none). Waits up to 2 s for the kernel to finish a kill.
+pub async fn none_running(marker: &str) -> bool {
+    for _ in 0..100 {
+        if running(marker).is_empty() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// The pids of the processes whose command line holds `marker`.
+pub fn running(marker: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|line| String::from_utf8_lossy(&line).contains(marker))
+        })
+        .collect()
+}
