@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::{ANY_CALL, ApprovalDecision, ApprovalNeed, PendingApproval, session_key};
+use crate::approval::{ApprovalDecision, PendingApproval, session_key};
 use crate::callbacks::progress::Progress;
 use crate::checkpoint::ToolCallRecord;
 use crate::clock::Clock;
@@ -256,7 +256,8 @@ impl Driver<'_> {
     }
 
     /// The first call of `calls` that needs a person's approval and has none: its tool says
-    /// so for its arguments, or the session is untrusted and the tool has side effects. Calls
+    /// so for its arguments, or the session is untrusted and the tool is not an idempotent one
+    /// that stays inside the conversation ([`crate::reach::untrusted_need`]). Calls
     /// approved in this run, or matching an `approve_session` of the session, need none; calls
     /// the executor will refuse anyway (unknown tool, bad arguments) are left to it.
     async fn needs_approval(
@@ -273,14 +274,10 @@ impl Driver<'_> {
                 continue;
             };
             let need = prepared.tool.approval(&prepared.args).or_else(|| {
-                (run.settings().untrusted && prepared.tool.spec().side_effecting()).then(|| {
-                    ApprovalNeed {
-                        reason: "this conversation comes from an untrusted source (an email or \
-                                 an event), and the tool changes things"
-                            .into(),
-                        pattern: ANY_CALL.into(),
-                    }
-                })
+                run.settings()
+                    .untrusted
+                    .then(|| crate::reach::untrusted_need(prepared.tool.spec()))
+                    .flatten()
             });
             let Some(need) = need else { continue };
             let key = session_key(&call.name, &need.pattern);

@@ -36,6 +36,7 @@ pub mod platform;
 pub mod prompt_parts;
 pub mod provider;
 pub mod provider_error;
+pub mod reach;
 pub mod reconcile;
 pub mod recovery;
 pub mod redact;
@@ -91,7 +92,9 @@ pub use store::{
     PlatformLink, RunRecord, SessionInfo, Store, StoreError, StoredMessage, UserRecord,
 };
 pub use token_log::{TokenCharge, UsageLine, UsageQuery};
-pub use tool::{Permission, Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput, ToolSpec};
+pub use tool::{
+    Permission, Reach, Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput, ToolSpec,
+};
 pub use tool_hooks::{
     HookCommand, HookEvent, HookFailure, HookOutcome, ToolHook, ToolHooks, ToolMatcher,
 };

@@ -4,6 +4,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+pub use crate::reach::Reach;
+
 /// The permission a caller needs to use a tool, lowest first.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
@@ -40,9 +42,13 @@ pub struct ToolSpec {
     /// The permission a caller needs.
     #[serde(default)]
     pub required_permission: Permission,
-    /// The module it belongs to, for persona filtering.
+    /// The module it belongs to, for persona filtering: a persona's `allowed_modules` offers
+    /// only tools of the modules it names, never a tool of none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub module: Option<String>,
+    /// What it reaches besides its arguments (see [`Reach`]).
+    #[serde(default, skip_serializing_if = "Reach::is_undeclared")]
+    pub reach: Reach,
     /// Sends notifications to the conversation's platform (a scheduler, a reminder): its calls
     /// get the conversation's `platform`, `platform_channel_id` and `platform_thread_id`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -51,7 +57,7 @@ pub struct ToolSpec {
 
 impl ToolSpec {
     /// A spec with the given name, description and parameter schema; not idempotent, not
-    /// interactive, `user` permission.
+    /// interactive, `user` permission, no module, reach undeclared.
     pub fn new(
         name: impl Into<String>,
         description: impl Into<String>,
@@ -65,6 +71,7 @@ impl ToolSpec {
             interactive: false,
             required_permission: Permission::User,
             module: None,
+            reach: Reach::Undeclared,
             notifies: false,
         }
     }
@@ -79,6 +86,24 @@ impl ToolSpec {
     /// session such a call needs approval.
     pub fn side_effecting(&self) -> bool {
         !self.idempotent
+    }
+
+    /// Declares what the tool reaches (see [`Reach`]).
+    pub fn reach(mut self, reach: Reach) -> Self {
+        self.reach = reach;
+        self
+    }
+
+    /// Puts the tool in `module`, for personas' `allowed_modules`.
+    pub fn in_module(mut self, module: impl Into<String>) -> Self {
+        self.module = Some(module.into());
+        self
+    }
+
+    /// Whether an untrusted session may call it without a person's approval: only an
+    /// idempotent tool declared [`Reach::Conversation`].
+    pub fn untrusted_without_approval(&self) -> bool {
+        self.idempotent && self.reach == Reach::Conversation
     }
 
     /// Marks the tool interactive.

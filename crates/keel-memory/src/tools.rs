@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use keel_core::known_facts::OWNER;
-use keel_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use keel_core::memory_notes::MEMORY_MODULE;
+use keel_core::{Reach, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use serde_json::{Value, json};
 
 use crate::facts::{FactError, NewFact};
@@ -36,6 +37,12 @@ pub fn memory_tools(memory: Arc<Memory>) -> Vec<Arc<dyn Tool>> {
         Arc::new(RememberTool::new(memory.clone())),
         Arc::new(ForgetTool::new(memory)),
     ]
+}
+
+/// The facts are the user's, kept across their conversations: the tools sit in the persona
+/// module `memory` (with the `memory` notes tool) and reach private data.
+fn in_memory_module(spec: ToolSpec) -> ToolSpec {
+    spec.in_module(MEMORY_MODULE).reach(Reach::Private)
 }
 
 fn user_of(ctx: &ToolContext) -> &str {
@@ -69,7 +76,10 @@ impl RememberTool {
                 "additionalProperties": false
             }),
         );
-        RememberTool { memory, spec }
+        RememberTool {
+            memory,
+            spec: in_memory_module(spec),
+        }
     }
 }
 
@@ -141,7 +151,10 @@ impl ForgetTool {
                 "additionalProperties": false
             }),
         );
-        ForgetTool { memory, spec }
+        ForgetTool {
+            memory,
+            spec: in_memory_module(spec),
+        }
     }
 }
 
@@ -164,6 +177,39 @@ impl Tool for ForgetTool {
             Err(ToolError::invalid_arguments(format!(
                 "there is no fact `{fact_id}` to forget"
             )))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use keel_core::platform::RunOptions;
+    use keel_core::{MemoryStore, Reach};
+
+    use super::*;
+
+    #[test]
+    fn the_fact_tools_sit_in_the_memory_module_and_reach_private_data() {
+        let tools = memory_tools(Arc::new(Memory::new(Arc::new(MemoryStore::new()))));
+        let only_files = RunOptions {
+            allowed_modules: Some(vec!["files".into()]),
+            ..RunOptions::default()
+        };
+        let with_memory = RunOptions {
+            allowed_modules: Some(vec![MEMORY_MODULE.into()]),
+            ..RunOptions::default()
+        };
+        for tool in &tools {
+            let spec = tool.spec();
+            assert_eq!(spec.module.as_deref(), Some("memory"), "{}", spec.name);
+            assert_eq!(spec.reach, Reach::Private, "{}", spec.name);
+            assert!(
+                !only_files.allows(spec),
+                "{} slips past a persona",
+                spec.name
+            );
+            assert!(with_memory.allows(spec), "{}", spec.name);
+            assert!(keel_core::reach::untrusted_need(spec).is_some());
         }
     }
 }

@@ -5,6 +5,7 @@
 use axum::extract::FromRequestParts;
 use axum::http::header;
 use axum::http::request::Parts;
+use keel_core::platform::SessionKind;
 use keel_core::{RunRecord, SessionInfo};
 
 use crate::error::ApiError;
@@ -35,6 +36,39 @@ impl Caller {
                 .place
                 .as_ref()
                 .is_some_and(|place| self.speaks_for(&place.platform))
+    }
+
+    /// Whether the caller may let a call of a run in `conversation` go ahead (approve it): an
+    /// admin, the conversation's owner, or a key that sees it through its platform when the
+    /// conversation is trusted. An untrusted conversation's (an email's, an event's) calls wait
+    /// for a person, and the platform key that brought its message in is not one: whoever
+    /// drives that key (a bridge relaying the email, a button any chat member can press) would
+    /// let the untrusted message approve its own calls. Denying is anyone's who sees it.
+    pub fn may_approve_in(&self, conversation: &SessionInfo) -> bool {
+        let untrusted = !conversation.trusted || SessionKind::of(&conversation.id).untrusted();
+        self.admin
+            || (self.user_id.is_some() && conversation.owner == self.user_id)
+            || (!untrusted && self.sees(conversation))
+    }
+
+    /// The run `id` and its conversation, as [`Caller::run`], for a decision about its pending
+    /// call: 403 when `decision` lets the call go ahead and the caller may not approve in that
+    /// conversation ([`Caller::may_approve_in`]).
+    pub async fn run_to_decide(
+        &self,
+        state: &AppState,
+        id: &str,
+        decision: &str,
+    ) -> Result<(RunRecord, SessionInfo), ApiError> {
+        let (run, conversation) = self.run(state, id).await?;
+        if decision != "deny" && !self.may_approve_in(&conversation) {
+            return Err(ApiError::forbidden(format!(
+                "run `{id}` is of an untrusted conversation (an email or an event): its calls \
+                 are approved by an admin or the conversation's user, never by a key that \
+                 speaks for its platform; this key may deny"
+            )));
+        }
+        Ok((run, conversation))
     }
 
     /// Whether the caller may post incoming messages for `platform`.

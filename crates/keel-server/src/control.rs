@@ -269,7 +269,7 @@ async fn approve_run(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<ApprovalBody>,
 ) -> Result<Response, ApiError> {
-    caller.run(&state, &id).await?;
+    caller.run_to_decide(&state, &id, &body.decision).await?;
     let decision = match body.decision.as_str() {
         "approve_once" => ApprovalDecision::ApproveOnce,
         "approve_session" => ApprovalDecision::ApproveSession,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use keel_core::files::{FileOrigin, FileRecord};
 use keel_core::platform::READ_ATTACHMENT;
-use keel_core::{Permission, Store, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use keel_core::{Permission, Reach, Store, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -51,7 +51,9 @@ impl ReadAttachment {
             DESCRIPTION,
             parameters_for::<ReadAttachmentArgs>(),
         )
-        .idempotent();
+        .idempotent()
+        // This conversation's attachments only.
+        .reach(Reach::Conversation);
         spec.module = Some(FILES_MODULE.to_string());
         // A guest may read what it sent itself.
         spec.required_permission = Permission::Guest;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use keel_core::session_search::{MAX_QUERY_TERMS, SessionHit, SessionSearch, search_terms};
-use keel_core::{Permission, Store, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use keel_core::{Permission, Reach, Store, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -59,7 +59,9 @@ impl SessionSearchTool {
             DESCRIPTION,
             parameters_for::<SessionSearchArgs>(),
         )
-        .idempotent();
+        .idempotent()
+        // The user's other conversations: private beyond this one.
+        .reach(Reach::Private);
         spec.module = Some(SESSIONS_MODULE.to_string());
         // Anyone may search their own past; a guest has only its own sessions.
         spec.required_permission = Permission::Guest;

@@ -317,16 +317,23 @@ impl Agent {
             .collect();
         let journal = self.store.journal(&session_id).await?.unwrap_or_default();
         let tools: Vec<_> = tools;
+        // An untrusted session is shown nothing of the user's private memory: no notes, no
+        // known facts, no messages of their other conversations.
+        let private = !settings.untrusted;
         // The session's memory, as it was when the session started, follows the sections.
-        let snapshot = self
-            .memory_snapshot(&journal, &tools, request.user_id.as_deref())
-            .await;
+        let snapshot = match private {
+            true => {
+                self.memory_snapshot(&journal, &tools, request.user_id.as_deref())
+                    .await
+            }
+            false => None,
+        };
         settings.system_prompt = Self::prompt_with_memory(
             settings.system_prompt,
             snapshot.as_ref().map(|(snapshot, _)| snapshot),
         );
         let recalled = match (&self.recall, &over_budget) {
-            (Some(recall), None) => {
+            (Some(recall), None) if private => {
                 let user = request.user_id.as_deref();
                 Some(
                     recall

@@ -99,6 +99,9 @@ impl DelegationPolicy {
     }
 }
 
+/// The module of `delegate_task`, for personas' `allowed_modules`.
+pub const DELEGATION_MODULE: &str = "delegation";
+
 /// The spec the model sees for `delegate_task`.
 pub fn delegate_task_spec(policy: &DelegationPolicy) -> ToolSpec {
     let task = json!({
@@ -133,6 +136,10 @@ pub fn delegate_task_spec(policy: &DelegationPolicy) -> ToolSpec {
     );
     // Children are durable and found again by id: running the step again is safe.
     spec.idempotent = true;
+    // It reaches nothing itself: its children inherit the session's trust, and their own calls
+    // are held to it.
+    spec.reach = crate::tool::Reach::Conversation;
+    spec.module = Some(DELEGATION_MODULE.to_string());
     spec
 }
 

@@ -52,6 +52,8 @@ impl MemoryTool {
             }),
         );
         spec.module = Some(MEMORY_MODULE.to_string());
+        // The user's notes, kept across their conversations.
+        spec.reach = crate::tool::Reach::Private;
         MemoryTool {
             spec,
             backend,

@@ -27,8 +27,8 @@ pub struct RunOptions {
     /// Sampling temperature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
-    /// The tool modules the run may use; `None`: every module. Tools of no module are not
-    /// limited by it.
+    /// The tool modules the run may use; `None`: every module. A tool of no module is not
+    /// offered when it is set: every tool belongs to a module.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_modules: Option<Vec<String>>,
     /// The session came from an untrusted source (an email, an event).
@@ -79,11 +79,47 @@ impl RunOptions {
         }
     }
 
-    /// Whether a tool's module is one the run may use.
+    /// Whether a tool's module is one the run may use: any tool without `allowed_modules`,
+    /// else only a tool of a module it names (never one of no module).
     pub fn allows(&self, tool: &ToolSpec) -> bool {
-        match (&self.allowed_modules, &tool.module) {
-            (Some(allowed), Some(module)) => allowed.contains(module),
-            _ => true,
+        match &self.allowed_modules {
+            None => true,
+            Some(allowed) => tool
+                .module
+                .as_ref()
+                .is_some_and(|module| allowed.contains(module)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(module: Option<&str>) -> ToolSpec {
+        let mut spec = ToolSpec::new("t", "", serde_json::json!({"type": "object"}));
+        spec.module = module.map(str::to_string);
+        spec
+    }
+
+    #[test]
+    fn allowed_modules_withhold_every_other_tool_even_one_of_no_module() {
+        let open = RunOptions::default();
+        assert!(open.allows(&tool(None)) && open.allows(&tool(Some("files"))));
+        let files = RunOptions {
+            allowed_modules: Some(vec!["files".into()]),
+            ..RunOptions::default()
+        };
+        assert!(files.allows(&tool(Some("files"))));
+        assert!(!files.allows(&tool(Some("memory"))));
+        assert!(
+            !files.allows(&tool(None)),
+            "a tool of no module slips through"
+        );
+        let none = RunOptions {
+            allowed_modules: Some(Vec::new()),
+            ..RunOptions::default()
+        };
+        assert!(!none.allows(&tool(None)));
     }
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use keel_core::{Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput, ToolSpec};
+use keel_core::{Reach, Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput, ToolSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -47,8 +47,10 @@ pub struct ListDir {
 impl ListDir {
     /// A `list_dir` tool listing inside `workspace`.
     pub fn new(workspace: Arc<Workspace>) -> Self {
-        let mut spec =
-            ToolSpec::new("list_dir", DESCRIPTION, parameters_for::<ListDirArgs>()).idempotent();
+        // Inside the workspace only.
+        let mut spec = ToolSpec::new("list_dir", DESCRIPTION, parameters_for::<ListDirArgs>())
+            .idempotent()
+            .reach(Reach::Conversation);
         spec.module = Some(FILES_MODULE.to_string());
         ListDir { workspace, spec }
     }

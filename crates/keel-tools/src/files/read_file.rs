@@ -4,7 +4,7 @@ use std::io::{self, Read};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use keel_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use keel_core::{Reach, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -45,8 +45,10 @@ pub struct ReadFile {
 impl ReadFile {
     /// A `read_file` tool reading inside `workspace`.
     pub fn new(workspace: Arc<Workspace>) -> Self {
-        let mut spec =
-            ToolSpec::new("read_file", DESCRIPTION, parameters_for::<ReadFileArgs>()).idempotent();
+        // Inside the workspace only.
+        let mut spec = ToolSpec::new("read_file", DESCRIPTION, parameters_for::<ReadFileArgs>())
+            .idempotent()
+            .reach(Reach::Conversation);
         spec.module = Some(FILES_MODULE.to_string());
         ReadFile { workspace, spec }
     }

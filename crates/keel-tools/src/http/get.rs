@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::{Once, OnceLock};
 
 use async_trait::async_trait;
-use keel_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use keel_core::{Reach, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::redirect::Policy;
 use reqwest::{Client, Url};
@@ -61,7 +61,9 @@ impl HttpGet {
             description(&config, &hosts),
             parameters_for::<HttpGetArgs>(),
         )
-        .idempotent();
+        .idempotent()
+        // What it fetches can carry anything the run has read out in its URL.
+        .reach(Reach::Egress);
         spec.module = Some(HTTP_MODULE.to_string());
         HttpGet {
             config,

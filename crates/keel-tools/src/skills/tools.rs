@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use keel_core::{Permission, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use keel_core::{Permission, Reach, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -55,7 +55,10 @@ pub fn skill_tools(skills: Arc<SkillSet>) -> Vec<Arc<dyn Tool>> {
 }
 
 fn spec(name: &str, description: &str, parameters: serde_json::Value) -> ToolSpec {
-    let mut spec = ToolSpec::new(name, description, parameters).idempotent();
+    // The agent's own instructions, which matching puts in any session's prompt anyway.
+    let mut spec = ToolSpec::new(name, description, parameters)
+        .idempotent()
+        .reach(Reach::Conversation);
     spec.module = Some(SKILLS_MODULE.to_string());
     spec.required_permission = Permission::Guest;
     spec

@@ -1,0 +1,176 @@
+//! Who may approve a call of an untrusted conversation, through the daemon's router on
+//! `MemoryStore`: a channel key brings an email in (`source: email_trigger`) and sees the run
+//! it starts, but it may not approve that run's calls (403; the call still waits, and the key
+//! may deny); an admin may. In a trusted conversation of its platform the same key may approve.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use chrono::Utc;
+use http_body_util::BodyExt;
+use keel_core::{
+    Agent, ApprovalNeed, MemoryStore, Permission, Store, Tool, ToolContext, ToolError, ToolOutput,
+    ToolSpec,
+};
+use keel_mock::{Script, ScriptedProvider, Step};
+use keel_server::engine::{Engine, EngineOptions};
+use keel_server::hub::Hub;
+use keel_server::keys::new_key;
+use keel_server::{AppState, router};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+/// A side-effecting tool that asks for approval on every call and counts the calls it ran.
+struct Send(ToolSpec, Arc<AtomicUsize>);
+
+#[async_trait]
+impl Tool for Send {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn call(&self, _args: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        self.1.fetch_add(1, Ordering::SeqCst);
+        Ok(ToolOutput::text("sent"))
+    }
+    fn approval(&self, _args: &Value) -> Option<ApprovalNeed> {
+        Some(ApprovalNeed {
+            reason: "it sends mail".into(),
+            pattern: "*".into(),
+        })
+    }
+}
+
+struct Api {
+    state: AppState,
+    store: Arc<MemoryStore>,
+    sent: Arc<AtomicUsize>,
+}
+
+impl Api {
+    async fn new() -> Api {
+        let store = Arc::new(MemoryStore::new());
+        let hub = Arc::new(Hub::new(store.clone()));
+        let engine = Engine::new(store.clone(), hub.clone(), EngineOptions::default());
+        let mut spec = ToolSpec::new("send", "sends mail", json!({"type": "object"}));
+        // The senders are guests.
+        spec.required_permission = Permission::Guest;
+        let sent = Arc::new(AtomicUsize::new(0));
+        let script = Script::new(vec![Step::tool_call("send", json!({})), Step::text("done")])
+            .with_per_turn();
+        let agent = Agent::builder()
+            .provider(Arc::new(ScriptedProvider::new(script)))
+            .model("m")
+            .store(store.clone())
+            .event_sink(hub.clone())
+            .event_sink(engine.sink())
+            .tool(Arc::new(Send(spec, sent.clone())))
+            .build()
+            .unwrap();
+        engine.start(Arc::new(agent)).await.unwrap();
+        let state = AppState {
+            store: store.clone(),
+            engine,
+            hub,
+            max_request_bytes: 64 * 1024,
+            inbox: Arc::new(keel_core::platform::Inbox::new(
+                store.clone(),
+                keel_core::platform::InboxSettings::default(),
+            )),
+            modules: Vec::new().into(),
+        };
+        Api { state, store, sent }
+    }
+
+    async fn key(&self, admin: bool, platforms: &[&str]) -> String {
+        let platforms = platforms.iter().map(|p| p.to_string()).collect();
+        let made = new_key(None, admin, platforms, Utc::now()).unwrap();
+        self.store.save_api_key(&made.record).await.unwrap();
+        made.key
+    }
+
+    async fn post(&self, key: &str, path: &str, body: Value) -> (StatusCode, Value) {
+        let request = Request::post(path)
+            .header("authorization", format!("Bearer {key}"))
+            .header("content-type", "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap();
+        let response = router(self.state.clone()).oneshot(request).await.unwrap();
+        let status = response.status();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
+    /// A message from Slack user U1 in channel `channel`, as `key` posts it: the paused run's
+    /// report.
+    async fn paused(&self, key: &str, channel: &str, source: Option<&str>) -> Value {
+        let mut message = json!({
+            "platform": "slack", "platform_user_id": "U1", "platform_channel_id": channel,
+            "text": "please read this"
+        });
+        if let Some(source) = source {
+            message["source"] = json!(source);
+        }
+        let (status, report) = self.post(key, "/v1/messages?wait=true", message).await;
+        assert_eq!(status, StatusCode::OK, "{report}");
+        assert_eq!(report["state"], "waiting_on_human", "{report}");
+        report
+    }
+
+    async fn decide(&self, key: &str, report: &Value, decision: &str) -> (StatusCode, Value) {
+        let run_id = report["run_id"].as_str().unwrap();
+        let body = json!({"decision": decision, "call_id": report["approval"]["call_id"]});
+        self.post(key, &format!("/v1/runs/{run_id}/approval"), body)
+            .await
+    }
+}
+
+#[tokio::test]
+async fn a_channel_key_cannot_approve_the_calls_of_its_platforms_untrusted_conversation() {
+    let api = Api::new().await;
+    let slack = api.key(false, &["slack"]).await;
+    let admin = api.key(true, &[]).await;
+    let report = api.paused(&slack, "C1", Some("email_trigger")).await;
+    for decision in ["approve_once", "approve_session"] {
+        let (status, refused) = api.decide(&slack, &report, decision).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{decision}: {refused}");
+        assert_eq!(refused["error"]["code"], "forbidden", "{refused}");
+    }
+    assert_eq!(api.sent.load(Ordering::SeqCst), 0, "the call ran");
+    // Still waiting: an admin decides it.
+    let (status, body) = api.decide(&admin, &report, "approve_once").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let done = api
+        .state
+        .engine
+        .wait(report["run_id"].as_str().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(done.state, keel_core::AgentState::Completed, "{done:?}");
+    assert_eq!(api.sent.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_channel_key_may_deny_there_and_approve_in_a_trusted_conversation() {
+    let api = Api::new().await;
+    let slack = api.key(false, &["slack"]).await;
+    let report = api.paused(&slack, "C1", Some("email_trigger")).await;
+    let (status, body) = api.decide(&slack, &report, "deny").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let report = api.paused(&slack, "C2", None).await;
+    let (status, body) = api.decide(&slack, &report, "approve_once").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let done = api
+        .state
+        .engine
+        .wait(report["run_id"].as_str().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(done.state, keel_core::AgentState::Completed, "{done:?}");
+    assert_eq!(api.sent.load(Ordering::SeqCst), 1);
+}
