@@ -48,16 +48,29 @@ pub fn load_settings(
     flags: &Overrides,
 ) -> Result<Configured, ConfigError> {
     let loaded = config::load(config_file, home)?;
+    let unconfined = loaded.file.mcp.unconfined();
     let mut settings = resolve::resolve(loaded.file, &|key| std::env::var(key).ok(), flags)?;
     if settings.skills.enabled {
         settings.skills.roots = keel_tools::skill_roots(home, &settings.workspace);
     }
     settings.memory.dir = Some(home.join("memory"));
+    let own_files = own_files(config_file, home);
+    // Stdio MCP servers run in the sandbox, the workspace writable (an invalid workspace is
+    // refused when the agent is built).
+    let workspace = settings
+        .workspace
+        .canonicalize()
+        .unwrap_or_else(|_| settings.workspace.clone());
+    settings.mcp_servers = crate::sandbox_settings::confine_mcp(
+        std::mem::take(&mut settings.mcp_servers),
+        &unconfined,
+        &crate::sandbox_settings::for_owner_commands(&own_files, &workspace),
+    );
     Ok(Configured {
         settings,
         lastgood: Arc::new(config::LastGoodSaver::new(loaded.source)),
         fallback: loaded.fallback,
-        own_files: own_files(config_file, home),
+        own_files,
     })
 }
 
@@ -122,7 +135,12 @@ pub fn agent(
     );
     register_environment_secrets(settings);
     let launch = LaunchSpec::of(settings, workspace.root());
-    let hooks = crate::hooks_settings::tool_hooks(&settings.hooks, workspace.root());
+    // Commands run in the sandbox, keel's files out of sight and the skills read-only.
+    let hooks = crate::hooks_settings::tool_hooks(
+        &settings.hooks,
+        workspace.root(),
+        &crate::sandbox_settings::for_owner_commands(own_files, workspace.root()),
+    );
     let mut builder = Agent::builder()
         .launch(launch.to_json())
         .worker_probe(Arc::new(ProcProbe::new()))
@@ -152,10 +170,10 @@ pub fn agent(
         .reconcile_policy(settings.reconcile)
         .hooks(hooks);
     if settings.shell.enabled {
-        builder = builder.tools(shell_tools(
-            workspace,
-            crate::shell_settings::tool_config(settings),
-        ));
+        let mut config = crate::shell_settings::tool_config(settings);
+        config.sandbox =
+            crate::sandbox_settings::confine(config.sandbox, own_files, workspace.root());
+        builder = builder.tools(shell_tools(workspace, config));
     }
     // A skill that cannot be read is left out; `keel skills list` says why. With no skill
     // installed, runs are offered no skill tools.

@@ -2,6 +2,7 @@
 //! call may take.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::time::Duration;
 
 use keel_core::redact::Redactor;
@@ -31,6 +32,9 @@ pub enum McpTransport {
         args: Vec<String>,
         /// Variables added to its environment (may hold keys: never shown).
         env: BTreeMap<String, String>,
+        /// The program and arguments the command runs under — keel's sandbox (`bwrap … --`),
+        /// set by keel — or empty to run it as it is.
+        launcher: Vec<OsString>,
     },
     /// A server reached over streamable HTTP.
     Http {
@@ -149,6 +153,7 @@ mod tests {
                 command: "server".into(),
                 args: vec![],
                 env: BTreeMap::from([("API_KEY".into(), "sk-secret-value".into())]),
+                launcher: vec![],
             },
             call_timeout: DEFAULT_CALL_TIMEOUT,
         }
@@ -195,6 +200,7 @@ mod tests {
             command: " ".into(),
             args: vec![],
             env: BTreeMap::new(),
+            launcher: vec![],
         };
         assert!(matches!(
             config.validate(),
