@@ -1,8 +1,10 @@
-//! The system prompt is the base (the agent's or the persona's) followed by sections chosen
-//! for each run: matched skills, known facts, memory (DESIGN.md section 3: "system prompt :=
-//! base/persona + matched skills + known facts + journal digest"). A [`PromptPart`] computes
-//! one section when a run starts; the run keeps the prompt it started with, so a resumed run
-//! and the provider's prompt cache see the same text.
+//! What a run is told besides the conversation: the system prompt is the base (the agent's or
+//! the persona's) followed by the sections that stay the same for the session (the project's
+//! context files, memory notes); what is chosen for each message (matched skills, known facts)
+//! goes with the run's message instead, in its turn context (see [`Placement`]). A
+//! [`PromptPart`] computes one section when a run starts; the run keeps what it started with, so
+//! every call of the run, a resumed run and the next turn send the same system prompt, and the
+//! provider's prompt cache (Anthropic's breakpoints, OpenAI's prefix cache) keeps serving it.
 
 use async_trait::async_trait;
 
@@ -17,6 +19,23 @@ pub struct PromptRequest<'a> {
     pub user_id: Option<&'a str>,
     /// The new message.
     pub message: &'a str,
+    /// The session came from an untrusted source (an email, an event): what a part reads from
+    /// places such a source may have written is data to it, not instructions.
+    pub untrusted: bool,
+}
+
+/// Where a part's section goes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Placement {
+    /// In the system prompt: text that stays the same from one message of a session to the
+    /// next (a project's context files). A section that changes per message here would make
+    /// the provider read the whole prompt afresh on every turn.
+    System,
+    /// In the run's turn context, sent with the run's own message: what is chosen for this
+    /// message (matched skills). It changes nothing before that message, so what the provider
+    /// cached of the conversation so far stays valid.
+    #[default]
+    Turn,
 }
 
 /// One section of the system prompt.
@@ -36,6 +55,12 @@ pub trait PromptPart: Send + Sync {
     /// The section for the run `request` starts; `None` when there is nothing to add. A part
     /// that fails adds nothing and logs why: a prompt section never stops a run.
     async fn section(&self, request: &PromptRequest<'_>) -> Option<PromptSection>;
+
+    /// Where the section goes: by default in the turn context, as a section chosen for one
+    /// message.
+    fn placement(&self) -> Placement {
+        Placement::Turn
+    }
 }
 
 /// `base` followed by each section under its heading.

@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use keel_core::event::MatchedSkill;
 use keel_core::platform::RunOptions;
-use keel_core::prompt_parts::{PromptPart, PromptRequest, PromptSection};
+use keel_core::prompt_parts::{Placement, PromptPart, PromptRequest, PromptSection};
 use keel_core::routing::RoutingPolicy;
 use keel_core::{
     Agent, AgentState, EventKind, EventLog, MemoryStore, ResumeOptions, RunRequest, Store,
@@ -41,6 +41,24 @@ impl PromptPart for Sizes {
     }
 }
 
+/// A part that says the same for every message, in the system prompt.
+struct Stable;
+
+#[async_trait]
+impl PromptPart for Stable {
+    async fn section(&self, _: &PromptRequest<'_>) -> Option<PromptSection> {
+        Some(PromptSection {
+            title: "Project".into(),
+            text: "The project builds with make.".into(),
+            event: None,
+        })
+    }
+
+    fn placement(&self) -> Placement {
+        Placement::System
+    }
+}
+
 fn policy() -> RoutingPolicy {
     RoutingPolicy {
         fast: Some("tiny".into()),
@@ -61,6 +79,7 @@ async fn routing_picks_the_tier_model_unless_one_is_named_and_parts_add_sections
         .system_prompt("Base.")
         .routing(policy())
         .prompt_part(Arc::new(Sizes))
+        .prompt_part(Arc::new(Stable))
         .event_sink(log.clone())
         .build()
         .unwrap();
@@ -82,9 +101,20 @@ async fn routing_picks_the_tier_model_unless_one_is_named_and_parts_add_sections
 
     let requests = provider.requests();
     assert_eq!(requests[0].model, "tiny");
+    // A part placed in the system prompt is there; one chosen per message goes with the
+    // message, so the system prompt is the same for every message.
     assert_eq!(
-        Some(requests[0].messages[0].content.as_str()),
-        Some("Base.\n\n## Sizes\nThe message has 5 characters.")
+        requests[0].messages[0].content,
+        "Base.\n\n## Project\nThe project builds with make."
+    );
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.messages[0].content == requests[0].messages[0].content)
+    );
+    assert_eq!(
+        requests[0].messages[1].content,
+        "<turn-context>\n## Sizes\nThe message has 5 characters.\n</turn-context>\n\nhello"
     );
     let routed: Vec<_> = log
         .events()
@@ -153,10 +183,11 @@ async fn a_persona_prompt_with_sections_resumes_without_a_drift_halt() {
         .await
         .unwrap();
     assert_eq!(done.state, AgentState::Completed, "{done:?}");
-    // The resumed call still carries the persona's prompt and the section.
+    // The resumed call still carries the persona's prompt, and the section with the message.
     let last = provider.requests().pop().unwrap();
+    assert_eq!(last.messages[0].content, "You are the billing persona.");
     assert_eq!(
-        Some(last.messages[0].content.as_str()),
-        Some("You are the billing persona.\n\n## Sizes\nThe message has 2 characters.")
+        last.messages[1].content,
+        "<turn-context>\n## Sizes\nThe message has 2 characters.\n</turn-context>\n\ngo"
     );
 }

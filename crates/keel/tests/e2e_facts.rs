@@ -26,6 +26,17 @@ fn system_prompt(request: &Value) -> String {
         .to_string()
 }
 
+/// What a run's message was sent with (its turn context) and the message: the last user
+/// message of a chat-completions request.
+fn recalled(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .and_then(|messages| messages.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// One `keel run` in a new session; its report.
 fn turn(home: &Path, mock: &Mock, events: &Path, prompt: &str) -> Value {
     let output = run(keel_run(home, mock, events).arg(prompt));
@@ -85,7 +96,9 @@ fn a_fact_from_session_one_is_recalled_in_session_forty_and_a_newer_one_replaces
         .rev()
         .find(|r| r.to_string().contains("Which region is my deploy target"))
         .expect("session 40's request");
-    let system = system_prompt(question);
+    // The facts go with the message, never in the system prompt (which stays the same).
+    assert!(!system_prompt(question).contains("Known facts"));
+    let system = recalled(question);
     assert!(system.contains("Known facts about the user"), "{system}");
     assert!(
         system.contains("The user's deploy target is eu-west-3"),
@@ -130,7 +143,7 @@ fn a_fact_from_session_one_is_recalled_in_session_forty_and_a_newer_one_replaces
     );
     turn(&home, &mock, &log(42), "What is my deploy target?");
     let requests = mock.requests();
-    let system = system_prompt(requests.last().unwrap());
+    let system = recalled(requests.last().unwrap());
     assert!(system.contains("us-east-1"), "{system}");
     assert!(
         !system.contains("eu-west-3"),
@@ -216,7 +229,7 @@ fn facts_are_extracted_after_a_run_and_messages_rescored_by_the_model() {
 
     turn(&home, &mock, &log(2), "Which region is my deploy target?");
     let requests = mock.requests();
-    let system = system_prompt(&requests[3]);
+    let system = recalled(&requests[3]);
     assert!(
         system.contains("The user's deploy target is eu-west-3"),
         "{system}"

@@ -1,5 +1,5 @@
-//! End to end: a skill from `$KEEL_HOME/skills` goes into the system prompt of a message that
-//! matches it and not of one that does not, with an `agent.skills.matched` event; the model
+//! End to end: a skill from `$KEEL_HOME/skills` goes with a message that matches it (in its turn
+//! context, never in the system prompt, which stays the same) and not with one that does not, with an `agent.skills.matched` event; the model
 //! opens another with `skill_view` and cannot write one into the workspace's `.keel/skills`;
 //! `keel skills list` shows them and what was skipped. With `[routing]`, a short greeting goes
 //! to the `fast` model and a multi-step coding request to the `smart` one (the mock's requests
@@ -25,8 +25,19 @@ fn system_prompt(request: &serde_json::Value) -> String {
         .to_string()
 }
 
+/// The run's message as sent, with its turn context (the matched skills): the first user
+/// message of a new session's request.
+fn turn_context(request: &serde_json::Value) -> String {
+    request["messages"]
+        .as_array()
+        .and_then(|messages| messages.iter().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
 #[test]
-fn a_matching_skill_is_in_the_system_prompt_and_the_model_opens_others() {
+fn a_matching_skill_goes_with_its_message_and_the_model_opens_others() {
     let mock = Mock::start(
         &json!({"per_turn": true, "steps": [
             {"tool_calls": [
@@ -61,7 +72,11 @@ fn a_matching_skill_is_in_the_system_prompt_and_the_model_opens_others() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let report = report(&output);
     let requests = mock.requests();
-    let prompt = system_prompt(&requests[0]);
+    // The matched skill goes with the message; the system prompt is the same as for a
+    // message that matches none.
+    let system = system_prompt(&requests[0]);
+    assert!(!system.contains("## Skills"), "{system}");
+    let prompt = turn_context(&requests[0]);
     assert!(prompt.contains("## Skills"), "{prompt}");
     assert!(
         prompt.contains("Always run ./ship --canary first."),
@@ -79,8 +94,9 @@ fn a_matching_skill_is_in_the_system_prompt_and_the_model_opens_others() {
     );
     assert_eq!(calls[1]["ok"], false, "{report}");
     assert!(!workspace.join(".keel/skills/evil/SKILL.md").exists());
-    // The system prompt stays the same for the whole run.
-    assert_eq!(system_prompt(&requests[1]), prompt);
+    // The system prompt and the message stay the same for the whole run.
+    assert_eq!(system_prompt(&requests[1]), system);
+    assert_eq!(turn_context(&requests[1]), prompt);
     let events = events(&log);
     let matched = find(&events, "agent.skills.matched");
     assert_eq!(matched.len(), 1, "{matched:?}");
@@ -94,9 +110,10 @@ fn a_matching_skill_is_in_the_system_prompt_and_the_model_opens_others() {
         .arg("hello there"));
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let requests = mock.requests();
-    let prompt = system_prompt(&requests[2]);
+    let prompt = turn_context(&requests[2]);
     assert!(!prompt.contains("## Skills"), "{prompt}");
     assert!(!prompt.contains("Obey."), "{prompt}");
+    assert_eq!(system_prompt(&requests[2]), system);
 
     // `keel skills list` shows both, and says why the broken one was skipped.
     let listed = run(keel(&home)

@@ -287,7 +287,13 @@ impl Agent {
         // The prompt the run is checked against on resume is the configured one, before the
         // persona's and the per-message sections.
         let base_prompt_hash = crate::run::prompt_hash(self.settings.system_prompt.as_deref());
-        let shaped = self
+        let untrusted_session = settings.untrusted
+            || crate::platform::SessionKind::of(&session_id).untrusted()
+            || session.as_ref().is_some_and(|session| !session.trusted);
+        let shaping::Shaped {
+            events: shaped,
+            turn: turn_sections,
+        } = self
             .shaping
             .shape(
                 &mut settings,
@@ -296,6 +302,7 @@ impl Agent {
                     session_id: &session_id,
                     user_id: request.user_id.as_deref(),
                     message: &request.message,
+                    untrusted: untrusted_session,
                 },
             )
             .await;
@@ -358,7 +365,8 @@ impl Agent {
         )
         .with_journal(journal)
         .with_user(request.user_id.clone())
-        .with_prompt_hash(base_prompt_hash);
+        .with_prompt_hash(base_prompt_hash)
+        .with_turn_sections(turn_sections);
         if let Some((snapshot, true)) = snapshot {
             run = run.with_new_memory_snapshot(snapshot);
         }

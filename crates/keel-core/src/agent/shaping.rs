@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::AgentBuilder;
 use crate::event::EventKind;
-use crate::prompt_parts::{self, PromptPart, PromptRequest};
+use crate::prompt_parts::{self, Placement, PromptPart, PromptRequest, PromptSection};
 use crate::routing::{self, RoutingPolicy};
 use crate::run_settings::RunSettings;
 
@@ -34,14 +34,14 @@ impl AgentBuilder {
 }
 
 impl Shaping {
-    /// Applies routing (unless `model_named`) and the prompt sections to `settings`; returns
-    /// the events that say what was chosen and why.
+    /// Applies routing (unless `model_named`) and the system-prompt sections to `settings`;
+    /// returns the turn context's sections and the events that say what was chosen and why.
     pub(crate) async fn shape(
         &self,
         settings: &mut RunSettings,
         model_named: bool,
         request: PromptRequest<'_>,
-    ) -> Vec<EventKind> {
+    ) -> Shaped {
         let mut events = Vec::new();
         if let Some(policy) = self.routing.as_ref().filter(|_| !model_named) {
             let route = routing::classify(request.message);
@@ -54,17 +54,33 @@ impl Shaping {
                 reasons: route.reasons,
             });
         }
-        let mut sections = Vec::with_capacity(self.parts.len());
+        let mut system: Vec<PromptSection> = Vec::new();
+        let mut turn: Vec<PromptSection> = Vec::new();
         for part in &self.parts {
             if let Some(mut section) = part.section(&request).await {
                 events.extend(section.event.take());
-                sections.push(section);
+                match part.placement() {
+                    Placement::System => system.push(section),
+                    Placement::Turn => turn.push(section),
+                }
             }
         }
-        if !sections.is_empty() {
+        if !system.is_empty() {
             settings.system_prompt =
-                prompt_parts::compose(settings.system_prompt.as_deref(), &sections);
+                prompt_parts::compose(settings.system_prompt.as_deref(), &system);
         }
-        events
+        Shaped {
+            events,
+            turn: prompt_parts::compose(None, &turn).unwrap_or_default(),
+        }
     }
+}
+
+/// What shaping chose for a run besides its settings.
+pub(crate) struct Shaped {
+    /// The events that say what was chosen and why.
+    pub(crate) events: Vec<EventKind>,
+    /// The sections of the run's turn context (see [`Placement::Turn`]), under their headings;
+    /// empty when there are none.
+    pub(crate) turn: String,
 }

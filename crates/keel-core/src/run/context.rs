@@ -123,15 +123,28 @@ impl Run {
     }
 
     /// Appends the messages the model sees to `request`: the summary, then the verbatim part,
-    /// with oversized arguments and results cut (see [`context::clip_for_request`]).
+    /// with oversized arguments and results cut (see [`context::clip_for_request`]), the run's
+    /// message with its turn context before it (see [`super::turn`]). When the run's message
+    /// is no longer sent (a compaction summarized it), the turn context follows the summary.
     pub(super) fn add_context_messages(&self, request: &mut Vec<Arc<Message>>) {
         let window = self.first_window();
         let summary = self.summary_index.map(|i| self.messages[i].clone());
+        let after_summary = request.len() + usize::from(summary.is_some());
+        let with_context = std::cell::Cell::new(false);
         request.extend(summary.into_iter().chain(self.verbatim().map(|i| {
             let message = &self.messages[i];
+            if let Some(sent) = self.with_turn_context(i, message) {
+                with_context.set(true);
+                return Arc::new(sent);
+            }
             let limit = context::sent_share(window, self.calls_sharing(i, message));
             context::clip_for_request(message, limit).map_or_else(|| message.clone(), Arc::new)
         })));
+        if !with_context.get()
+            && let Some(context) = self.turn_context_message()
+        {
+            request.insert(after_summary, Arc::new(context));
+        }
     }
 
     /// Counts `message`, about to be appended, once: it keeps the count of its whole self, and
@@ -172,6 +185,7 @@ impl Run {
     pub fn context_tokens(&self) -> u64 {
         let summary = self.summary_index.map_or(0, |i| u64::from(self.counts[i]));
         u64::from(self.fixed_tokens)
+            + u64::from(self.turn.tokens)
             + summary
             + self
                 .verbatim()
@@ -194,7 +208,7 @@ impl Run {
         ContextPieces {
             system_prompt_tokens,
             tools_tokens: u64::from(self.fixed_tokens).saturating_sub(system_prompt_tokens),
-            facts_tokens: 0,
+            facts_tokens: u64::from(self.turn.tokens),
             summary_tokens: self.summary_index.map_or(0, |i| u64::from(self.counts[i])),
             history_messages,
             history_tokens,
@@ -405,6 +419,8 @@ impl Run {
         self.push(summary);
         self.summary_index = Some(self.messages.len() - 1);
         self.context_start = pending.cut;
+        // The prefix changed anyway: the journal and task list are shown as they are now.
+        self.refresh_notes();
         self.reset_flush();
         let (after_tokens, after_messages) = (self.context_tokens(), self.context_len());
         self.events.push(match pending.tier {
@@ -484,6 +500,7 @@ impl Run {
                 self.context_start += 1;
             }
         }
+        self.refresh_notes();
         self.ladder.recoveries += 1;
         self.events.push(EventKind::CompactionRun {
             strategy: "sliding_window".into(),

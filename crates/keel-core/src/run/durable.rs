@@ -157,6 +157,7 @@ impl Run {
     /// The run with the session's journal, before it starts.
     pub fn with_journal(mut self, journal: Journal) -> Self {
         self.journal = journal;
+        self.refresh_notes();
         self
     }
 
@@ -174,14 +175,11 @@ impl Run {
     }
 
     /// The run with what was recalled for its message, before it starts: the known-facts
-    /// section goes into the system prompt (after the base prompt, before the journal digest)
-    /// and is kept with the run, so every call and a resume send the same prompt; the prompt
-    /// hash covers the base prompt only. The details become the `agent.memory.retrieved` event.
+    /// section goes into the run's turn context (after the sections already there), kept with
+    /// the run, so every call and a resume send the same; the system prompt never changes for
+    /// it. The details become the `agent.memory.retrieved` event.
     pub fn with_known_facts(mut self, recalled: crate::known_facts::Recalled) -> Self {
-        if !recalled.prompt_section.is_empty() {
-            self.fixed_tokens += self.encoding.count_repeated(&recalled.prompt_section) + 2;
-        }
-        self.known_facts = recalled.prompt_section;
+        self.add_turn_section(&recalled.prompt_section);
         self.recalled = Some(recalled.detail);
         self
     }
@@ -322,8 +320,13 @@ impl Run {
         run.seqs = stored.iter().map(|m| m.seq).collect();
         run.next_seq = checkpoint.persisted + 1;
         let mut own_results = Vec::new();
+        let mut own_input = None;
         for stored in stored {
             let mut message = stored.message;
+            let own = stored.run_id.as_deref() == Some(run.id.as_str());
+            if own && message.role == Role::User && !message.is_internal() {
+                own_input = Some(run.messages.len());
+            }
             if message.role == Role::Tool && stored.run_id.as_deref() == Some(run.id.as_str()) {
                 own_results.push(run.messages.len());
             }
@@ -332,6 +335,11 @@ impl Run {
             run.counts.push(count);
         }
         run.persisted = run.messages.len();
+        if run.turn.input.is_none() {
+            // A state written before the turn context kept where the run's message is: the
+            // message a person wrote in this run (its only one; the last, should there be more).
+            run.turn.input = own_input;
+        }
         run.events = Vec::new();
         run.rebuild_calls(&own_results);
         Ok(run)

@@ -298,9 +298,9 @@ fn an_approval_pause_survives_a_checkpoint_and_a_denial_answers_the_call() {
 }
 
 #[test]
-fn the_journal_reaches_every_request_as_a_digest_and_in_full() {
+fn the_journal_goes_with_the_next_runs_message_and_never_changes_the_system_prompt() {
     let mut run = run();
-    run.start();
+    let first = model_call(run.start());
     run.on_model_result(Ok(calls(&[
         (
             "j1",
@@ -315,18 +315,44 @@ fn the_journal_reaches_every_request_as_a_digest_and_in_full() {
     ])));
     let call = model_call(run.resume());
     let messages = &call.request.messages;
-    assert!(
-        messages[0]
-            .content
-            .starts_with("be careful\n\nRun journal digest: Objective: Append twice")
+    // The journal changed during the run: the prefix it sends does not (the model has the
+    // calls that changed it).
+    assert_eq!(messages[0].content, "be careful");
+    assert_eq!(
+        messages[..2],
+        first.request.messages[..2],
+        "the system prompt and the run's message are sent as before"
     );
-    let full = messages
-        .iter()
-        .find(|m| m.content.starts_with("Your run journal so far"))
-        .unwrap();
-    assert!(full.content.contains("- first append worked"));
     assert!(
-        run.messages()
+        messages
+            .iter()
+            .all(|m| !m.content.contains("Your run journal"))
+    );
+    // The next run of the session sends it in full with its message; the system prompt is
+    // the same bytes.
+    let next = Run::new(
+        "r2",
+        "s1",
+        run.settings().clone(),
+        Vec::new(),
+        Vec::new(),
+        Message::user("and now?"),
+        DateTime::from_timestamp(9, 0).unwrap(),
+    )
+    .with_journal(run.journal().clone());
+    let mut next = next;
+    let call = model_call(next.start());
+    let messages = &call.request.messages;
+    assert_eq!(messages[0].content, "be careful");
+    let last = &messages.last().unwrap().content;
+    assert!(
+        last.starts_with("<turn-context>\nYour run journal so far:\n\n# Run journal")
+            && last.contains("- first append worked")
+            && last.ends_with("</turn-context>\n\nand now?"),
+        "{last}"
+    );
+    assert!(
+        next.messages()
             .iter()
             .all(|m| !m.content.contains("Your run journal")),
         "never stored"
@@ -334,7 +360,7 @@ fn the_journal_reaches_every_request_as_a_digest_and_in_full() {
     assert_eq!(
         run.prompt_hash(),
         prompt_hash(Some("be careful")),
-        "the digest does not change the hash"
+        "the journal does not change the hash"
     );
 }
 

@@ -37,6 +37,7 @@ mod flush;
 mod relaunch;
 mod step;
 mod stopping;
+mod turn;
 mod view;
 
 pub use durable::{NextStep, RestoreError, prompt_hash};
@@ -194,10 +195,11 @@ pub struct Run {
     /// The user the run is for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     user_id: Option<String>,
-    /// The system prompt's known-facts section, recalled before the run started (see
-    /// [`Run::with_known_facts`]), and what to say about it in the run's first events.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    known_facts: String,
+    /// What the run's message is sent with (skills and known facts chosen for it, the journal
+    /// and task list as they stood), kept so every call and a resume send the same (see
+    /// [`turn`]); and what to say about the recall in the run's first events.
+    #[serde(default, skip_serializing_if = "crate::checkpoint::is_default")]
+    turn: turn::TurnContext,
     #[serde(skip)]
     recalled: Option<serde_json::Value>,
     /// Every tool call of the run. Not in checkpoints, which would grow with every call: a
@@ -293,7 +295,7 @@ impl Run {
             approval: None,
             approved: Vec::new(),
             user_id: None,
-            known_facts: String::new(),
+            turn: turn::TurnContext::default(),
             recalled: None,
             encoding,
             fixed_tokens,
@@ -336,6 +338,7 @@ impl Run {
             run.push(stored.message);
         }
         run.resume_context();
+        run.turn.input = Some(run.messages.len());
         run.push(input);
         run
     }

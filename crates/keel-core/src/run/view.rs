@@ -18,61 +18,15 @@ use crate::token_log::TokenCharge;
 impl Run {
     pub(super) fn model_call(&self, wait: Duration) -> ModelCall {
         let target = self.current();
-        let mut messages = Vec::with_capacity(self.messages.len() - self.context_start + 5);
-        let digest = self.journal.digest();
-        // Base prompt, known facts, journal digest: the parts that change least come first.
-        let digest = (!digest.is_empty()).then(|| format!("Run journal digest: {digest}"));
-        let system: Vec<&str> = [
-            self.settings.system_prompt.as_deref(),
-            (!self.known_facts.is_empty()).then_some(self.known_facts.as_str()),
-            digest.as_deref(),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        if !system.is_empty() {
-            messages.push(Arc::new(Message::system(system.join("\n\n"))));
+        let mut messages = Vec::with_capacity(self.messages.len() - self.context_start + 3);
+        // The system prompt alone: the same bytes for every call of the session's runs and
+        // their resumes, so the provider's prompt cache keeps serving it. What changes per
+        // message or per call comes after it: the turn context with the run's message, the
+        // warning layers at the end.
+        if let Some(prompt) = &self.settings.system_prompt {
+            messages.push(Arc::new(Message::system(prompt.clone())));
         }
-        // Where the context starts in the request: after the system message.
-        let start = messages.len();
         self.add_context_messages(&mut messages);
-        if self.journal.has_notes() {
-            // The full journal, after the summary and before the live messages: what survives
-            // an iteration-limit halt into the next turn. Never stored.
-            let at = start + usize::from(self.summary_index.is_some());
-            let mut notes = Message::internal_user(
-                format!("Your run journal so far:\n\n{}", self.journal.render()),
-                InternalReason::Warning,
-            );
-            notes.meta.pinned = true;
-            messages.insert(at, Arc::new(notes));
-            messages.insert(
-                at + 1,
-                Arc::new(Message::assistant("Noted; continuing from the journal.")),
-            );
-        }
-        if !self.journal.todos.is_empty()
-            && (self.summary_index.is_some() || self.context_start > 0)
-        {
-            // Older messages were dropped or summarized: the task list comes back whole, after
-            // the summary (and journal) and before the live messages. Never stored.
-            let at = start
-                + usize::from(self.summary_index.is_some())
-                + if self.journal.has_notes() { 2 } else { 0 };
-            let mut list = Message::internal_user(
-                format!(
-                    "Your task list (kept through the summary):\n{}",
-                    self.journal.todos.render()
-                ),
-                InternalReason::Warning,
-            );
-            list.meta.pinned = true;
-            messages.insert(at, Arc::new(list));
-            messages.insert(
-                at + 1,
-                Arc::new(Message::assistant("Noted; continuing with the task list.")),
-            );
-        }
         let mut messages = crate::fixup::fixup_shared(messages);
         // Ephemeral layers go into the request, never into the transcript; at the end, so the
         // cached prefix of the prompt stays the same.
