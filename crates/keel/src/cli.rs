@@ -7,8 +7,12 @@ use clap::{Args, Parser, Subcommand};
 pub use crate::cli_admin::*;
 
 /// keel — a resilient agent-loop runtime.
+///
+/// Every subcommand is listed below; `keel help COMMAND` tells more about one.
+// The about is this comment, not the crate's description: clap lists the subcommands itself,
+// from `Command`, so the help never names a stale subset of them.
 #[derive(Debug, Parser)]
-#[command(name = "keel", version, about, propagate_version = true)]
+#[command(name = "keel", version, propagate_version = true)]
 pub struct Cli {
     /// Configuration file (default: $KEEL_HOME/keel.toml).
     #[arg(long, global = true, value_name = "FILE")]
@@ -61,7 +65,7 @@ pub enum Command {
     Mcp(crate::commands::mcp::McpArgs),
     /// Skills: list the SKILL.md directories keel reads, and the ones it skipped.
     Skills(crate::commands::skills::SkillsArgs),
-    /// Known facts keel remembers about a user (`[memory] enabled = true`): list, rm.
+    /// Known facts keel remembers about a user (`[memory] facts = true`): list, rm.
     Facts(crate::commands::facts::FactsArgs),
 }
 
@@ -489,6 +493,31 @@ fn at_least_one(text: &str) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn help_names_every_subcommand_and_the_facts_setting_keel_reads() {
+        use clap::CommandFactory;
+        let mut command = Cli::command();
+        let help = command.render_help().to_string();
+        assert!(
+            help.starts_with("keel — a resilient agent-loop runtime\n"),
+            "{help}"
+        );
+        let names: Vec<String> = command
+            .get_subcommands()
+            .map(|sub| sub.get_name().to_string())
+            .collect();
+        assert!(names.len() > 15, "{names:?}");
+        for name in &names {
+            assert!(
+                help.contains(&format!("\n  {name} ")),
+                "{name} missing: {help}"
+            );
+        }
+        // `keel facts` is about `[memory] facts`, the setting the memory settings read.
+        assert!(help.contains("`[memory] facts = true`"), "{help}");
+        assert!(!help.contains("enabled = true"), "{help}");
+    }
 
     #[test]
     fn session_ids_of_seed_000_are_accepted_telegram_groups_included() {
