@@ -4,7 +4,7 @@
 use std::sync::{Arc, Weak};
 
 use async_trait::async_trait;
-use keel_core::{Permission, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use keel_core::{Permission, Reach, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use rmcp::model::CallToolResult;
 use serde_json::Value;
 
@@ -61,10 +61,9 @@ impl Tool for McpTool {
     }
 }
 
-/// The name a model calls `remote` of `server` by: `server__remote`, with every character a
-/// provider would refuse replaced by `_`; `None` when longer than providers accept.
-pub(crate) fn namespaced(server: &str, remote: &str) -> Option<String> {
-    let clean: String = remote
+/// `remote` with every character a provider would refuse in a tool name replaced by `_`.
+fn clean(remote: &str) -> String {
+    remote
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
@@ -73,14 +72,37 @@ pub(crate) fn namespaced(server: &str, remote: &str) -> Option<String> {
                 '_'
             }
         })
-        .collect();
-    let name = format!("{server}__{clean}");
+        .collect()
+}
+
+/// The name a model calls `remote` of `server` by: `server__remote`, with every character a
+/// provider would refuse replaced by `_`; `None` when longer than providers accept.
+pub(crate) fn namespaced(server: &str, remote: &str) -> Option<String> {
+    let name = format!("{server}__{}", clean(remote));
     (!remote.is_empty() && name.len() <= MAX_NAME_CHARS).then_some(name)
+}
+
+/// The name of `remote` of `server` when its made-safe name clashes with another tool's
+/// (`a.b` and `a_b` both make `a_b`): the made-safe name cut to fit, then `_` and six hex
+/// digits of a hash of `remote` itself, so each clashing name keeps a name of its own, the
+/// same on every listing.
+fn disambiguated(server: &str, remote: &str) -> String {
+    // FNV-1a: stable across processes and versions, unlike std's hasher.
+    let hash = remote.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    }) & 0x00ff_ffff;
+    let suffix = format!("_{hash:06x}");
+    let room = MAX_NAME_CHARS.saturating_sub(server.len() + 2 + suffix.len());
+    let clean: String = clean(remote).chars().take(room).collect();
+    format!("{server}__{clean}{suffix}")
 }
 
 /// keel's spec of an MCP tool. Read-only tools are idempotent; so are tools that say they
 /// are idempotent and not destructive (MCP's default for a tool that is not read-only is
 /// destructive). Every other tool is side-effecting. Module `mcp:SERVER`, permission `user`.
+/// Its reach is always [`Reach::Egress`]: the server is another program that may keep or send
+/// on what it is given, and its annotations are its own word, so in an untrusted session every
+/// call asks, read-only or not.
 pub(crate) fn spec_for(server: &str, tool: &rmcp::model::Tool) -> Option<ToolSpec> {
     let name = namespaced(server, &tool.name)?;
     let description = tool
@@ -102,6 +124,7 @@ pub(crate) fn spec_for(server: &str, tool: &rmcp::model::Tool) -> Option<ToolSpe
     spec.idempotent = read_only || harmless_repeat;
     spec.required_permission = Permission::User;
     spec.module = Some(format!("mcp:{server}"));
+    spec.reach = Reach::Egress;
     Some(spec)
 }
 
@@ -167,18 +190,33 @@ fn content_text(block: &Value) -> String {
     }
 }
 
-/// The tools of a server as keel tools, each name once (the first wins when two names clash
-/// once made safe), at most `max` of them.
+/// The tools of a server as keel tools, at most `max` of them, each callable by a name of its
+/// own. When names clash once made safe (`a.b` and `a_b` both make `a_b`), a tool whose name
+/// needed no change keeps it and each of the others gets a suffix of its own
+/// ([`disambiguated`]); a name the server lists twice is offered once (the first).
 pub(crate) fn tools_of(
     server_name: &str,
     tools: &[rmcp::model::Tool],
     server: &Weak<ServerShared>,
     max: usize,
 ) -> Vec<Arc<dyn Tool>> {
+    let mut made = std::collections::HashMap::<String, usize>::new();
+    for tool in tools {
+        if let Some(name) = namespaced(server_name, &tool.name) {
+            *made.entry(name).or_default() += 1;
+        }
+    }
     let mut seen = std::collections::HashSet::new();
     tools
         .iter()
-        .filter_map(|tool| McpTool::new(server_name, tool, server.clone()))
+        .filter_map(|tool| {
+            let mut mcp = McpTool::new(server_name, tool, server.clone())?;
+            let changed = clean(&tool.name) != *tool.name;
+            if changed && made.get(&mcp.spec.name).is_some_and(|&n| n > 1) {
+                mcp.spec.name = disambiguated(server_name, &tool.name);
+            }
+            Some(mcp)
+        })
         .filter(|tool| seen.insert(tool.spec.name.clone()))
         .take(max)
         .map(|tool| Arc::new(tool) as Arc<dyn Tool>)
@@ -239,6 +277,25 @@ mod tests {
     }
 
     #[test]
+    fn every_mcp_tool_reaches_outside_and_asks_in_an_untrusted_session_whatever_it_claims() {
+        for annotations in [
+            json!({"readOnlyHint": true}),
+            json!({"idempotentHint": true, "destructiveHint": false}),
+            json!({}),
+        ] {
+            let t = tool(json!({
+                "name": "t", "inputSchema": {"type": "object"}, "annotations": annotations
+            }));
+            let spec = spec_for("s", &t).unwrap();
+            assert_eq!(spec.reach, Reach::Egress);
+            assert!(
+                keel_core::reach::untrusted_need(&spec).is_some(),
+                "{annotations}"
+            );
+        }
+    }
+
+    #[test]
     fn hostile_names_and_descriptions_are_tamed() {
         assert_eq!(namespaced("s", "a/b.c\n"), Some("s__a_b_c_".into()));
         assert_eq!(namespaced("s", ""), None);
@@ -253,18 +310,49 @@ mod tests {
         );
     }
 
-    #[test]
-    fn clashing_names_are_offered_once_and_the_count_is_capped() {
-        let list: Vec<_> = ["a.b", "a/b", "c", "d"]
+    fn names_of(list: &[&str], max: usize) -> Vec<String> {
+        let list: Vec<_> = list
             .iter()
             .map(|name| tool(json!({"name": name, "inputSchema": {"type": "object"}})))
             .collect();
-        let names: Vec<String> = tools_of("s", &list, &Weak::new(), 10)
+        tools_of("s", &list, &Weak::new(), max)
             .iter()
             .map(|t| t.spec().name.clone())
-            .collect();
-        assert_eq!(names, ["s__a_b", "s__c", "s__d"]);
-        assert_eq!(tools_of("s", &list, &Weak::new(), 2).len(), 2);
+            .collect()
+    }
+
+    #[test]
+    fn clashing_names_each_get_a_name_of_their_own() {
+        let listed = ["a.b", "a_b", "a/b", "c", "c", "d"];
+        let names = names_of(&listed, 10);
+        // `a_b` needed no change and keeps its name; the others get stable suffixes.
+        assert_eq!(names.len(), 5, "{names:?}");
+        assert_eq!(names[1], "s__a_b");
+        assert_ne!(names[0], names[2]);
+        for name in [&names[0], &names[2]] {
+            assert!(
+                name.starts_with("s__a_b_") && name.len() == "s__a_b_".len() + 6,
+                "{name}"
+            );
+        }
+        assert_eq!(
+            names[3..],
+            ["s__c", "s__d"],
+            "a name listed twice is offered once"
+        );
+        assert_eq!(names, names_of(&listed, 10), "the same on every listing");
+        // No clash, no suffix; the count is capped.
+        assert_eq!(names_of(&["a.b"], 10), ["s__a_b"]);
+        assert_eq!(names_of(&["a.b", "c", "d"], 2).len(), 2);
+        // A long clashing name is cut to fit.
+        let long = format!("{}.x", "y".repeat(59));
+        let also = format!("{}_x", "y".repeat(59));
+        let names = names_of(&[long.as_str(), also.as_str()], 10);
+        assert_eq!(names.len(), 2);
+        assert!(
+            names.iter().all(|name| name.len() <= MAX_NAME_CHARS),
+            "{names:?}"
+        );
     }
 
     #[test]
