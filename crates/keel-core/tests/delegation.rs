@@ -231,3 +231,30 @@ async fn parallel_children_share_what_the_parent_has_left() {
         "{result}"
     );
 }
+
+#[tokio::test]
+async fn a_child_whose_model_is_gone_falls_back_to_the_parents_model() {
+    let script = Script::new(vec![
+        Step::tool_call("delegate_task", json!({"goal": "look it up"})).with_usage(5, 5),
+        // The child's call, on the parent's model once its own is gone.
+        Step::text("found it on the parent's model").with_usage(5, 5),
+        Step::text("the child found it").with_usage(5, 5),
+    ])
+    .with_model(CHILD, vec![Step::error(404).repeat_forever()]);
+    let provider = Arc::new(ScriptedProvider::new(script));
+    let store = Arc::new(MemoryStore::new());
+    let report = agent(provider.clone(), store.clone())
+        .run(RunRequest::new("go"))
+        .await
+        .unwrap();
+
+    assert_eq!(report.state, AgentState::Completed, "{report:?}");
+    let result = &report.tool_calls[0].output;
+    assert!(report.tool_calls[0].ok, "{result}");
+    assert!(
+        result.ends_with("found it on the parent's model"),
+        "{result}"
+    );
+    let models: Vec<String> = provider.requests().into_iter().map(|r| r.model).collect();
+    assert_eq!(models, ["m", CHILD, "m", "m"]);
+}

@@ -23,7 +23,7 @@ use sha2::{Digest, Sha256};
 
 use crate::event::Emitter;
 use crate::provider::Usage;
-use crate::run_settings::RunSettings;
+use crate::run_settings::{ModelTarget, RunSettings};
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 
 mod hook;
@@ -383,7 +383,8 @@ fn quoted(names: &[&str]) -> String {
 
 /// The settings of a child under `policy`, from its parent's: its own iteration budget (no
 /// extensions past it), the parent's trust and rules, no human to ask, and what is left of the
-/// parent's token and cost budgets.
+/// parent's token and cost budgets. With a model of its own, its fallback chain is the
+/// parent's whole chain after it.
 pub fn child_settings(
     parent: &RunSettings,
     parent_spent: (u64, f64),
@@ -391,7 +392,16 @@ pub fn child_settings(
     max_iterations: u32,
 ) -> RunSettings {
     let mut settings = parent.clone();
-    if let Some(model) = &policy.model {
+    if let Some(model) = policy
+        .model
+        .as_ref()
+        .filter(|model| **model != parent.model)
+    {
+        // The children's model falls back as the parent's own does: to the parent's model,
+        // then the parent's fallbacks, with the same classified retries on each.
+        let parent_model = ModelTarget::new(parent.provider.clone(), parent.model.clone());
+        settings.fallbacks.retain(|target| *target != parent_model);
+        settings.fallbacks.insert(0, parent_model);
         settings.model = model.clone();
     }
     settings.max_iterations = max_iterations;

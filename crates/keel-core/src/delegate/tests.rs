@@ -228,3 +228,23 @@ fn results_keep_call_order_and_say_how_each_ended() {
     let (ok, text) = batch_result(&[done("a", "A!")]);
     assert!(ok && text.ends_with("\nA!"), "{text}");
 }
+
+#[test]
+fn a_childs_own_model_falls_back_to_the_parents_chain() {
+    let mut parent = RunSettings::new("p", "m");
+    parent.fallbacks = vec![
+        crate::run_settings::ModelTarget::new("q", "backup"),
+        crate::run_settings::ModelTarget::new("p", "m"),
+    ];
+    let policy = DelegationPolicy {
+        model: Some("cheap".into()),
+        ..policy()
+    };
+    let child = child_settings(&parent, (0, 0.0), &policy, 7);
+    let chain: Vec<String> = child.chain().iter().map(ToString::to_string).collect();
+    assert_eq!(chain, ["p:cheap", "p:m", "q:backup"]);
+    assert_eq!(child.retry, parent.retry, "the same classified retries");
+    // Without a model of its own, the child's chain is the parent's.
+    let same = child_settings(&parent, (0, 0.0), &DelegationPolicy::default(), 7);
+    assert_eq!(same.chain(), parent.chain());
+}

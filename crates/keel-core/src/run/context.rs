@@ -28,6 +28,8 @@ use crate::provider_error::ProviderError;
 use crate::state::{AgentState, ErrorReason};
 use crate::tokens;
 
+mod summary_recovery;
+
 /// The question R3 makes the model put to the human (seed 001).
 pub const CONTEXT_HELP_QUESTION: &str = "I've made progress but I'm losing context faster than \
 I can recover. Keep going, change direction, or stop?";
@@ -71,6 +73,14 @@ pub(super) struct PendingSummary {
     summarized: usize,
     before_tokens: u64,
     before_messages: usize,
+    /// The models the summary may be asked of, in order, where it is among them, and the
+    /// retries spent on that one (see [`Run::recover_summary`]); none in older checkpoints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    chain: Vec<crate::run_settings::ModelTarget>,
+    #[serde(default, skip_serializing_if = "crate::checkpoint::is_default")]
+    chain_index: usize,
+    #[serde(default, skip_serializing_if = "crate::checkpoint::is_default")]
+    retries: u32,
 }
 
 impl Run {
@@ -333,11 +343,10 @@ impl Run {
         let first_seq = previous
             .and_then(|summary| summary.meta.summary_of)
             .map_or(self.seq_of(head[0]), |range| range.first);
-        let target = self
-            .settings
-            .context
-            .summary_model
-            .clone()
+        let chain = self.summary_chain();
+        let target = chain
+            .first()
+            .cloned()
             .unwrap_or_else(|| self.current().clone());
         let call = ModelCall {
             provider: target.provider,
@@ -366,6 +375,9 @@ impl Run {
             summarized: head.len(),
             before_tokens: self.context_tokens(),
             before_messages: self.context_len(),
+            chain,
+            chain_index: 0,
+            retries: 0,
         });
         Some(Step::Summarize(call))
     }
@@ -379,7 +391,7 @@ impl Run {
     }
 
     fn apply_summary(&mut self, result: Result<ChatResponse, ProviderError>) -> Step {
-        let Some(pending) = self.pending_summary.take() else {
+        let Some(mut pending) = self.pending_summary.take() else {
             return self.next_model_call();
         };
         let (text, failed) = match result {
@@ -392,7 +404,14 @@ impl Run {
                     (text, false)
                 }
             }
-            Err(error) => (self.truncation_note(&pending, &error.to_string()), true),
+            Err(error) => {
+                // Retried, or asked of the next model, as the run's own calls are.
+                if let Some(step) = self.recover_summary(&mut pending, &error) {
+                    self.pending_summary = Some(pending);
+                    return step;
+                }
+                (self.truncation_note(&pending, &error.to_string()), true)
+            }
         };
         let last_seq = self.seq_of(pending.cut - 1);
         let header = match pending.tier {
