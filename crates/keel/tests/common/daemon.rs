@@ -45,6 +45,7 @@ impl Daemon {
 
     /// [`Daemon::start`] with more environment variables (e.g. a test hook).
     pub fn start_with(home: &Path, env: &[(&str, &str)]) -> Daemon {
+        super::bound::arm();
         let mut child = keel(home)
             .envs(env.iter().copied())
             .args(["serve", "--bind", "127.0.0.1:0"])
@@ -62,24 +63,29 @@ impl Daemon {
                 log.push('\n');
             }
         });
+        super::bound::started(child.id());
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut url = None;
-        let mut line = String::new();
-        while stdout.read_line(&mut line).unwrap_or(0) > 0 {
-            if let Some(at) = line.find("http://") {
-                url = Some(line[at..].trim().to_string());
-                break;
+        let (found, address) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            while stdout.read_line(&mut line).unwrap_or(0) > 0 {
+                if let Some(at) = line.find("http://") {
+                    let _ = found.send(line[at..].trim().to_string());
+                    break;
+                }
+                line.clear();
             }
-            line.clear();
-        }
-        std::thread::spawn(move || for _ in stdout.lines() {});
-        let url = url.unwrap_or_else(|| {
-            let _ = child.kill();
-            panic!(
-                "keel serve printed no address; stderr:\n{}",
-                log.lock().unwrap()
-            )
+            for _ in stdout.lines() {}
         });
+        let url = address
+            .recv_timeout(Duration::from_secs(120))
+            .unwrap_or_else(|_| {
+                let _ = child.kill();
+                panic!(
+                    "keel serve printed no address within 120 s; stderr:\n{}",
+                    log.lock().unwrap()
+                )
+            });
         Daemon {
             child: Some(child),
             url,
@@ -109,23 +115,37 @@ impl Daemon {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+            super::bound::ended(child.id());
         }
     }
 
-    /// Sends SIGTERM and waits for it to exit; returns its exit code.
+    /// Sends SIGTERM and waits for it to exit; returns its exit code. One that has not exited
+    /// after 120 s is killed, and the test fails.
     pub fn terminate(&mut self) -> Option<i32> {
         let mut child = self.child.take()?;
         let _ = std::process::Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
             .status();
-        child.wait().ok().and_then(|status| status.code())
+        let status = super::bound::wait_until(&mut child, Duration::from_secs(120));
+        super::bound::ended(child.id());
+        let Some(status) = status else {
+            panic!(
+                "keel serve did not exit within 120 s of SIGTERM; its log:\n{}",
+                self.log()
+            );
+        };
+        status.code()
     }
 
     /// An async client with `key`.
     pub fn client(&self, key: &str) -> Api {
         keel_providers::install_crypto_provider();
         Api {
-            http: reqwest::Client::new(),
+            // Every request is bounded, `?wait=true` and event streams included.
+            http: reqwest::Client::builder()
+                .timeout(super::bound::REQUEST_TIMEOUT)
+                .build()
+                .unwrap(),
             base: self.url.clone(),
             key: Some(key.to_string()),
         }

@@ -2,11 +2,13 @@
 
 #![allow(dead_code)]
 
+pub mod bound;
 pub mod daemon;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
 
 /// The `keel` binary under test.
 pub fn keel_bin() -> &'static str {
@@ -20,6 +22,7 @@ pub const FAST_RETRIES: &str =
 
 /// A `keel` command with its own KEEL_HOME and none of the caller's provider settings.
 pub fn keel(home: &Path) -> Command {
+    bound::arm();
     let config = home.join("keel.toml");
     if !config.exists() {
         std::fs::write(&config, FAST_RETRIES).unwrap();
@@ -46,6 +49,7 @@ pub struct Mock {
 impl Mock {
     /// Starts a mock that answers with `script` (JSON text).
     pub fn start(script: &str) -> Mock {
+        bound::arm();
         let script_dir = tempfile::tempdir().unwrap();
         let path = script_dir.path().join("script.json");
         std::fs::write(&path, script).unwrap();
@@ -56,10 +60,16 @@ impl Mock {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        bound::started(child.id());
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let read = move || {
+            let mut line = String::new();
+            stdout.read_line(&mut line).ok().map(|_| line)
+        };
+        let Some(line) = bound::first_line_within(read, Duration::from_secs(60)) else {
+            let _ = child.kill();
+            panic!("keel mock-provider printed no address within 60 s");
+        };
         assert!(
             line.starts_with("http://"),
             "first stdout line is the address: {line:?}"
@@ -97,12 +107,14 @@ impl Drop for Mock {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        bound::ended(self.child.id());
     }
 }
 
-/// Runs a command and returns its output.
+/// Runs a command to its end and returns its output; a command still running after
+/// [`bound::PROCESS_DEADLINE`] is killed and fails the test.
 pub fn run(command: &mut Command) -> Output {
-    command.output().unwrap()
+    bound::output(command)
 }
 
 /// The id of the one run `keel runs` lists first in `home` (the newest).
@@ -127,6 +139,7 @@ pub fn stderr(output: &Output) -> String {
 
 /// A temporary directory path that lives as long as the returned guard.
 pub fn temp() -> (tempfile::TempDir, PathBuf) {
+    bound::arm();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_path_buf();
     (dir, path)
