@@ -387,6 +387,22 @@ pub trait Store: Send + Sync {
         conversation: &NewConversation,
     ) -> Result<Option<SessionInfo>, StoreError>;
 
+    /// The platform conversation whose identity is `key`, if one was made (with
+    /// [`Store::create_platform_conversation`]). Found by the whole key, never by an id.
+    async fn platform_conversation(
+        &self,
+        key: &crate::platform::ConversationKey,
+    ) -> Result<Option<SessionInfo>, StoreError>;
+
+    /// Creates a conversation with the platform identity `key`, in one transaction. Its place
+    /// must be the key's (else [`StoreError::Conflict`]). `Ok(None)` when its id is taken or a
+    /// conversation has that key already (nothing is changed then).
+    async fn create_platform_conversation(
+        &self,
+        conversation: &NewConversation,
+        key: &crate::platform::ConversationKey,
+    ) -> Result<Option<SessionInfo>, StoreError>;
+
     /// Conversations, newest first (by creation, then id), as `filter` says.
     async fn list_conversations(
         &self,
@@ -478,6 +494,12 @@ pub trait Store: Send + Sync {
 
     /// Every file of a conversation (its attachments and what its runs produced), oldest first.
     async fn session_files(&self, session_id: &str) -> Result<Vec<FileRecord>, StoreError>;
+
+    /// Forgets the attachments kept for a message that was then refused, in one transaction:
+    /// their records (an attachment's only: a produced file, or one a run has taken, stays),
+    /// and each content no record keeps any more. The same content kept for another message,
+    /// before or at the same time, stays.
+    async fn forget_attachments(&self, files: &[FileRecord]) -> Result<(), StoreError>;
 
     // — known facts (keel-memory) —
 

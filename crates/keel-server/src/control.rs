@@ -156,7 +156,13 @@ async fn send_message(
     }
     let max_bytes = state.inbox.settings().max_attachment_bytes;
     let attachments = decode_attachments(body.attachments, max_bytes)?;
-    let (text, _) = register_attachments(
+    // Nothing of a refused message is kept: refused before its files are, or they are
+    // forgotten with the refusal (see crate::platform::messages).
+    if !state.engine.accepting() {
+        return Err(EngineError::ShuttingDown.into());
+    }
+    let options = state.inbox.options_for(&conversation).await?;
+    let (text, files) = register_attachments(
         state.store.as_ref(),
         body.text,
         &attachments,
@@ -165,11 +171,15 @@ async fn send_message(
         Utc::now(),
     )
     .await?;
-    let options = state.inbox.options_for(&conversation).await?;
-    let submitted = state
-        .engine
-        .submit_with(&conversation, text, caller.user_id.clone(), options)
-        .await?;
+    let submitted = crate::platform::messages::submit_or_forget(
+        &state,
+        &conversation,
+        text,
+        &files,
+        caller.user_id.clone(),
+        options,
+    )
+    .await?;
     if query.wait {
         let report = state.engine.wait(&submitted.run_id).await?;
         return Ok(axum::Json(report).into_response());
@@ -248,6 +258,11 @@ async fn answer_run(
 pub struct ApprovalBody {
     /// `approve_once`, `approve_session` or `deny`.
     pub decision: String,
+    /// The id of the tool call decided: the run report's `approval.call_id` (or the
+    /// `agent.approval.requested` event's `call_id`). Required: a decision about any other
+    /// call than the one the run waits on — a stale one — is refused with 409.
+    #[schema(required = true, nullable = false)]
+    pub call_id: Option<String>,
 }
 
 /// Decides about the tool call a run waits to have approved, named by its `call_id`; the run
@@ -261,11 +276,6 @@ pub struct ApprovalBody {
 async fn approve_run(
     State(state): State<AppState>,
     caller: Caller,
-    /// The id of the tool call decided: the run report's `approval.call_id` (or the
-    /// `agent.approval.requested` event's `call_id`). Required: a decision about any other
-    /// call than the one the run waits on — a stale one — is refused with 409.
-    #[schema(required = true, nullable = false)]
-    pub call_id: Option<String>,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<ApprovalBody>,
 ) -> Result<Response, ApiError> {

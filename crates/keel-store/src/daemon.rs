@@ -4,6 +4,7 @@
 //! transaction that counts the lane's queue, so its limit holds across processes.
 
 use chrono::{DateTime, Utc};
+use keel_core::platform::ConversationKey;
 use keel_core::{
     AgentState, ApiKeyRecord, ConversationFilter, EnqueueOutcome, Event, NewConversation,
     QueuedRun, RunFilter, RunRecord, SessionInfo, StoreError, StoredMessage,
@@ -22,6 +23,28 @@ use crate::sqlite_store::{run_columns, session_columns};
 const CREATE_CONVERSATION: &str = "INSERT INTO sessions \
      (id, created_at, updated_at, title, message_count, owner, lane_policy, place, trusted) \
      VALUES ($1, $2, $2, NULL, 0, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING RETURNING 1";
+
+/// Creates a platform conversation (the parameters of [`CREATE_CONVERSATION`], then its key
+/// `$7`…`$12`) unless its id or its key is taken; [`KEEP_CONVERSATION_KEY`] follows it.
+const CREATE_KEYED_CONVERSATION: &str = "INSERT INTO sessions \
+     (id, created_at, updated_at, title, message_count, owner, lane_policy, place, trusted) \
+     SELECT $1, $2, $2, NULL, 0, $3, $4, $5, $6 WHERE NOT EXISTS (SELECT 1 FROM \
+     platform_conversations WHERE kind = $7 AND platform = $8 AND server_id = $9 AND \
+     channel_id = $10 AND thread_id = $11 AND sender = $12) ON CONFLICT (id) DO NOTHING";
+
+/// Keeps the key of the conversation [`CREATE_KEYED_CONVERSATION`] made, when it made it (only
+/// then: a taken id is another session's, never given this key); returns a row then.
+const KEEP_CONVERSATION_KEY: &str = "INSERT INTO platform_conversations \
+     (kind, platform, server_id, channel_id, thread_id, sender, session_id) \
+     SELECT $7, $8, $9, $10, $11, $12, $1 WHERE changes() = 1 RETURNING 1";
+
+/// The session a platform key names.
+const KEYED_CONVERSATION: &str = concat!(
+    "SELECT ",
+    session_columns!(),
+    " FROM sessions WHERE id = (SELECT session_id FROM platform_conversations WHERE kind = $1 \
+     AND platform = $2 AND server_id = $3 AND channel_id = $4 AND thread_id = $5 AND sender = $6)"
+);
 
 /// Queues run `$1` of session `$2` unless the session's queue holds `$6` rows already (or the
 /// session does not exist).
@@ -104,6 +127,64 @@ pub(crate) async fn create_conversation(
         .await
         .or_backend(|| format!("cannot create conversation `{}`", conversation.id))?;
     Ok(created.is_some())
+}
+
+/// A platform key's parts as stored: '' for an absent one (ids from outside are never empty).
+fn key_parts(key: &ConversationKey) -> [&str; 6] {
+    [
+        key.kind.as_str(),
+        &key.platform,
+        key.server_id.as_deref().unwrap_or_default(),
+        &key.channel_id,
+        key.thread_id.as_deref().unwrap_or_default(),
+        key.sender.as_deref().unwrap_or_default(),
+    ]
+}
+
+/// Creates a platform conversation with its key; `false` when its id or key is taken.
+pub(crate) async fn create_platform_conversation(
+    conns: &Connections,
+    conversation: &NewConversation,
+    key: &ConversationKey,
+) -> Result<bool, StoreError> {
+    if conversation.place.as_ref() != Some(&key.place()) {
+        return Err(StoreError::Conflict(format!(
+            "conversation `{}` is not at its key's place",
+            conversation.id
+        )));
+    }
+    let mut batch = Batch::of(CREATE_KEYED_CONVERSATION)
+        .bind(&conversation.id)
+        .bind(timestamp(conversation.at))
+        .bind(conversation.owner.as_deref())
+        .bind(conversation.lane_policy.as_str())
+        .bind(optional_json(conversation.place.as_ref(), "a place")?)
+        .bind(conversation.trusted);
+    for part in key_parts(key) {
+        batch.param(part);
+    }
+    batch.end_statement().sql(KEEP_CONVERSATION_KEY);
+    let created = conns
+        .transaction(vec![batch])
+        .await
+        .or_backend(|| format!("cannot create conversation `{}`", conversation.id))?;
+    Ok(created.is_some())
+}
+
+/// The conversation a platform key names.
+pub(crate) async fn platform_conversation(
+    conns: &Connections,
+    key: &ConversationKey,
+) -> Result<Option<SessionInfo>, StoreError> {
+    let mut query = sqlx::query(KEYED_CONVERSATION);
+    for part in key_parts(key) {
+        query = query.bind(part);
+    }
+    let row = query
+        .fetch_optional(&mut *conns.reader().await?)
+        .await
+        .or_backend(|| format!("cannot find the conversation of `{}`", key.readable_id()))?;
+    row.as_ref().map(codec::decode_session).transpose()
 }
 
 /// Conversations, newest first, as `filter` says (keyset pages by creation time and id).

@@ -26,6 +26,19 @@ const OF_RUN: &str = "SELECT id, name, media_type, size, sha256, session_id, use
 const OF_SESSION: &str = "SELECT id, name, media_type, size, sha256, session_id, user_id, \
      run_id, origin, created_at FROM files WHERE session_id = $1 ORDER BY created_at, id";
 
+/// Forgets attachments no run has taken, by id (`$1`, a JSON array); [`FORGET_UNUSED_CONTENT`]
+/// follows it.
+const FORGET_ATTACHMENTS: &str = "DELETE FROM files WHERE id IN (SELECT value FROM json_each($1)) \
+     AND origin = 'attachment' AND run_id IS NULL";
+
+/// Forgets the content of [`FORGET_ATTACHMENTS`]'s files (`$2`, a JSON array of SHA-256s) that
+/// no record keeps. The writer runs one transaction at a time, so a record of the same content
+/// kept for another message is either seen here (and the content stays) or kept after (and the
+/// content with it).
+const FORGET_UNUSED_CONTENT: &str = "DELETE FROM file_blobs \
+     WHERE sha256 IN (SELECT value FROM json_each($2)) \
+     AND NOT EXISTS (SELECT 1 FROM files WHERE files.sha256 = file_blobs.sha256)";
+
 /// Keeps a file (see [`keel_core::Store::save_file`]).
 pub(crate) async fn save(
     conns: &Connections,
@@ -55,6 +68,27 @@ pub(crate) async fn save(
             StoreError::Backend(format!("cannot keep file `{}`: {e}", record.name))
         }
     })
+}
+
+/// Forgets a refused message's attachments (see [`keel_core::Store::forget_attachments`]).
+pub(crate) async fn forget_attachments(
+    conns: &Connections,
+    files: &[FileRecord],
+) -> Result<(), StoreError> {
+    if files.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = files.iter().map(|file| file.id.as_str()).collect();
+    let hashes: Vec<&str> = files.iter().map(|file| file.sha256.as_str()).collect();
+    let ids = serde_json::to_string(&ids).map_err(|e| StoreError::Backend(e.to_string()))?;
+    let hashes = serde_json::to_string(&hashes).map_err(|e| StoreError::Backend(e.to_string()))?;
+    let mut batch = Batch::of(FORGET_ATTACHMENTS).bind(ids).bind(hashes);
+    batch.end_statement().sql(FORGET_UNUSED_CONTENT);
+    conns
+        .transaction(vec![batch])
+        .await
+        .map(drop)
+        .or_backend(|| "cannot forget a refused message's attachments".to_string())
 }
 
 /// A file's record.

@@ -171,6 +171,13 @@ fn migrator() -> Migrator {
             false,
         ),
         Migration::new(
+            26,
+            "platform conversation keys".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0026_platform_conversation_keys.sql").into_sql_str(),
+            false,
+        ),
+        Migration::new(
             27,
             "message model and pins".into(),
             MigrationType::Simple,

@@ -402,6 +402,24 @@ impl Store for SqliteStore {
         self.session(&conversation.id).await
     }
 
+    async fn platform_conversation(
+        &self,
+        key: &keel_core::platform::ConversationKey,
+    ) -> Result<Option<SessionInfo>, StoreError> {
+        daemon::platform_conversation(&self.conns, key).await
+    }
+
+    async fn create_platform_conversation(
+        &self,
+        conversation: &NewConversation,
+        key: &keel_core::platform::ConversationKey,
+    ) -> Result<Option<SessionInfo>, StoreError> {
+        if !daemon::create_platform_conversation(&self.conns, conversation, key).await? {
+            return Ok(None);
+        }
+        self.session(&conversation.id).await
+    }
+
     async fn list_conversations(
         &self,
         filter: &ConversationFilter,
@@ -505,6 +523,10 @@ impl Store for SqliteStore {
 
     async fn save_file(&self, record: &FileRecord, content: &[u8]) -> Result<(), StoreError> {
         crate::files::save(&self.conns, record, content).await
+    }
+
+    async fn forget_attachments(&self, files: &[FileRecord]) -> Result<(), StoreError> {
+        crate::files::forget_attachments(&self.conns, files).await
     }
 
     async fn file(&self, file_id: &str) -> Result<Option<FileRecord>, StoreError> {

@@ -1,6 +1,6 @@
 //! The platform's records, the behaviour every `Store` must have: personas (one per place, one
-//! default), conversations that keep their platform place and trust, and files kept once per
-//! content. Run against SQLite (in
+//! default), conversations that keep their platform place and trust, files kept once per
+//! content, and a refused message's attachments forgotten (issue 31, item 10). Run against SQLite (in
 //! memory and on a file) and `MemoryStore`.
 
 use keel_core::files::{FileOrigin, FileRecord};
@@ -31,6 +31,12 @@ macro_rules! platform_tests {
             async fn files_keep_their_content_once_per_hash() {
                 let (store, _guard) = $make.await;
                 files_on(&store).await;
+            }
+
+            #[tokio::test]
+            async fn a_refused_messages_attachments_are_forgotten_and_no_one_elses() {
+                let (store, _guard) = $make.await;
+                forget_on(&store).await;
             }
         }
     };
@@ -212,4 +218,89 @@ async fn files_on(store: &dyn Store) {
         store.save_file(&first, &content).await,
         Err(StoreError::Conflict(_))
     ));
+}
+
+fn attachment(name: &str, content: &[u8], session: &str) -> FileRecord {
+    FileRecord::new(
+        name,
+        "text/plain",
+        content,
+        session,
+        FileOrigin::Attachment,
+        at(1),
+    )
+}
+
+async fn forget_on(store: &dyn Store) {
+    store.ensure_session("s1").await.unwrap();
+    // An accepted message's attachment, and the refused message's: one of the same bytes, one
+    // of its own.
+    let accepted = attachment("a.txt", b"shared bytes", "s1");
+    let same = attachment("b.txt", b"shared bytes", "s1");
+    let own = attachment("c.txt", b"only the refused message's", "s1");
+    let mut produced = FileRecord::new(
+        "d.txt",
+        "text/plain",
+        b"a run's",
+        "s1",
+        FileOrigin::Produced,
+        at(1),
+    );
+    produced.run_id = Some("r1".into());
+    let mut taken = attachment("e.txt", b"taken by a run", "s1");
+    taken.run_id = Some("r1".into());
+    for (record, content) in [
+        (&accepted, &b"shared bytes"[..]),
+        (&same, b"shared bytes"),
+        (&own, b"only the refused message's"),
+        (&produced, b"a run's"),
+        (&taken, b"taken by a run"),
+    ] {
+        store.save_file(record, content).await.unwrap();
+    }
+    store.forget_attachments(&[]).await.unwrap();
+    store
+        .forget_attachments(&[same.clone(), own.clone(), produced.clone(), taken.clone()])
+        .await
+        .unwrap();
+    // The refused message's records and its own content are gone...
+    assert_eq!(store.file(&same.id).await.unwrap(), None);
+    assert_eq!(store.file(&own.id).await.unwrap(), None);
+    assert_eq!(store.file_content(&own.sha256).await.unwrap(), None);
+    // ... the accepted one's record and the content it shares stay, as do a run's files.
+    assert_eq!(
+        store.file(&accepted.id).await.unwrap(),
+        Some(accepted.clone())
+    );
+    assert_eq!(
+        store.file_content(&accepted.sha256).await.unwrap(),
+        Some(b"shared bytes".to_vec())
+    );
+    assert_eq!(
+        store.file(&produced.id).await.unwrap(),
+        Some(produced.clone())
+    );
+    assert_eq!(store.file(&taken.id).await.unwrap(), Some(taken.clone()));
+    assert!(store.file_content(&taken.sha256).await.unwrap().is_some());
+    assert_eq!(
+        store.session_files("s1").await.unwrap(),
+        vec![accepted.clone(), produced, taken]
+    );
+    // The same bytes kept again after are kept whole; forgetting twice changes nothing.
+    let later = attachment("f.txt", b"only the refused message's", "s1");
+    store
+        .save_file(&later, b"only the refused message's")
+        .await
+        .unwrap();
+    store.forget_attachments(&[own]).await.unwrap();
+    assert_eq!(
+        store.file_content(&later.sha256).await.unwrap(),
+        Some(b"only the refused message's".to_vec())
+    );
+    // The last record of a content forgotten: the content goes with it.
+    store
+        .forget_attachments(std::slice::from_ref(&accepted))
+        .await
+        .unwrap();
+    assert_eq!(store.file_content(&accepted.sha256).await.unwrap(), None);
 }

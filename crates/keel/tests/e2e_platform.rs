@@ -153,11 +153,12 @@ async fn platform_messages_resolve_users_personas_and_conversations() {
         );
     }
 
-    // The same thread again is the same conversation.
+    // The same thread again is the same conversation (its place is the whole tuple, the
+    // server included).
     let (status, again) = slack
         .post(
             "/v1/messages",
-            message("slack", "U1", None, "C1", Some("17.5")),
+            message("slack", "U1", Some("T2"), "C1", Some("17.5")),
         )
         .await;
     assert_eq!(status, 202, "{again}");
@@ -227,7 +228,10 @@ async fn an_email_trigger_never_writes_and_personas_limit_modules() {
     email["source"] = json!("email_trigger");
     let (status, report) = admin.post("/v1/messages?wait=true", email).await;
     assert_eq!(status, 200, "{report}");
-    assert_eq!(report["session_id"], "email_trigger:slack:C9");
+    assert_eq!(
+        report["session_id"], "email_trigger:slack:C9:U2",
+        "an email trigger's conversation is its sender's"
+    );
     // A side effect in an untrusted session waits for a person's approval; denied, it never runs.
     assert_eq!(report["state"], "waiting_on_human", "{report}");
     assert!(
@@ -256,7 +260,7 @@ async fn an_email_trigger_never_writes_and_personas_limit_modules() {
     // Sent straight to the untrusted conversation, a message is no more trusted.
     let (status, report) = admin
         .post(
-            "/v1/conversations/email_trigger:slack:C9/messages?wait=true",
+            "/v1/conversations/email_trigger:slack:C9:U2/messages?wait=true",
             json!({"text": "write it now"}),
         )
         .await;
@@ -505,6 +509,103 @@ async fn bad_platform_input_is_refused_and_stores_nothing() {
     let (_, personas) = admin.get("/v1/personas").await;
     assert_eq!(personas["items"], json!([]));
     assert!(mock.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_email_sender_has_a_conversation_and_approvals_of_their_own() {
+    let script = json!({"per_turn": true, "steps": [
+        {"text": "Writing.", "tool_calls": [{"name": "write_file", "arguments": {"path": "out.txt", "content": "x"}}]},
+        {"text": "Done."}
+    ]})
+    .to_string();
+    let (daemon, mock, workspace, _guards) = platform_daemon(&script);
+    // Both are users who may write (a guest may not), linked to their addresses.
+    for (user, address) in [("ann", "ann@example.com"), ("bob", "bob@example.com")] {
+        for args in [
+            vec!["users", "set", user, "--permission", "user"],
+            vec![
+                "users",
+                "link",
+                user,
+                "--platform",
+                "email",
+                "--platform-user-id",
+                address,
+            ],
+        ] {
+            let output = run(keel(&daemon.home).args(&args));
+            assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
+        }
+    }
+    let admin = daemon.client(&make_key(&daemon.home, &["--admin"]));
+    let email = |sender: &str, text: &str| {
+        let mut email = message("email", sender, None, "inbox", None);
+        email["source"] = json!("email_trigger");
+        email["text"] = json!(text);
+        email
+    };
+
+    // Ann's email asks to write; her session is approved for it.
+    let (status, report) = admin
+        .post(
+            "/v1/messages?wait=true",
+            email("ann@example.com", "Ann's private note: the code is 4512"),
+        )
+        .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["state"], "waiting_on_human", "{report}");
+    let ann = report["session_id"].as_str().unwrap().to_string();
+    assert_eq!(ann, "email_trigger:email:inbox:ann@example.com");
+    let run_id = report["run_id"].as_str().unwrap();
+    let (status, body) = admin
+        .post(
+            &format!("/v1/runs/{run_id}/approval"),
+            json!({"decision": "approve_session", "call_id": report["approval"]["call_id"]}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    admin.until_state(run_id, &["completed"]).await;
+    assert!(workspace.join("out.txt").exists());
+    std::fs::remove_file(workspace.join("out.txt")).unwrap();
+
+    // Bob's email on the same channel: a conversation of his own, which saw nothing of Ann's,
+    // and Ann's approval does not let him write.
+    let seen_before = mock.requests().len();
+    let (status, report) = admin
+        .post(
+            "/v1/messages?wait=true",
+            email("bob@example.com", "what did Ann write?"),
+        )
+        .await;
+    assert_eq!(status, 200, "{report}");
+    assert_ne!(report["session_id"], ann.as_str());
+    assert_eq!(
+        report["state"], "waiting_on_human",
+        "another sender's approval was used: {report}"
+    );
+    assert!(!workspace.join("out.txt").exists());
+    for request in &mock.requests()[seen_before..] {
+        assert!(!request.to_string().contains("4512"), "{request}");
+    }
+    let run_id = report["run_id"].as_str().unwrap();
+    let (status, body) = admin
+        .post(
+            &format!("/v1/runs/{run_id}/approval"),
+            json!({"decision": "deny", "call_id": report["approval"]["call_id"]}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    admin.until_state(run_id, &["completed"]).await;
+    assert!(!workspace.join("out.txt").exists());
+
+    // Ann's next email is hers again: her approval holds there.
+    let (status, report) = admin
+        .post("/v1/messages?wait=true", email("ann@example.com", "again"))
+        .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["session_id"], ann.as_str());
+    assert_eq!(report["state"], "completed", "{report}");
+    assert!(workspace.join("out.txt").exists());
 }
 
 /// Starts a 100 MB `POST /v1/messages` over a raw connection, sending its body while reading,

@@ -10,6 +10,7 @@ use crate::conversation::{
 };
 use crate::event::Event;
 use crate::lane::{LaneClaim, LaneHolder, LaneOutcome, lane_is_held};
+use crate::platform::ConversationKey;
 use crate::provider::Usage;
 use crate::state::AgentState;
 use crate::store::{PlatformLink, RunRecord, SessionInfo, StoreError, StoredMessage};
@@ -62,6 +63,36 @@ impl Data {
         self.sessions
             .insert(conversation.id.clone(), (info.clone(), Vec::new()));
         Ok(Some(info))
+    }
+
+    /// The conversation of a platform key (see [`crate::Store::platform_conversation`]).
+    pub(super) fn platform_conversation(&self, key: &ConversationKey) -> Option<SessionInfo> {
+        let id = self.platform_keys.get(key)?;
+        self.sessions.get(id).map(|(info, _)| info.clone())
+    }
+
+    /// Creates a conversation with its platform key unless its id or key is taken (see
+    /// [`crate::Store::create_platform_conversation`]).
+    pub(super) fn create_platform_conversation(
+        &mut self,
+        conversation: &NewConversation,
+        key: &ConversationKey,
+    ) -> Result<Option<SessionInfo>, StoreError> {
+        if conversation.place.as_ref() != Some(&key.place()) {
+            return Err(StoreError::Conflict(format!(
+                "conversation `{}` is not at its key's place",
+                conversation.id
+            )));
+        }
+        if self.platform_keys.contains_key(key) {
+            return Ok(None);
+        }
+        let made = self.create_conversation(conversation)?;
+        if made.is_some() {
+            self.platform_keys
+                .insert(key.clone(), conversation.id.clone());
+        }
+        Ok(made)
     }
 
     /// Conversations newest first, by owner and page (see [`crate::Store::list_conversations`]).

@@ -54,6 +54,8 @@ struct Data {
     token_log: Vec<(String, String, TokenCharge)>,
     /// Personas by name.
     personas: std::collections::BTreeMap<String, Persona>,
+    /// Platform conversations' ids by key (see [`crate::platform::ConversationKey`]).
+    platform_keys: HashMap<crate::platform::ConversationKey, String>,
     /// File records, oldest first.
     files: Vec<FileRecord>,
     /// File contents by SHA-256.
@@ -346,6 +348,11 @@ impl Store for MemoryStore {
         Ok(self.lock()?.blobs.get(sha256).cloned())
     }
 
+    async fn forget_attachments(&self, files: &[FileRecord]) -> Result<(), StoreError> {
+        self.lock()?.forget_attachments(files);
+        Ok(())
+    }
+
     async fn session_files(&self, session_id: &str) -> Result<Vec<FileRecord>, StoreError> {
         let data = self.lock()?;
         Ok(data
@@ -503,6 +510,21 @@ impl Store for MemoryStore {
         conversation: &NewConversation,
     ) -> Result<Option<SessionInfo>, StoreError> {
         self.lock()?.create_conversation(conversation)
+    }
+
+    async fn platform_conversation(
+        &self,
+        key: &crate::platform::ConversationKey,
+    ) -> Result<Option<SessionInfo>, StoreError> {
+        Ok(self.lock()?.platform_conversation(key))
+    }
+
+    async fn create_platform_conversation(
+        &self,
+        conversation: &NewConversation,
+        key: &crate::platform::ConversationKey,
+    ) -> Result<Option<SessionInfo>, StoreError> {
+        self.lock()?.create_platform_conversation(conversation, key)
     }
 
     async fn list_conversations(

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::Data;
-use crate::files::FileRecord;
+use crate::files::{FileOrigin, FileRecord};
 use crate::platform::Persona;
 use crate::store::RunRecord;
 use crate::store::StoreError;
@@ -35,6 +35,20 @@ impl Data {
             .or_insert_with(|| content.to_vec());
         self.files.push(record.clone());
         Ok(())
+    }
+
+    /// Forgets a refused message's attachments (see [`crate::Store::forget_attachments`]).
+    pub(super) fn forget_attachments(&mut self, files: &[FileRecord]) {
+        self.files.retain(|kept| {
+            !files.iter().any(|file| {
+                file.id == kept.id && kept.origin == FileOrigin::Attachment && kept.run_id.is_none()
+            })
+        });
+        for file in files {
+            if !self.files.iter().any(|kept| kept.sha256 == file.sha256) {
+                self.blobs.remove(&file.sha256);
+            }
+        }
     }
 
     /// Creates or replaces a persona (see [`crate::Store::save_persona`]).

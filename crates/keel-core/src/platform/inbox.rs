@@ -1,10 +1,11 @@
 //! The incoming-message pipeline of seed 003, in order (DESIGN.md section 9): resolve the user
 //! (platform link → user; an unknown one becomes a guest with its link and the guest budget),
-//! the persona (server → platform → default), the conversation (unique per platform, channel
-//! and thread; created with its trust), then the run's options (persona settings, allowed
-//! modules, trust, place), then keeps its attachments as files and describes them in the
-//! message. The monthly budget is checked by [`Agent::run`] before the loop,
-//! which stores the refusal; tools are filtered there by permission and module.
+//! the persona (server → platform → default), the conversation (found by its key — platform,
+//! server, channel, thread and, for an email trigger, the sender — never by an id, so a message
+//! reaches only a conversation of its own place; created with its trust), then the run's
+//! options (persona settings, allowed modules, trust, place), then keeps its attachments as
+//! files and describes them in the message. The monthly budget is checked by [`Agent::run`]
+//! before the loop, which stores the refusal; tools are filtered there by permission and module.
 //!
 //! Everything is checked before anything is written: bad input stores nothing.
 
@@ -16,7 +17,9 @@ use serde::{Deserialize, Serialize};
 use super::attachments::{IncomingAttachment, check_attachments, register_attachments};
 use super::options::RunOptions;
 use super::persona::{Persona, choose_persona};
-use super::place::{PlatformPlace, SessionKind, Source, check_platform_text, session_id_for};
+use super::place::{
+    ConversationKey, PlatformPlace, SessionKind, Source, check_platform_text, session_id_for,
+};
 use crate::agent::{Agent, AgentError, RunReport, RunRequest};
 use crate::conversation::{LanePolicy, NewConversation};
 use crate::files::{DEFAULT_MAX_FILE_BYTES, FileRecord};
@@ -198,12 +201,12 @@ impl Inbox {
         .cloned();
         let (user, new_guest) = self.resolve_user(incoming).await?;
         let conversation = self
-            .resolve_conversation(&incoming.source, &place, &user, untrusted)
+            .resolve_conversation(incoming, &place, &user, untrusted)
             .await?;
         let mut options =
             RunOptions::from_persona(persona.as_ref(), self.settings.default_modules.as_deref());
         options.untrusted = untrusted || !conversation.trusted;
-        options.place = Some(conversation.place.clone().unwrap_or(place));
+        options.place = Some(place);
         let (text, files) = register_attachments(
             self.store.as_ref(),
             incoming.text.clone(),
@@ -306,35 +309,75 @@ impl Inbox {
         Ok((guest, true))
     }
 
-    /// The conversation of `place` for `source`, made when it does not exist.
+    /// The conversation of a message at `place`: a chat's or an email trigger's found by its
+    /// key and made when there is none; an event or a sub-agent makes one of its own.
     async fn resolve_conversation(
         &self,
-        source: &Source,
+        incoming: &IncomingMessage,
         place: &PlatformPlace,
         user: &UserRecord,
         untrusted: bool,
     ) -> Result<SessionInfo, InboxError> {
-        let id = session_id_for(source, place);
-        if let Some(existing) = self.store.session(&id).await? {
-            return Ok(existing);
+        let source = &incoming.source;
+        let new = |id: String| NewConversation {
+            id,
+            owner: Some(user.id.clone()),
+            lane_policy: self.settings.lane_policy,
+            at: Utc::now(),
+            place: Some(place.clone()),
+            trusted: !untrusted,
+        };
+        let Some(key) = ConversationKey::of(source, place, &incoming.platform_user_id) else {
+            // A new UUID: taken only if something is very wrong, and never reused then.
+            let id = session_id_for(source, place, &incoming.platform_user_id);
+            return self
+                .store
+                .create_conversation(&new(id.clone()))
+                .await?
+                .ok_or_else(|| {
+                    InboxError::Store(StoreError::Conflict(format!(
+                        "a new conversation's id `{id}` is taken"
+                    )))
+                });
+        };
+        if let Some(found) = self.conversation_of(&key, place).await? {
+            return Ok(found);
         }
-        let made = self
-            .store
-            .create_conversation(&NewConversation {
-                id: id.clone(),
-                owner: Some(user.id.clone()),
-                lane_policy: self.settings.lane_policy,
-                at: Utc::now(),
-                place: Some(place.clone()),
-                trusted: !untrusted,
-            })
-            .await?;
-        match made {
-            Some(made) => Ok(made),
-            // Another message made it at the same moment.
-            None => self.store.session(&id).await?.ok_or_else(|| {
-                InboxError::Store(StoreError::NotFound(format!("conversation `{id}`")))
-            }),
+        // Seed 000's readable id; when it names another session (a CLI one, another place's,
+        // one made before keys were kept), a fresh one: never that session.
+        for id in [key.readable_id(), key.fallback_id()] {
+            if let Some(made) = self
+                .store
+                .create_platform_conversation(&new(id), &key)
+                .await?
+            {
+                return Ok(made);
+            }
+            // Another message of the same place may have made it at the same moment.
+            if let Some(found) = self.conversation_of(&key, place).await? {
+                return Ok(found);
+            }
+        }
+        Err(InboxError::Store(StoreError::Conflict(format!(
+            "no free id for the conversation of `{}`",
+            key.readable_id()
+        ))))
+    }
+
+    /// The conversation whose key is `key`, when there is one. Its stored place is compared
+    /// too: a conversation of another place is never returned, whatever the store says.
+    async fn conversation_of(
+        &self,
+        key: &ConversationKey,
+        place: &PlatformPlace,
+    ) -> Result<Option<SessionInfo>, InboxError> {
+        match self.store.platform_conversation(key).await? {
+            Some(found) if found.place.as_ref() == Some(place) => Ok(Some(found)),
+            Some(found) => Err(InboxError::Store(StoreError::Corrupt(format!(
+                "conversation `{}` is kept under the key of another place",
+                found.id
+            )))),
+            None => Ok(None),
         }
     }
 }

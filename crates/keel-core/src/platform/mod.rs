@@ -1,8 +1,9 @@
 //! The platform (DESIGN.md section 9, seeds 000 and 003): many people on many platforms. An
 //! incoming message is resolved, in order, to a user (through platform links; an unknown one
-//! becomes a guest), a persona (server → platform → default), a conversation (unique per
-//! platform, channel and thread), the tools its caller may use and the session's trust — then
-//! it runs like any other message ([`inbox::Inbox`]).
+//! becomes a guest), a persona (server → platform → default), a conversation (found by its
+//! key: platform, server, channel, thread, and an email trigger's sender; never by an id), the
+//! tools its caller may use and the session's trust — then it runs like any other message
+//! ([`inbox::Inbox`]).
 
 pub mod attachments;
 pub mod inbox;
@@ -14,4 +15,6 @@ pub use attachments::{IncomingAttachment, READ_ATTACHMENT, register_attachments}
 pub use inbox::{Inbox, InboxError, InboxSettings, IncomingMessage, Prepared};
 pub use options::RunOptions;
 pub use persona::{Persona, choose_persona};
-pub use place::{PlatformPlace, SessionKind, Source, session_id_for};
+pub use place::{
+    ConversationKey, ConversationKind, PlatformPlace, SessionKind, Source, session_id_for,
+};

@@ -1,10 +1,17 @@
 //! `POST /v1/messages`: a message from a platform, resolved by the incoming-message pipeline
 //! (user, persona, conversation, tools, trust) and queued in its conversation's lane.
+//!
+//! Nothing of a refused message is kept: a daemon shutting down refuses it before anything is
+//! stored; a message its lane refuses (full, or the daemon began shutting down meanwhile) has
+//! its attachments forgotten again ([`submit_or_forget`]), and the whole of it runs on a task of
+//! its own, so a caller hanging up half way does not leave its files behind either.
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use keel_core::platform::{IncomingMessage, Source};
+use keel_core::SessionInfo;
+use keel_core::files::FileRecord;
+use keel_core::platform::{IncomingMessage, RunOptions, Source};
 use serde::Deserialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -13,6 +20,7 @@ use utoipa_axum::routes;
 use crate::Caller;
 use crate::attachments::{Attachment, decode_attachments};
 use crate::control::{AcceptedView, WaitQuery};
+use crate::engine::{EngineError, Submitted};
 use crate::error::{ApiError, ErrorBody};
 use crate::json::{ApiJson, ApiQuery};
 use crate::state::AppState;
@@ -97,6 +105,10 @@ async fn incoming_message(
             )));
         }
     };
+    // Refused before anything of it is stored (the user, the conversation, the files).
+    if !state.engine.accepting() {
+        return Err(EngineError::ShuttingDown.into());
+    }
     let attachments = decode_attachments(
         body.attachments,
         state.inbox.settings().max_attachment_bytes,
@@ -112,16 +124,24 @@ async fn incoming_message(
         source,
         attachments,
     };
-    let prepared = state.inbox.prepare(&incoming).await?;
-    let submitted = state
-        .engine
-        .submit_with(
+    // On a task of its own: once its files are kept, the message is queued or they are
+    // forgotten, whether or not the caller still waits.
+    let admitting = state.clone();
+    let (prepared, submitted) = tokio::spawn(async move {
+        let prepared = admitting.inbox.prepare(&incoming).await?;
+        let submitted = submit_or_forget(
+            &admitting,
             &prepared.conversation,
             prepared.text.clone(),
+            &prepared.files,
             Some(prepared.user.id.clone()),
-            prepared.options,
+            prepared.options.clone(),
         )
         .await?;
+        Ok::<_, ApiError>((prepared, submitted))
+    })
+    .await
+    .map_err(|error| ApiError::internal(format!("accepting the message failed: {error}")))??;
     if query.wait {
         let report = state.engine.wait(&submitted.run_id).await?;
         return Ok(axum::Json(report).into_response());
@@ -132,4 +152,32 @@ async fn incoming_message(
         position: submitted.position,
     };
     Ok((StatusCode::ACCEPTED, axum::Json(accepted)).into_response())
+}
+
+/// Queues `text` in `conversation`'s lane; when the lane refuses it (full, or the daemon is
+/// shutting down), forgets `files`, the attachments kept for it, before answering. (They are
+/// kept first so that a run never starts before its files; a refusal then removes them, and
+/// only them: content another message kept stays.)
+pub(crate) async fn submit_or_forget(
+    state: &AppState,
+    conversation: &SessionInfo,
+    text: String,
+    files: &[FileRecord],
+    user_id: Option<String>,
+    options: RunOptions,
+) -> Result<Submitted, ApiError> {
+    match state
+        .engine
+        .submit_with(conversation, text, user_id, options)
+        .await
+    {
+        Ok(submitted) => Ok(submitted),
+        Err(refused @ (EngineError::LaneFull { .. } | EngineError::ShuttingDown)) => {
+            if let Err(error) = state.store.forget_attachments(files).await {
+                tracing::error!(%error, "cannot forget a refused message's attachments");
+            }
+            Err(refused.into())
+        }
+        Err(other) => Err(other.into()),
+    }
 }
