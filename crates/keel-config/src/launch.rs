@@ -265,6 +265,7 @@ mod tests {
             redacted("https://me:secret@host:8/v1?key=k"),
             "https://host:8/v1"
         );
+        assert_eq!(redacted("http://host/v1?token=t#f"), "http://host/v1");
         assert_eq!(redacted("http://host/a@b"), "http://host/a@b");
         assert_eq!(redacted("http://host"), "http://host");
     }
