@@ -169,6 +169,8 @@ pub fn agent(
         .heartbeat_interval(settings.heartbeat)
         .reconcile_policy(settings.reconcile)
         .hooks(hooks);
+    // The workspace's AGENTS.md (or its kin) goes into the system prompt.
+    builder = builder.prompt_part(Arc::new(keel_tools::ProjectContext::new(workspace.clone())));
     if settings.shell.enabled {
         let mut config = crate::shell_settings::tool_config(settings);
         config.sandbox =

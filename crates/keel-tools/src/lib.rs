@@ -37,6 +37,7 @@ pub mod files;
 pub mod hooks;
 pub mod http;
 pub mod memory_files;
+pub mod project_context;
 pub mod sandbox;
 mod schema;
 pub mod session_search;
@@ -49,6 +50,7 @@ pub use files::{AppendFile, FILES_MODULE, ListDir, ReadFile, WriteFile, file_too
 pub use hooks::{CommandHook, DEFAULT_HOOK_TIMEOUT, MAX_HOOK_STDOUT};
 pub use http::{HTTP_MODULE, HttpGet, HttpGetConfig, http_tools};
 pub use memory_files::FileMemory;
+pub use project_context::ProjectContext;
 pub use sandbox::{Sandbox, SandboxError, SandboxState};
 pub use session_search::{SESSION_SEARCH, SESSIONS_MODULE, SessionSearchTool};
 pub use shell::{SHELL_MODULE, Shell, ShellConfig, ShellPolicy, Verdict, shell_tools};
