@@ -1,11 +1,11 @@
 //! The endpoints that act: make a conversation, send a message, cancel, answer, resume, and a
 //! run's report.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
-use keel_core::platform::register_attachments;
+use keel_core::platform::{MAX_TEXT_BYTES, register_attachments};
 use keel_core::{
     AgentState, ApprovalDecision, LanePolicy, NewConversation, ResumeOptions, UnsafeCall,
 };
@@ -18,7 +18,7 @@ use crate::Caller;
 use crate::attachments::{Attachment, decode_attachments};
 use crate::engine::EngineError;
 use crate::error::{ApiError, ErrorBody};
-use crate::json::{ApiJson, ApiQuery};
+use crate::json::{ApiJson, ApiPath, ApiQuery};
 use crate::state::AppState;
 use crate::views::ConversationView;
 
@@ -146,13 +146,19 @@ pub struct AcceptedView {
 async fn send_message(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiQuery(query): ApiQuery<WaitQuery>,
     ApiJson(body): ApiJson<MessageBody>,
 ) -> Result<Response, ApiError> {
     let conversation = caller.conversation(&state, &id).await?;
     if body.text.trim().is_empty() {
         return Err(ApiError::invalid("text must not be empty"));
+    }
+    if body.text.len() > MAX_TEXT_BYTES {
+        return Err(ApiError::invalid(format!(
+            "`text` is {} bytes; at most {MAX_TEXT_BYTES}",
+            body.text.len()
+        )));
     }
     let max_bytes = state.inbox.settings().max_attachment_bytes;
     let attachments = decode_attachments(body.attachments, max_bytes)?;
@@ -207,7 +213,7 @@ pub struct CancelView {
 async fn cancel_run(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     caller.run(&state, &id).await?;
     let now = state.engine.cancel(&id).await?;
@@ -240,7 +246,7 @@ pub struct ContinuedView {
 async fn answer_run(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<AnswerBody>,
 ) -> Result<Response, ApiError> {
     caller.run(&state, &id).await?;
@@ -276,7 +282,7 @@ pub struct ApprovalBody {
 async fn approve_run(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<ApprovalBody>,
 ) -> Result<Response, ApiError> {
     caller.run_to_decide(&state, &id, &body.decision).await?;
@@ -327,7 +333,7 @@ pub struct ResumeBody {
 async fn resume_run(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<ResumeBody>,
 ) -> Result<Response, ApiError> {
     caller.run(&state, &id).await?;
@@ -361,7 +367,7 @@ async fn resume_run(
 async fn run_report(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     let (run, _) = caller.run(&state, &id).await?;
     if !(run.state.is_terminal() || run.state == AgentState::WaitingOnHuman) {

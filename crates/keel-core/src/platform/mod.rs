@@ -12,7 +12,7 @@ pub mod persona;
 pub mod place;
 
 pub use attachments::{IncomingAttachment, READ_ATTACHMENT, register_attachments};
-pub use inbox::{Inbox, InboxError, InboxSettings, IncomingMessage, Prepared};
+pub use inbox::{Inbox, InboxError, InboxSettings, IncomingMessage, MAX_TEXT_BYTES, Prepared};
 pub use options::RunOptions;
 pub use persona::{Persona, choose_persona};
 pub use place::{
