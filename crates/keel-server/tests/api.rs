@@ -30,11 +30,19 @@ impl Api {
 
     /// An API whose model follows `script`, with `tool` besides the loop's own.
     async fn with(script: Script, tool: Option<Arc<dyn keel_core::Tool>>) -> Api {
+        Api::with_provider(Arc::new(ScriptedProvider::new(script)), tool).await
+    }
+
+    /// An API whose model is `provider`, with `tool` besides the loop's own.
+    async fn with_provider(
+        provider: Arc<dyn keel_core::Provider>,
+        tool: Option<Arc<dyn keel_core::Tool>>,
+    ) -> Api {
         let store = Arc::new(MemoryStore::new());
         let hub = Arc::new(Hub::new(store.clone()));
         let engine = Engine::new(store.clone(), hub.clone(), EngineOptions::default());
         let mut builder = Agent::builder()
-            .provider(Arc::new(ScriptedProvider::new(script)))
+            .provider(provider)
             .model("m")
             .store(store.clone())
             .event_sink(hub.clone())
@@ -495,4 +503,64 @@ async fn a_path_id_that_is_not_utf8_is_a_json_400_on_every_kind_of_endpoint() {
             "{path}"
         );
     }
+}
+
+/// Panics on its first call (a bug in the loop), then answers "fine".
+struct PanicsFirst(std::sync::atomic::AtomicBool);
+
+#[async_trait::async_trait]
+impl keel_core::Provider for PanicsFirst {
+    fn name(&self) -> &str {
+        "mock"
+    }
+    async fn chat(
+        &self,
+        request: &keel_core::ChatRequest,
+        sink: &dyn keel_core::DeltaSink,
+    ) -> Result<keel_core::ChatResponse, keel_core::ProviderError> {
+        if !self.0.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            panic!("a bug in the loop");
+        }
+        ScriptedProvider::from_steps(vec![Step::text("fine")])
+            .chat(request, sink)
+            .await
+    }
+}
+
+#[tokio::test]
+async fn a_run_that_panics_answers_its_waiting_request_with_the_internal_error_answer() {
+    let provider = Arc::new(PanicsFirst(std::sync::atomic::AtomicBool::new(false)));
+    let api = Api::with_provider(provider, None).await;
+    let key = api.key(Some("ann"), false).await;
+    let (_, conversation) = api.post(&key, "/v1/conversations", "{}").await;
+    let path = format!(
+        "/v1/conversations/{}/messages?wait=true",
+        conversation["id"].as_str().unwrap()
+    );
+    // Before, the request hung for good: the run's task died with its waiter's answer.
+    let waited = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        api.post(&key, &path, r#"{"text": "one"}"#),
+    );
+    let (status, report) = waited.await.expect("the waiting request was answered");
+    assert_eq!(status, StatusCode::OK, "{report}");
+    assert_eq!(report["state"], "error", "{report}");
+    assert_eq!(report["reason"], "internal", "{report}");
+    assert_eq!(
+        report["final_text"],
+        keel_core::run::INTERNAL_ERROR_ANSWER,
+        "{report}"
+    );
+    let run_id = report["run_id"].as_str().unwrap();
+    let (status, run) = api.get(&key, &format!("/v1/runs/{run_id}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        (&run["state"], &run["reason"]),
+        (&json!("error"), &json!("internal"))
+    );
+    // The daemon is up and the conversation goes on.
+    let (status, next) = api.post(&key, &path, r#"{"text": "two"}"#).await;
+    assert_eq!(status, StatusCode::OK, "{next}");
+    assert_eq!(next["state"], "completed", "{next}");
+    assert_eq!(next["final_text"], "fine", "{next}");
 }

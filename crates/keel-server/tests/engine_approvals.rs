@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::Utc;
@@ -229,7 +230,9 @@ async fn a_run_that_panics_ends_as_an_internal_error_and_its_lane_goes_on() {
     let second = engine.submit(&lane, "two".into(), None).await.unwrap();
     assert_eq!(second.position, 1);
 
-    let failed = engine.wait(&first.run_id).await.unwrap();
+    // Before, this waited for good: the run's task died without answering.
+    let waited = tokio::time::timeout(Duration::from_secs(600), engine.wait(&first.run_id));
+    let failed = waited.await.expect("the waiter was answered").unwrap();
     assert_eq!(
         (failed.state, failed.reason),
         (AgentState::Error, Some(ErrorReason::Internal)),
