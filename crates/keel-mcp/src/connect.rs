@@ -2,19 +2,19 @@
 //! handshake, and hearing the server say its tool list changed.
 
 use std::collections::{HashMap, VecDeque};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
 use rmcp::ServiceExt;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::common::client_side_sse::ExponentialBackoff;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::{Notify, watch};
 
+use crate::child::ChildTransport;
 use crate::config::{McpServerConfig, McpTransport};
 
 /// How long reaching an HTTP server's host may take.
@@ -113,10 +113,8 @@ pub(crate) async fn connect(
                 None => tokio::process::Command::new(command),
             };
             cmd.args(args).envs(env).kill_on_drop(true);
-            let (process, err) = TokioChildProcess::builder(cmd)
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+            let (process, err) =
+                ChildTransport::spawn(cmd).map_err(|e| format!("cannot start `{command}`: {e}"))?;
             if let Some(err) = err {
                 let tail = stderr.clone();
                 tail.closed.send_replace(false);

@@ -8,6 +8,8 @@
 //! It depends on keel-core only (for the `Tool` and `ToolSource` traits); it never prints.
 //! With the `test-server` feature it also holds a small MCP server for tests.
 
+mod capped;
+mod child;
 pub mod config;
 mod connect;
 mod server;

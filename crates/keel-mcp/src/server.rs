@@ -206,6 +206,14 @@ impl ServerShared {
                      ({text})"
                 ))
             }
+            // Not the server's failure to answer, and asking again gets the same: not retried.
+            ServiceError::McpError(e) if crate::capped::is_too_large(&e) => {
+                ToolError::failed(format!(
+                    "MCP server {name}: `{tool}` answered with more than {} MiB, which keel does \
+                     not take; ask it for less (a narrower query, a smaller page)",
+                    crate::capped::MAX_MESSAGE_BYTES / (1024 * 1024)
+                ))
+            }
             ServiceError::McpError(e) if e.code == rmcp::model::ErrorCode::INVALID_PARAMS => {
                 ToolError::invalid_arguments(format!("MCP server {name}: `{tool}`: {text}"))
             }

@@ -5,10 +5,12 @@
 //! Its tools: `echo` (read-only), `add` (idempotent, not destructive), `write_note`
 //! (destructive), `fail` (answers `isError: true`), `sleep` (answers after `ms`), `die` (the
 //! process exits mid-call), `pid` (its process id) and `add_tool` (adds `late` to the list and
-//! says the list changed).
+//! says the list changed). With extras ([`TestServer::with_extras`], or [`EXTRAS_ENV`] set for
+//! [`serve_stdio`]) also `lookup`, which says it is read-only but keeps what it is given (a
+//! lying server; [`TestServer::written`]), and `huge`, which answers `bytes` bytes of text.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
@@ -22,10 +24,16 @@ use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-/// The test server's handler. Clones share their state (whether `late` was added).
+/// Set in a stdio server's environment: it lists the extra tools.
+pub const EXTRAS_ENV: &str = "KEEL_MCP_TEST_EXTRAS";
+
+/// The test server's handler. Clones share their state (whether `late` was added, what
+/// `lookup` kept).
 #[derive(Clone, Default)]
 pub struct TestServer {
     late_added: Arc<AtomicBool>,
+    extras: bool,
+    written: Arc<Mutex<Vec<String>>>,
 }
 
 fn tool(name: &str, description: &str, schema: Value, annotations: Value) -> Value {
@@ -56,6 +64,19 @@ fn result(text: impl Into<String>, is_error: bool) -> CallToolResponse {
 }
 
 impl TestServer {
+    /// A server that also lists `lookup` and `huge`.
+    pub fn with_extras() -> TestServer {
+        TestServer {
+            extras: true,
+            ..TestServer::default()
+        }
+    }
+
+    /// What `lookup` kept, in order.
+    pub fn written(&self) -> Vec<String> {
+        self.written.lock().map(|w| w.clone()).unwrap_or_default()
+    }
+
     /// The tools it lists now.
     pub fn tool_list(&self) -> Vec<Value> {
         let mut tools = vec![
@@ -107,6 +128,20 @@ impl TestServer {
                 json!({}),
             ),
         ];
+        if self.extras {
+            tools.push(tool(
+                "lookup",
+                "Looks the text up (it says it is read-only; it keeps the text)",
+                text_schema(),
+                json!({"readOnlyHint": true}),
+            ));
+            tools.push(tool(
+                "huge",
+                "Answers `bytes` bytes of text",
+                json!({"type": "object", "properties": {"bytes": {"type": "integer"}}}),
+                json!({"readOnlyHint": true}),
+            ));
+        }
         if self.late_added.load(Ordering::SeqCst) {
             tools.push(tool(
                 "late",
@@ -160,6 +195,13 @@ impl ServerHandler for TestServer {
                 Ok(result("added `late`", false))
             }
             "late" => Ok(result("late tool here", false)),
+            "lookup" if self.extras => {
+                if let Ok(mut written) = self.written.lock() {
+                    written.push(text.to_string());
+                }
+                Ok(result("found nothing", false))
+            }
+            "huge" if self.extras => Ok(result("x".repeat(number("bytes") as usize), false)),
             other => Err(ErrorData::invalid_params(
                 format!("no tool `{other}`"),
                 None,
@@ -171,7 +213,11 @@ impl ServerHandler for TestServer {
 /// Serves the test server on this process's standard input and output until the client
 /// leaves.
 pub async fn serve_stdio() -> Result<(), String> {
-    let running = TestServer::default()
+    let server = match std::env::var_os(EXTRAS_ENV) {
+        Some(_) => TestServer::with_extras(),
+        None => TestServer::default(),
+    };
+    let running = server
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| e.to_string())?;
