@@ -2,6 +2,7 @@
 //! handshake, and hearing the server say its tool list changed.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use tokio::sync::{Notify, watch};
 
 use crate::child::ChildTransport;
 use crate::config::{McpServerConfig, McpTransport};
+use crate::http_client::WatchedClient;
 
 /// How long reaching an HTTP server's host may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -90,11 +92,12 @@ impl StderrTail {
 }
 
 /// Opens a session with the server and completes the MCP handshake. The error is for people
-/// (not yet redacted).
+/// (not yet redacted). `too_large` is set when an HTTP server's reply is refused for its size.
 pub(crate) async fn connect(
     config: &McpServerConfig,
     handler: ClientHandler,
     stderr: &StderrTail,
+    too_large: &Arc<AtomicBool>,
 ) -> Result<Session, String> {
     match &config.transport {
         McpTransport::Stdio {
@@ -151,6 +154,7 @@ pub(crate) async fn connect(
             let mut config =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
             config.retry_config = Arc::new(stream_retries());
+            let client = WatchedClient::new(client, too_large.clone());
             let transport = StreamableHttpClientTransport::with_client(client, config);
             handler
                 .serve(transport)

@@ -12,6 +12,7 @@ mod capped;
 mod child;
 pub mod config;
 mod connect;
+mod http_client;
 mod server;
 mod source;
 #[cfg(feature = "test-server")]

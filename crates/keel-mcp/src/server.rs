@@ -3,6 +3,7 @@
 //! pause. Calls go through the current session; while there is none they fail at once with
 //! a clear tool error.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -68,8 +69,9 @@ pub enum ServerState {
 
 struct Inner {
     state: ServerState,
-    /// The open session's peer, and what tells its supervisor a call found it broken.
-    peer: Option<(Peer<RoleClient>, Arc<Notify>)>,
+    /// The open session's peer, what tells its supervisor a call found it broken, and whether
+    /// a reply was refused for its size (then the session ends).
+    peer: Option<(Peer<RoleClient>, Arc<Notify>, Arc<AtomicBool>)>,
     tools: Vec<Arc<dyn Tool>>,
 }
 
@@ -135,7 +137,7 @@ impl ServerShared {
         cancel: &CancellationToken,
     ) -> Result<CallToolResult, ToolError> {
         let name = &self.config.name;
-        let (peer, broken) = self
+        let (peer, broken, too_large) = self
             .lock(|inner| match (&inner.state, &inner.peer) {
                 (ServerState::Running, Some(peer)) => Ok(peer.clone()),
                 (ServerState::Restarting { reason }, _) => Err(ToolError::transient(format!(
@@ -157,8 +159,14 @@ impl ServerShared {
             result = tokio::time::timeout(timeout, peer.call_tool(params)) => match result {
                 Ok(Ok(result)) => Ok(result),
                 Ok(Err(e)) => {
-                    let error = self.call_error(tool, e);
-                    if error.kind == keel_core::ToolErrorKind::Transient {
+                    let error = match too_large.load(Ordering::SeqCst) {
+                        // The connection ended over a reply too large: this call's, most likely.
+                        true => too_large_error(name, tool),
+                        false => self.call_error(tool, e),
+                    };
+                    if error.kind == keel_core::ToolErrorKind::Transient
+                        || too_large.load(Ordering::SeqCst)
+                    {
                         self.mark_broken(&broken);
                     }
                     Err(error)
@@ -182,7 +190,7 @@ impl ServerShared {
             let current = inner
                 .peer
                 .as_ref()
-                .is_some_and(|(_, notify)| Arc::ptr_eq(notify, broken));
+                .is_some_and(|(_, notify, _)| Arc::ptr_eq(notify, broken));
             if current {
                 inner.peer = None;
                 inner.state = ServerState::Restarting {
@@ -208,11 +216,7 @@ impl ServerShared {
             }
             // Not the server's failure to answer, and asking again gets the same: not retried.
             ServiceError::McpError(e) if crate::capped::is_too_large(&e) => {
-                ToolError::failed(format!(
-                    "MCP server {name}: `{tool}` answered with more than {} MiB, which keel does \
-                     not take; ask it for less (a narrower query, a smaller page)",
-                    crate::capped::MAX_MESSAGE_BYTES / (1024 * 1024)
-                ))
+                too_large_error(name, tool)
             }
             ServiceError::McpError(e) if e.code == rmcp::model::ErrorCode::INVALID_PARAMS => {
                 ToolError::invalid_arguments(format!("MCP server {name}: `{tool}`: {text}"))
@@ -220,6 +224,16 @@ impl ServerShared {
             _ => ToolError::failed(format!("MCP server {name}: `{tool}` failed: {text}")),
         }
     }
+}
+
+/// The failure of a call whose reply was over [`crate::capped::MAX_MESSAGE_BYTES`]: not the
+/// server's failure to answer, and asking again gets the same, so not retried.
+fn too_large_error(name: &str, tool: &str) -> ToolError {
+    ToolError::failed(format!(
+        "MCP server {name}: `{tool}` answered with more than {} MiB, which keel does not take; \
+         ask it for less (a narrower query, a smaller page)",
+        crate::capped::MAX_MESSAGE_BYTES / (1024 * 1024)
+    ))
 }
 
 /// Runs `server` until `shutdown`: start, serve, restart with backoff.
@@ -260,13 +274,14 @@ struct Ended {
 async fn run_session(server: &Arc<ServerShared>, startup_timeout: Duration) -> Ended {
     let name = &server.config.name;
     let tools_changed = Arc::new(Notify::new());
+    let too_large = Arc::new(AtomicBool::new(false));
     let stderr = StderrTail::default();
     let handler = ClientHandler {
         tools_changed: tools_changed.clone(),
     };
     let weak = Arc::downgrade(server);
     let opening = async {
-        let session = connect(&server.config, handler, &stderr).await?;
+        let session = connect(&server.config, handler, &stderr, &too_large).await?;
         let tools = list_tools(session.peer(), name, &weak).await?;
         Ok::<_, String>((session, tools))
     };
@@ -294,7 +309,7 @@ async fn run_session(server: &Arc<ServerShared>, startup_timeout: Duration) -> E
     let peer = session.peer().clone();
     let broken = Arc::new(Notify::new());
     server.lock(|inner| {
-        inner.peer = Some((peer.clone(), broken.clone()));
+        inner.peer = Some((peer.clone(), broken.clone(), too_large.clone()));
         inner.tools = tools;
         inner.state = ServerState::Running;
     });
