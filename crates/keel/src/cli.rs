@@ -450,14 +450,14 @@ pub struct ApproveArgs {
     #[arg(value_enum)]
     pub decision: ApprovalChoice,
 
-    /// Print one JSON object describing the run at the end, instead of text.
-    #[arg(long)]
-    pub json: bool,
-
     /// The id of the tool call decided, as the run's report names it (`approval.call_id`).
     /// Required: a decision never lands on a call other than the one it names.
     #[arg(long, value_name = "ID")]
     pub call_id: Option<String>,
+
+    /// Print one JSON object describing the run at the end, instead of text.
+    #[arg(long)]
+    pub json: bool,
 
     /// Model and loop options.
     #[command(flatten)]
