@@ -212,6 +212,7 @@ pub fn agent(
     if let Some(memory) = crate::memory_settings::memory(
         &settings.memory,
         &settings.provider,
+        &settings.retry,
         store.clone(),
         learning_model,
     )? {

@@ -10,6 +10,8 @@
 //! facts = false         # known facts: recall, `remember` and `forget` (false)
 //! embeddings_model = "text-embedding-3-small"  # on the primary provider's /v1/embeddings;
 //!                                              # without it, full text and recency alone
+//! embeddings_fallback = ["azure"]  # providers serving the same model, asked in order when
+//!                                  # the primary's retries are spent ([retry] applies)
 //! top_k = 5             # facts recalled by relevance (pinned ones come on top)
 //! token_budget = 500    # the most tokens the known-facts section takes
 //! extract = false       # after each run, the summary model (else the run's) names the facts
@@ -31,6 +33,8 @@ use std::sync::Arc;
 
 use keel_core::Store;
 use keel_core::memory_notes::MemoryLimits;
+use keel_core::recovery::RetryPolicy;
+use keel_memory::embedding::EmbedderChain;
 use keel_memory::{Memory, RetrievalSettings};
 use keel_providers::{OpenAiConfig, OpenAiEmbeddings};
 use keel_tools::FileMemory;
@@ -56,6 +60,8 @@ pub struct MemoryConfig {
     pub facts: Option<bool>,
     /// The embeddings model, on the primary provider's OpenAI-compatible endpoint.
     pub embeddings_model: Option<String>,
+    /// Providers serving the same embeddings model, asked in order when the primary fails.
+    pub embeddings_fallback: Option<Vec<String>>,
     /// Facts recalled by relevance.
     pub top_k: Option<usize>,
     /// The most tokens recalled facts take.
@@ -79,6 +85,9 @@ pub struct MemorySettings {
     pub facts: bool,
     /// The embeddings model, when vectors are wanted.
     pub embeddings_model: Option<String>,
+    /// The providers asked for the same model's embeddings, in order, when the primary's
+    /// retries are spent; resolved with the rest of the settings.
+    pub embeddings_fallbacks: Vec<ProviderChoice>,
     /// How retrieval chooses.
     pub retrieval: RetrievalSettings,
     /// Whether facts are extracted after each run.
@@ -148,6 +157,7 @@ impl MemoryConfig {
             dir: None,
             facts,
             embeddings_model: embeddings_model.map(str::to_string),
+            embeddings_fallbacks: Vec::new(),
             retrieval,
             extract: self.extract.unwrap_or(false),
             model_importance,
@@ -164,11 +174,13 @@ impl MemorySettings {
 }
 
 /// The known facts of an agent on `store`, when `facts = true`: embeddings from the primary
-/// provider's `/v1/embeddings` when a model is named; extraction and model scores, when on,
-/// with `learning_model` (the summary model, else the run's).
+/// provider's `/v1/embeddings` when a model is named, retried under `retry` and failing over
+/// to the configured fallbacks as model calls do; extraction and model scores, when on, with
+/// `learning_model` (the summary model, else the run's).
 pub fn memory(
     settings: &MemorySettings,
     provider: &ProviderChoice,
+    retry: &RetryPolicy,
     store: Arc<dyn Store>,
     learning_model: Option<(Arc<dyn keel_core::provider::Provider>, String)>,
 ) -> Result<Option<Arc<Memory>>, ConfigError> {
@@ -183,18 +195,34 @@ pub fn memory(
             model_importance: settings.model_importance,
         });
     if let Some(model) = &settings.embeddings_model {
-        let mut config = OpenAiConfig::new(provider.base_url.clone());
-        config.name = provider.name.clone();
-        config.api_key = provider.api_key.clone();
-        let embeddings = OpenAiEmbeddings::new(&config, model.clone()).map_err(|e| {
-            ConfigError(format!(
-                "[memory] cannot reach embeddings at provider `{}`: {e}",
-                provider.name
-            ))
-        })?;
-        memory = memory.with_embedder(Arc::new(embeddings));
+        let primary = embeddings(provider, model)?;
+        let fallbacks = settings
+            .embeddings_fallbacks
+            .iter()
+            .map(|fallback| embeddings(fallback, model))
+            .collect::<Result<Vec<_>, _>>()?;
+        let chain = EmbedderChain::new(primary, fallbacks, retry.clone())
+            .map_err(|e| ConfigError(format!("[memory] {e}")))?;
+        memory = memory.with_embedder(Arc::new(chain));
     }
     Ok(Some(Arc::new(memory)))
+}
+
+/// `model`'s embeddings at `provider`'s OpenAI-compatible endpoint.
+fn embeddings(
+    provider: &ProviderChoice,
+    model: &str,
+) -> Result<Arc<dyn keel_memory::Embedder>, ConfigError> {
+    let mut config = OpenAiConfig::new(provider.base_url.clone());
+    config.name = provider.name.clone();
+    config.api_key = provider.api_key.clone();
+    let embeddings = OpenAiEmbeddings::new(&config, model).map_err(|e| {
+        ConfigError(format!(
+            "[memory] cannot reach embeddings at provider `{}`: {e}",
+            provider.name
+        ))
+    })?;
+    Ok(Arc::new(embeddings))
 }
 
 #[cfg(test)]

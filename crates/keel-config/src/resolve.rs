@@ -249,7 +249,7 @@ pub fn resolve(
             None => file.routing.policy().map_err(ConfigError)?,
         },
         delegation: file.delegation.policy().map_err(ConfigError)?,
-        memory: file.memory.settings().map_err(ConfigError)?,
+        memory: memory_settings(&file, &name, env)?,
     })
 }
 
@@ -306,6 +306,51 @@ fn model_ref(
         provider: None,
         model: spec.to_string(),
     })
+}
+
+/// `[memory]`, with the providers of `embeddings_fallback` resolved: each must be another
+/// provider than the primary, serving the same embeddings model.
+fn memory_settings(
+    file: &FileConfig,
+    primary: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<crate::memory_settings::MemorySettings, ConfigError> {
+    let mut memory = file.memory.settings().map_err(ConfigError)?;
+    let names = file
+        .memory
+        .embeddings_fallback
+        .as_deref()
+        .unwrap_or_default();
+    if names.is_empty() {
+        return Ok(memory);
+    }
+    let Some(model) = memory.embeddings_model.clone() else {
+        return Err(ConfigError(
+            "[memory] embeddings_fallback needs embeddings_model: the fallbacks serve that model"
+                .into(),
+        ));
+    };
+    for name in names {
+        let name = name.trim();
+        let reference = model_ref(&format!("{name}:{model}"), primary, file, env)
+            .map_err(|e| ConfigError(format!("[memory] embeddings_fallback: {e}")))?;
+        match reference.provider {
+            Some(choice) if reference.model == model => memory.embeddings_fallbacks.push(choice),
+            _ if name == primary => {
+                return Err(ConfigError(format!(
+                    "[memory] embeddings_fallback: `{name}` is the primary provider; name \
+                     another provider serving `{model}`"
+                )));
+            }
+            _ => {
+                return Err(ConfigError(format!(
+                    "[memory] embeddings_fallback: `{name}` is not a provider (a built-in one or \
+                     a [providers.{name}] table)"
+                )));
+            }
+        }
+    }
+    Ok(memory)
 }
 
 /// The reconciler's policy: `[runs]` over the defaults.

@@ -358,3 +358,41 @@ keep_last = 6
             .contains("--context-window")
     );
 }
+
+#[test]
+fn embeddings_fallbacks_are_other_providers_serving_the_same_model() {
+    let file = parse_file(
+        "[memory]\nfacts = true\nembeddings_model = \"text-embedding-3-small\"\n\
+         embeddings_fallback = [\"backup\"]\n\n\
+         [providers.backup]\napi = \"openai_chat\"\nbase_url = \"http://backup.example/v1\"\n",
+    )
+    .unwrap();
+    let env = env_of(&[("OPENAI_API_KEY", "o")]);
+    let settings = resolve(file, &env, &flags()).unwrap();
+    let names: Vec<&str> = settings
+        .memory
+        .embeddings_fallbacks
+        .iter()
+        .map(|p| p.base_url.as_str())
+        .collect();
+    assert_eq!(names, ["http://backup.example/v1"]);
+
+    for (text, expected) in [
+        (
+            "[memory]\nfacts = true\nembeddings_fallback = [\"openai\"]\n",
+            "needs embeddings_model",
+        ),
+        (
+            "[memory]\nfacts = true\nembeddings_model = \"e\"\nembeddings_fallback = [\"openai\"]\n",
+            "is the primary provider",
+        ),
+        (
+            "[memory]\nfacts = true\nembeddings_model = \"e\"\nembeddings_fallback = [\"nowhere\"]\n",
+            "`nowhere` is not a provider",
+        ),
+    ] {
+        let file = parse_file(text).unwrap();
+        let error = resolve(file, &env, &flags()).unwrap_err();
+        assert!(error.0.contains(expected), "{text}: {error}");
+    }
+}

@@ -5,7 +5,12 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use keel_core::ProviderError;
 use keel_providers::OpenAiEmbeddings;
+
+mod chain;
+
+pub use chain::EmbedderChain;
 
 /// The longest one embeddings request may take before recall goes on without vectors.
 pub const EMBED_TIMEOUT: Duration = Duration::from_secs(10);
@@ -18,6 +23,13 @@ pub trait Embedder: Send + Sync {
 
     /// One vector per text, in order; an error says in words why there are none.
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String>;
+
+    /// The same, with a failure classified as a model call's is, so that an [`EmbedderChain`]
+    /// knows whether to retry it or ask the next endpoint. By default a failure is `unknown`:
+    /// neither retried nor passed on.
+    async fn embed_classified(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, ProviderError> {
+        self.embed(texts).await.map_err(chain::unclassified)
+    }
 }
 
 #[async_trait]
@@ -27,9 +39,13 @@ impl Embedder for OpenAiEmbeddings {
     }
 
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
-        OpenAiEmbeddings::embed(self, texts, EMBED_TIMEOUT)
+        Embedder::embed_classified(self, texts)
             .await
             .map_err(|e| e.to_string())
+    }
+
+    async fn embed_classified(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, ProviderError> {
+        OpenAiEmbeddings::embed(self, texts, EMBED_TIMEOUT).await
     }
 }
 
