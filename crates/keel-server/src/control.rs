@@ -277,6 +277,7 @@ pub struct ApprovalBody {
     params(("id" = String, Path, description = "The run")),
     responses((status = 202, body = ContinuedView),
               (status = 400, description = "An unknown decision, or no `call_id`", body = ErrorBody),
+              (status = 403, description = "An approval of a call of an untrusted conversation (an email, an event) by a key that sees it only as its platform's", body = ErrorBody),
               (status = 404, body = ErrorBody),
               (status = 409, description = "The run waits for no approval, or for that of another call than `call_id`", body = ErrorBody)))]
 async fn approve_run(

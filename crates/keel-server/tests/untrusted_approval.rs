@@ -174,3 +174,23 @@ async fn a_channel_key_may_deny_there_and_approve_in_a_trusted_conversation() {
     assert_eq!(done.state, keel_core::AgentState::Completed, "{done:?}");
     assert_eq!(api.sent.load(Ordering::SeqCst), 1);
 }
+
+#[tokio::test]
+async fn the_openapi_document_names_the_refusal() {
+    let api = Api::new().await;
+    let admin = api.key(true, &[]).await;
+    let request = Request::get("/openapi.json")
+        .header("authorization", format!("Bearer {admin}"))
+        .body(Body::empty())
+        .unwrap();
+    let response = router(api.state.clone()).oneshot(request).await.unwrap();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let document: Value = serde_json::from_slice(&bytes).unwrap();
+    let refusal = &document["paths"]["/v1/runs/{id}/approval"]["post"]["responses"]["403"];
+    assert!(
+        refusal["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("untrusted")),
+        "{refusal}"
+    );
+}
