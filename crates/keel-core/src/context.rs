@@ -182,6 +182,55 @@ pub fn cut_point<M: Borrow<Message>>(messages: &[M], start: usize, keep: usize) 
     cut
 }
 
+/// The indices in `range` of the messages a pin keeps verbatim through compaction: each
+/// message marked `pinned` with the rest of its tool-call exchange (the assistant message that
+/// made the calls and every result that answers them), so a pinned call never goes without its
+/// results, nor a pinned result without its call. In order. Compaction summaries are never kept
+/// this way: a newer summary stands for them.
+pub fn pinned_exchanges<M: Borrow<Message>>(
+    messages: &[M],
+    range: std::ops::Range<usize>,
+) -> Vec<usize> {
+    let end = range.end.min(messages.len());
+    let mut kept = Vec::new();
+    let mut i = range.start;
+    while i < end {
+        // One exchange: an assistant message and the tool results right after it, or any
+        // other single message (a result without its call stands alone).
+        let mut next = i + 1;
+        if messages[i].borrow().role == Role::Assistant {
+            while next < end && messages[next].borrow().role == Role::Tool {
+                next += 1;
+            }
+        }
+        let exchange = i..next;
+        if exchange.clone().any(|j| {
+            let message = messages[j].borrow();
+            message.meta.pinned && !is_summary(message)
+        }) {
+            kept.extend(exchange);
+        }
+        i = next;
+    }
+    kept
+}
+
+/// The seq a session's context starts from when the latest summary replaced the messages up
+/// to `summary_last`: the first message after them, or, when some of them are pinned, the
+/// start of the first pinned message's exchange (see [`pinned_exchanges`]): a run loads what
+/// lies between too, and sends only the pinned ones. `messages` are the session's stored
+/// messages up to `summary_last` (or at least from that exchange on), in order.
+pub fn context_start_seq(messages: &[crate::store::StoredMessage], summary_last: u64) -> u64 {
+    let replaced: Vec<&crate::store::StoredMessage> = messages
+        .iter()
+        .take_while(|stored| stored.seq <= summary_last)
+        .collect();
+    let bodies: Vec<&Message> = replaced.iter().map(|stored| &stored.message).collect();
+    pinned_exchanges(&bodies, 0..bodies.len())
+        .first()
+        .map_or(summary_last + 1, |&i| replaced[i].seq)
+}
+
 /// The latest successful result of each tool among `messages`, as (tool, arguments, result),
 /// in the order the tools were first used. Failed results are never pinned: pinning an error
 /// would tell the next turn "this is what you know".

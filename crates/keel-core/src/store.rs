@@ -261,11 +261,15 @@ pub trait Store: Send + Sync {
 
     /// What a new run of the session needs: every message after those the latest compaction
     /// summary replaces (the summary itself among them), in order; every message when there is
-    /// no summary. Stores should answer without reading the replaced messages.
+    /// no summary. When the summary replaced pinned messages, which survive compaction, from
+    /// the first one's exchange on ([`crate::context::context_start_seq`]; the run sends only
+    /// the pinned ones of the replaced). Stores should answer without reading the replaced
+    /// messages when none of them is pinned.
     async fn context_messages(&self, session_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
         let mut messages = self.messages(session_id).await?;
         if let Some(last) = latest_summary_end(&messages) {
-            messages.retain(|stored| stored.seq > last);
+            let from = crate::context::context_start_seq(&messages, last);
+            messages.retain(|stored| stored.seq >= from);
         }
         Ok(messages)
     }

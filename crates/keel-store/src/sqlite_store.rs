@@ -71,13 +71,45 @@ const SELECT_MESSAGES: &str = "SELECT seq, run_id, role, content, tool_calls, to
 /// index's `summary_last IS NOT NULL`), then the primary key `(session_id, seq)` seeks straight
 /// to the first message after it. Neither reads nor decodes a replaced message. `COALESCE(…, 0)`
 /// keeps every message (seqs start at 1) when there is no summary.
-const SELECT_CONTEXT_MESSAGES: &str = "SELECT seq, run_id, role, content, tool_calls, \
-     tool_call_id, reasoning, meta, created_at FROM messages \
-     WHERE session_id = $1 AND seq > COALESCE(( \
-         SELECT summary_last FROM messages \
-         WHERE session_id = $1 AND summary_last IS NOT NULL \
-         ORDER BY seq DESC LIMIT 1), 0) \
-     ORDER BY seq";
+/// The seq of the last message the latest summary of session `$1` replaced (0 without one),
+/// found through the partial index `messages_summaries`.
+macro_rules! replaced_up_to {
+    () => {
+        "COALESCE((SELECT summary_last FROM messages \
+         WHERE session_id = $1 AND summary_last IS NOT NULL ORDER BY seq DESC LIMIT 1), 0)"
+    };
+}
+
+/// The first pinned message among those, through the partial index `messages_pinned`.
+macro_rules! first_pinned {
+    () => {
+        concat!(
+            "(SELECT MIN(seq) FROM messages WHERE session_id = $1 AND pinned = 1 \
+             AND summary_last IS NULL AND seq <= ",
+            replaced_up_to!(),
+            ")"
+        )
+    };
+}
+
+/// The context of a session (see `Store::context_messages`): the messages after those the
+/// latest summary replaced, or, when it replaced pinned ones, from the first pinned message's
+/// exchange on (its call, for a pinned result: keel_core::context::context_start_seq). The
+/// latest summary is found through `summary_last`'s index and the first pinned message through
+/// `messages_pinned` (schema 27); the replaced messages are read only when one was pinned.
+const SELECT_CONTEXT_MESSAGES: &str = concat!(
+    "SELECT seq, run_id, role, content, tool_calls, tool_call_id, reasoning, meta, created_at \
+     FROM messages WHERE session_id = $1 AND seq >= COALESCE(",
+    // The exchange's first message (the call of a pinned result)...
+    "(SELECT seq FROM messages WHERE session_id = $1 AND role <> 'tool' AND seq <= ",
+    first_pinned!(),
+    " ORDER BY seq DESC LIMIT 1), ",
+    // ...or the pinned message itself, or what follows the replaced messages.
+    first_pinned!(),
+    ", ",
+    replaced_up_to!(),
+    " + 1) ORDER BY seq"
+);
 
 /// The messages of a session from a seq on, through the primary key.
 const SELECT_MESSAGES_SINCE: &str = "SELECT seq, run_id, role, content, tool_calls, \

@@ -123,6 +123,10 @@ async fn the_context_is_found_through_indexes_without_a_scan() {
             text.contains("sqlite_autoindex_messages_1 (session_id=? AND seq>?)"),
             "the messages after it come from the primary key:\n{text}"
         );
+        assert!(
+            text.contains("INDEX messages_pinned (session_id=? AND seq<?)"),
+            "the first pinned message comes from its partial index:\n{text}"
+        );
         assert!(!text.contains("SCAN"), "nothing is scanned:\n{text}");
         assert!(!text.contains("TEMP B-TREE"), "nothing is sorted:\n{text}");
     }

@@ -504,6 +504,48 @@ async fn context_messages_on(store: &dyn Store) {
     long[150] = summary(1, 150);
     store.append_messages("long", None, &long).await.unwrap();
     assert_eq!(context_from(store, "long", 151).await.len(), 50);
+    // Pinned messages survive compaction: the context starts at the first pinned one the
+    // latest summary replaced (a run sends only the pinned ones of those)...
+    let mut rule = Message::user("Always answer in French.");
+    rule.meta.pinned = true;
+    let pins = [
+        Message::user("q1"),
+        rule,
+        Message::assistant("a1"),
+        summary(1, 3),
+        Message::assistant("a2"),
+    ];
+    store.append_messages("p", None, &pins).await.unwrap();
+    assert_eq!(context_from(store, "p", 2).await, [2, 3, 4, 5]);
+    // ...at the call of a pinned result, so the call comes with it...
+    let mut result = Message::tool_result("c1", "found it");
+    result.meta.pinned = true;
+    let exchange = [
+        Message::user("q1"),
+        Message::user("q2"),
+        Message::assistant_with_calls(
+            "",
+            vec![ToolCall {
+                id: "c1".into(),
+                name: "read_file".into(),
+                arguments: "{}".into(),
+            }],
+        ),
+        result,
+        Message::assistant("a1"),
+        summary(1, 5),
+    ];
+    store.append_messages("x", None, &exchange).await.unwrap();
+    assert_eq!(context_from(store, "x", 3).await, [3, 4, 5, 6]);
+    // ...and a pin after the summary's range changes nothing.
+    let mut late = Message::user("late");
+    late.meta.pinned = true;
+    store
+        .append_messages("x", None, &[late, summary(1, 6)])
+        .await
+        .unwrap();
+    assert_eq!(context_from(store, "x", 3).await, [3, 4, 5, 6, 7, 8]);
+
     // Other sessions' summaries do not count.
     store
         .append_messages("u", None, &[Message::user("fresh")])

@@ -203,7 +203,10 @@ impl Store for MemoryStore {
         };
         // Seqs are 1, 2, ...: the messages after seq `last` start at index `last`. The scan for
         // the latest summary reads references only; just the live context is cloned.
-        let start = crate::store::latest_summary_end(messages).map_or(0, |last| last as usize);
+        let start = crate::store::latest_summary_end(messages).map_or(0, |last| {
+            // Pinned messages the summary replaced come back with it (seq n is at n - 1).
+            crate::context::context_start_seq(messages, last).saturating_sub(1) as usize
+        });
         Ok(messages.get(start..).map(<[_]>::to_vec).unwrap_or_default())
     }
 

@@ -99,6 +99,9 @@ impl Run {
             self.context_start = (0..self.messages.len())
                 .find(|&i| self.seq_of(i) > last)
                 .unwrap_or(self.messages.len());
+            // What the store loaded of the replaced messages are the pinned ones (and those
+            // between them): the pinned ones stay.
+            self.keep_pinned(0, self.context_start);
         }
     }
 
@@ -120,13 +123,23 @@ impl Run {
     /// the requests of flush turns that are over.
     fn verbatim(&self) -> impl Iterator<Item = usize> + '_ {
         let first = self.first_user.filter(|&i| {
-            i < self.context_start && self.settings.context.strategy == Strategy::SlidingWindow
+            i < self.context_start
+                && self.settings.context.strategy == Strategy::SlidingWindow
+                && !self.is_kept(i)
         });
         let spent_flush = |message: &Message| {
             message.meta.internal == Some(InternalReason::MemoryFlush) && !self.flushing()
         };
-        first
-            .into_iter()
+        // The pinned messages kept from before the context start, in order with the first
+        // user message.
+        let split = first.map_or(self.kept.len(), |first| {
+            self.kept.partition_point(|&kept| kept < first)
+        });
+        self.kept[..split]
+            .iter()
+            .copied()
+            .chain(first)
+            .chain(self.kept[split..].iter().copied())
             .chain((self.context_start..self.messages.len()).filter(move |&i| {
                 !context::is_summary(&self.messages[i]) && !spent_flush(&self.messages[i])
             }))
@@ -325,8 +338,11 @@ impl Run {
             Tier::R2 => self.settings.context.deep_keep,
         };
         let cut = context::cut_point(&self.messages, self.context_start, keep);
+        // Pinned messages are kept as they are, never summarized.
+        let pinned = context::pinned_exchanges(&self.messages, self.context_start..cut);
         let head: Vec<usize> = (self.context_start..cut)
             .filter(|&i| !context::is_summary(&self.messages[i]))
+            .filter(|i| pinned.binary_search(i).is_err())
             .collect();
         if head.is_empty() {
             return None;
@@ -437,6 +453,7 @@ impl Run {
         });
         self.push(summary);
         self.summary_index = Some(self.messages.len() - 1);
+        self.keep_pinned(self.context_start, pending.cut);
         self.context_start = pending.cut;
         // The prefix changed anyway: the journal and task list are shown as they are now.
         self.refresh_notes();
@@ -513,11 +530,13 @@ impl Run {
         let (before_tokens, before_messages) = (self.context_tokens(), self.context_len());
         let last = self.messages.len().saturating_sub(1);
         while self.context_tokens() > threshold && self.context_start < last {
+            let from = self.context_start;
             self.context_start += 1;
             while self.context_start < last && self.messages[self.context_start].role == Role::Tool
             {
                 self.context_start += 1;
             }
+            self.keep_pinned(from, self.context_start);
         }
         self.refresh_notes();
         self.ladder.recoveries += 1;

@@ -34,6 +34,7 @@ mod delegated;
 mod durable;
 mod escalation;
 mod flush;
+mod pinned;
 mod relaunch;
 mod step;
 mod stopping;
@@ -43,8 +44,8 @@ mod view;
 pub use durable::{NextStep, RestoreError, prompt_hash};
 pub use flush::FLUSH_PROMPT;
 pub use step::{ModelCall, Step, ToolCallReport, ToolResult};
-
 pub use stopping::INTERNAL_ERROR_ANSWER;
+
 pub use crate::run_settings::{
     DEFAULT_ITERATION_CAP, DEFAULT_MAX_ITERATIONS, DEFAULT_TOOL_RESULT_MAX_CHARS,
 };
@@ -117,6 +118,10 @@ pub struct Run {
     context_start: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     summary_index: Option<usize>,
+    /// The pinned messages before the context start, sent verbatim all the same (see
+    /// [`pinned`]), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    kept: Vec<usize>,
     /// The first user message, which the sliding window always keeps.
     first_user: Option<usize>,
     #[serde(default, skip_serializing_if = "crate::checkpoint::is_default")]
@@ -301,6 +306,7 @@ impl Run {
             fixed_tokens,
             context_start: 0,
             summary_index: None,
+            kept: Vec::new(),
             first_user: None,
             ladder: context::Ladder::default(),
             pending_summary: None,
