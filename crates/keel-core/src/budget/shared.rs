@@ -161,11 +161,6 @@ impl Reservation {
         self.pool.ledger().spend(tokens, cost);
         // Drop gives back the room.
     }
-
-    /// The budget it holds room in.
-    pub fn pool(&self) -> &Arc<SharedBudget> {
-        &self.pool
-    }
 }
 
 impl Drop for Reservation {
