@@ -187,3 +187,38 @@ async fn bad_facts_are_refused_and_nothing_is_stored() {
     let recalled = memory.recall(OWNER, "now", &huge).await;
     assert!(recalled.prompt_section.contains("ops/keys"));
 }
+
+#[tokio::test]
+async fn a_remember_call_in_a_run_records_the_runs_message_as_its_source() {
+    use keel_core::{Agent, RunRequest};
+    use keel_mock::{ScriptedProvider, Step};
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let memory = Arc::new(Memory::new(store.clone()));
+    let provider = Arc::new(ScriptedProvider::from_steps(vec![
+        Step::tool_call(
+            "remember",
+            json!({"text": "The user's deploy target is eu-west-3"}),
+        ),
+        Step::text("Noted."),
+    ]));
+    let agent = Agent::builder()
+        .provider(provider)
+        .model("m")
+        .store(store.clone())
+        .tools(keel_memory::tools::memory_tools(memory))
+        .build()
+        .unwrap();
+    let history = [
+        keel_core::Message::user("hi"),
+        keel_core::Message::assistant("hello"),
+    ];
+    store.append_messages("s9", None, &history).await.unwrap();
+    let report = agent
+        .run(RunRequest::new("we deploy to eu-west-3 now").session("s9"))
+        .await
+        .unwrap();
+    assert_eq!(report.state, keel_core::AgentState::Completed, "{report:?}");
+    let facts = store.facts(OWNER, false).await.unwrap();
+    assert_eq!(facts[0].source_session.as_deref(), Some("s9"));
+    assert_eq!(facts[0].source_seq, Some(3), "the run's own message");
+}
