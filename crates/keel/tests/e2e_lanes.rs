@@ -85,8 +85,14 @@ fn shape(home: &Path, session: &str) -> Vec<String> {
             .unwrap_or_default();
         shape.push(match label.1 {
             "user:" => format!("user: {first}"),
-            "assistant:" if text_after(line, &text).contains('→') => "call".into(),
-            "assistant:" => "answer".into(),
+            // `assistant:` or, since messages record their model, `assistant (model, N output
+            // tokens):`.
+            assistant
+                if assistant.starts_with("assistant") && text_after(line, &text).contains('→') =>
+            {
+                "call".into()
+            }
+            assistant if assistant.starts_with("assistant") => "answer".into(),
             _ if label.1.starts_with("tool result") => "tool".into(),
             other => other.to_string(),
         });
