@@ -258,3 +258,69 @@ async fn a_child_whose_model_is_gone_falls_back_to_the_parents_model() {
     let models: Vec<String> = provider.requests().into_iter().map(|r| r.model).collect();
     assert_eq!(models, ["m", CHILD, "m", "m"]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn children_resumed_after_a_crash_share_what_the_parent_has_left() {
+    // As above, but each child then waits in a long tool call when the process dies.
+    let tasks: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|goal| json!({"goal": format!("work on {goal}")}))
+        .collect();
+    let script = Script::new(vec![
+        Step::tool_call("delegate_task", json!({ "tasks": tasks })).with_usage(500, 500),
+        Step::text("never reached").with_usage(1, 1),
+    ])
+    .with_model(
+        CHILD,
+        vec![
+            Step::tool_call("slow", json!({"ms": 1_000_000, "tag": "x"}))
+                .with_usage(500, 500)
+                .repeat_forever(),
+        ],
+    );
+    let provider = Arc::new(ScriptedProvider::new(script));
+    let store = Arc::new(MemoryStore::new());
+    let agent = Agent::builder()
+        .provider(provider.clone())
+        .model("m")
+        .store(store.clone())
+        .tool(support::Slow::tool(None))
+        .budgets(Budgets {
+            token_budget: Some(2500),
+            ..Budgets::default()
+        })
+        .delegation(DelegationPolicy {
+            model: Some(CHILD.into()),
+            ..DelegationPolicy::default()
+        })
+        .build()
+        .unwrap();
+    let request = RunRequest {
+        run_id: Some("parent-1".into()),
+        ..RunRequest::new("go")
+    };
+    // The process dies while the children wait in their tools.
+    let crashed =
+        tokio::time::timeout(std::time::Duration::from_secs(10), agent.run(request)).await;
+    assert!(crashed.is_err(), "the run was cut off");
+
+    let options = keel_core::ResumeOptions {
+        force: true,
+        ..keel_core::ResumeOptions::default()
+    };
+    let report = agent.resume("parent-1", options).await.unwrap();
+    let runs = store.list_runs(None, 10).await.unwrap();
+    let children: u64 = runs
+        .iter()
+        .filter(|run| run.session_id.starts_with("sub-1-"))
+        .map(|run| run.usage.total())
+        .sum();
+    // The resumed children found what they had spent before the crash already counted: no
+    // more calls (each alone used to make one more with its own copy of the 1500 left).
+    assert!(
+        1000 + children <= 2500 + 1000,
+        "the tree spent {}",
+        1000 + children
+    );
+    assert_eq!(report.state, AgentState::BudgetExceeded, "{report:?}");
+}

@@ -128,16 +128,15 @@ impl Agent {
             depth: child.depth,
             how: how.to_string(),
         });
+        // What a child found again spent before the crash is spent: it (when resumed) and its
+        // siblings share what is left after it.
+        if let (Ok(Some(record)), Some(pool)) = (&existing, &call.shared) {
+            pool.charge(record.usage.total(), record.cost);
+        }
         let ended = match existing {
             Err(error) => Err(AgentError::Store(error)),
-            // Finished before: its stored answer is the answer, never a second run. What it
-            // spent is spent: the siblings share what is left after it.
-            Ok(Some(record)) if settled(&record) => {
-                if let Some(pool) = &call.shared {
-                    pool.charge(record.usage.total(), record.cost);
-                }
-                Ok(record)
-            }
+            // Finished before: its stored answer is the answer, never a second run.
+            Ok(Some(record)) if settled(&record) => Ok(record),
             Ok(Some(_)) => {
                 let options = ResumeOptions {
                     // Its worker was the parent's, which is gone: this process resumes both.
@@ -145,7 +144,8 @@ impl Agent {
                     cancel: Some(cancel),
                     ..ResumeOptions::default()
                 };
-                self.resume_child(&child.run_id, options).await
+                self.resume_child(&child.run_id, options, call.shared.clone())
+                    .await
             }
             Ok(None) => self.start_child(call, policy, child, cancel).await,
         };
@@ -239,8 +239,9 @@ impl Agent {
         &self,
         run_id: &str,
         options: ResumeOptions,
+        shared: Option<std::sync::Arc<crate::budget::SharedBudget>>,
     ) -> Result<RunRecord, AgentError> {
-        let report: RunReport = self.resume(run_id, options).await?;
+        let report: RunReport = self.resume_sharing(run_id, options, shared).await?;
         self.store
             .run(&report.run_id)
             .await?

@@ -51,6 +51,17 @@ impl Agent {
         run_id: &str,
         options: ResumeOptions,
     ) -> Result<RunReport, AgentError> {
+        self.resume_sharing(run_id, options, None).await
+    }
+
+    /// [`Agent::resume`] for a sub-agent whose siblings run beside it: it draws on `shared`, the
+    /// budget they share, as it did before the crash.
+    pub(super) async fn resume_sharing(
+        &self,
+        run_id: &str,
+        options: ResumeOptions,
+        shared: Option<std::sync::Arc<crate::budget::SharedBudget>>,
+    ) -> Result<RunReport, AgentError> {
         let record = self.record(run_id).await?;
         let now = self.clock.now();
         let halted = record.state == AgentState::WaitingOnHuman
@@ -94,7 +105,8 @@ impl Agent {
                 )));
             }
         }
-        let (mut run, seq, boundary) = self.restore(&record).await?;
+        let (run, seq, boundary) = self.restore(&record).await?;
+        let mut run = run.with_shared_budget(shared);
         self.take_over(&mut run, options.switch_models)?;
         let emitter = self.emitter(run_id, &record.session_id);
         let cancel = options.cancel.clone().unwrap_or_default();
