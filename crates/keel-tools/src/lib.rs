@@ -51,7 +51,7 @@ pub use hooks::{CommandHook, DEFAULT_HOOK_TIMEOUT, MAX_HOOK_STDOUT};
 pub use http::{HTTP_MODULE, HttpGet, HttpGetConfig, http_tools};
 pub use memory_files::FileMemory;
 pub use project_context::ProjectContext;
-pub use sandbox::{Sandbox, SandboxError, SandboxState};
+pub use sandbox::{Input, Lifeline, Sandbox, SandboxError, SandboxState};
 pub use session_search::{SESSION_SEARCH, SESSIONS_MODULE, SessionSearchTool};
 pub use shell::{SHELL_MODULE, Shell, ShellConfig, ShellPolicy, Verdict, shell_tools};
 pub use skills::{SkillPrompt, SkillSet, skill_roots, skill_tools};

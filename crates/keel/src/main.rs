@@ -31,7 +31,22 @@ use crate::config::ConfigError;
 use crate::terminal_text::terminal_safe;
 use keel_core::redact::redact_userinfo;
 
+/// keel's environment holds its keys, and `/proc/PID/environ` would show them to every process
+/// of the same user, `shell` commands run with `sandbox = "off"` included (in the sandbox, keel's
+/// process is out of sight anyway). A process that is not dumpable has its `/proc/PID` files
+/// owned by root and cannot be attached to; root still reads them. Children are dumpable again
+/// from their `exec` on.
+fn hide_own_environment() {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::process::{DumpableBehavior, set_dumpable_behavior};
+        // A failure leaves keel as it was: readable by its user, as before.
+        let _ = set_dumpable_behavior(DumpableBehavior::NotDumpable);
+    }
+}
+
 fn main() -> ExitCode {
+    hide_own_environment();
     let cli = Cli::parse();
     if cli.strict_config {
         config::set_strict();

@@ -13,7 +13,7 @@ use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use super::MAX_HOOK_STDOUT;
-use crate::sandbox::{Sandbox, SandboxError};
+use crate::sandbox::{Input, Sandbox, SandboxError};
 
 /// How much of stderr is kept to explain a failure.
 const MAX_STDERR: usize = 4096;
@@ -68,14 +68,17 @@ pub(super) async fn run(
     timeout: Duration,
     sandbox: &Sandbox,
 ) -> Result<Finished, Failure> {
-    let mut child = sandbox
+    // The lifeline is kept to the end: dropping it kills what still runs in the sandbox.
+    let (mut command, _lifeline) = sandbox
         .command(
             OsStr::new("sh"),
             &[OsStr::new("-c"), OsStr::new(command)],
             dir,
             std::env::vars_os().collect(),
+            Input::Piped,
         )
-        .map_err(Failure::Sandbox)?
+        .map_err(Failure::Sandbox)?;
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -26,7 +26,10 @@
 //! with keel (the kernel's parent-death signal), but what it started need not.
 
 mod bwrap;
+mod lifeline;
 mod unconfined;
+
+pub use lifeline::Lifeline;
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -47,6 +50,9 @@ pub enum SandboxError {
     /// The program to run was not found.
     #[error("`{0}` was not found")]
     NotFound(String),
+    /// The lifeline could not be made.
+    #[error("cannot set up the sandbox: {0}")]
+    Io(#[from] std::io::Error),
 }
 
 /// How commands are confined: by bubblewrap, not at all (turned off), or not possible (none is
@@ -65,6 +71,16 @@ enum Kind {
     Bwrap(PathBuf),
     Off,
     Unavailable,
+}
+
+/// A command's standard input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// Closed (`/dev/null`); in the sandbox, a guard then kills everything the command started
+    /// as soon as keel's [`Lifeline`] is dropped or keel dies, even while bubblewrap sets up.
+    Closed,
+    /// Set by the caller (a pipe to write the command's input to).
+    Piped,
 }
 
 /// What a [`Sandbox`] does with a command.
@@ -170,7 +186,9 @@ impl Sandbox {
     }
 
     /// A command running `program` with `args` in `dir`, confined — or unconfined when the
-    /// sandbox is off. Its environment is `env`, whole. The caller sets its standard streams,
+    /// sandbox is off — and its [`Lifeline`], to keep while it runs. Its environment is `env`,
+    /// whole; its standard input is closed when `input` says so (the sandbox then sets it: do
+    /// not), and left to the caller otherwise. The caller sets its standard output and error,
     /// its process group and `kill_on_drop`.
     ///
     /// `program` is looked up on the `PATH` of `env` first: a program that is not there is an
@@ -181,18 +199,22 @@ impl Sandbox {
         args: &[&OsStr],
         dir: &Path,
         env: Vec<(OsString, OsString)>,
-    ) -> Result<tokio::process::Command, SandboxError> {
+        input: Input,
+    ) -> Result<(tokio::process::Command, Lifeline), SandboxError> {
         let path = env
             .iter()
             .find(|(name, _)| name == "PATH")
             .map(|(_, value)| value.clone());
-        let mut command = match &self.kind {
+        let (mut command, lifeline) = match &self.kind {
             Kind::Unavailable => return Err(SandboxError::Unavailable),
             Kind::Off => {
                 let mut command = tokio::process::Command::new(program);
                 command.args(args);
+                if input == Input::Closed {
+                    command.stdin(std::process::Stdio::null());
+                }
                 unconfined::die_with_keel(&mut command);
-                command
+                (command, Lifeline::default())
             }
             Kind::Bwrap(bwrap) => {
                 if find_program(program, path.as_deref(), Some(dir)).is_none() {
@@ -201,15 +223,28 @@ impl Sandbox {
                     ));
                 }
                 let mut command = tokio::process::Command::new(bwrap);
-                command
-                    .args(bwrap::arguments(self, Some(dir)))
-                    .arg(program)
-                    .args(args);
-                command
+                command.args(bwrap::arguments(self, Some(dir)));
+                let lifeline = match input {
+                    Input::Closed => {
+                        let (read, lifeline) = lifeline::pipe()?;
+                        command
+                            .args(lifeline::guarded(program, args))
+                            .stdin(std::process::Stdio::from(read));
+                        lifeline
+                    }
+                    Input::Piped => {
+                        command.arg(program).args(args);
+                        Lifeline::default()
+                    }
+                };
+                // bubblewrap asks for its own parent-death signal only once it runs: a keel
+                // killed before then would leave it orphaned.
+                unconfined::die_with_keel(&mut command);
+                (command, lifeline)
             }
         };
         command.current_dir(dir).env_clear().envs(env);
-        Ok(command)
+        Ok((command, lifeline))
     }
 
     /// The program and arguments a command runs under to be confined (`bwrap … --`), for
@@ -269,7 +304,7 @@ mod tests {
         let env = vec![("PATH".into(), "/usr/bin:/bin".into())];
         let dir = Path::new("/");
         assert!(matches!(
-            Sandbox::unavailable().command(OsStr::new("sh"), &[], dir, env.clone()),
+            Sandbox::unavailable().command(OsStr::new("sh"), &[], dir, env.clone(), Input::Closed),
             Err(SandboxError::Unavailable)
         ));
         assert!(matches!(
@@ -277,8 +312,14 @@ mod tests {
             Err(SandboxError::Unavailable)
         ));
         assert_eq!(Sandbox::unavailable().or_off().state(), SandboxState::Off);
-        let command = Sandbox::off()
-            .command(OsStr::new("sh"), &[OsStr::new("-c")], dir, env)
+        let (command, _lifeline) = Sandbox::off()
+            .command(
+                OsStr::new("sh"),
+                &[OsStr::new("-c")],
+                dir,
+                env,
+                Input::Piped,
+            )
             .unwrap();
         assert_eq!(command.as_std().get_program(), "sh");
         assert!(Sandbox::off().launcher().unwrap().is_empty());
@@ -288,25 +329,29 @@ mod tests {
     fn bwrap_runs_the_program_after_its_own_arguments() {
         let env = vec![("PATH".into(), std::env::var_os("PATH").unwrap())];
         let sandbox = Sandbox::bwrap("/usr/bin/bwrap").writable("/tmp");
-        let command = sandbox
+        let (command, _lifeline) = sandbox
             .command(
                 OsStr::new("sh"),
                 &[OsStr::new("-c"), OsStr::new("true")],
                 Path::new("/"),
                 env,
+                Input::Closed,
             )
             .unwrap();
         let command = command.as_std();
         assert_eq!(command.get_program(), "/usr/bin/bwrap");
         let args: Vec<&OsStr> = command.get_args().collect();
         let end = args.iter().position(|a| *a == "--").unwrap();
-        assert_eq!(args[end + 1..], ["sh", "-c", "true"]);
+        // The lifeline's guard, then the program.
+        assert_eq!(args[end + 1], "/bin/sh");
+        assert_eq!(args[end + 4..], ["keel-sandbox", "sh", "-c", "true"]);
         assert!(matches!(
             sandbox.command(
                 OsStr::new("no-such-program-keel"),
                 &[],
                 Path::new("/"),
-                vec![]
+                vec![],
+                Input::Piped,
             ),
             Err(SandboxError::NotFound(_))
         ));

@@ -1,6 +1,7 @@
 //! A command run without the sandbox still dies with keel: the kernel sends it `SIGKILL` when
-//! the thread that started it ends (keel's process dying, however it dies). What it started
-//! itself is not covered: the callers kill its process group when the call ends, but a
+//! the thread that started it ends (keel's process dying, however it dies). bubblewrap gets
+//! the same from its first instruction on (it asks for it itself only later). What an
+//! unconfined command started itself is not covered: the callers kill its process group when the call ends, but a
 //! process that left the group, or that outlives a keel killed with `SIGKILL`, is out of
 //! reach — only the sandbox's PID namespace holds those.
 

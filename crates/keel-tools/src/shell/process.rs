@@ -13,7 +13,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::task::JoinHandle;
 
 use super::capture::Capture;
-use crate::sandbox::{Sandbox, SandboxError};
+use crate::sandbox::{Input, Sandbox, SandboxError};
 
 /// How long the output pipes may stay open once the process group is dead: only a process
 /// that left the group (`setsid`) can hold them open longer, and its output is not waited for.
@@ -75,14 +75,16 @@ pub(crate) struct Finished {
 /// finishes (dropping the future, as the run's hard time limit does, kills it). An error means
 /// it could not be started.
 pub(crate) async fn run(launch: Launch<'_>) -> Result<Finished, StartError> {
-    let mut command = launch.sandbox.command(
+    // Kept to the end: dropping it kills what still runs in the sandbox.
+    let (mut command, _lifeline) = launch.sandbox.command(
         OsStr::new(launch.program),
         &[OsStr::new("-c"), OsStr::new(launch.line)],
         launch.dir,
         launch.env,
+        // Closed: the sandbox keeps it for the lifeline's guard.
+        Input::Closed,
     )?;
     command
-        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)

@@ -234,6 +234,9 @@ pub fn build(
         eprintln!("{}", notice.warning());
         notices.push(notice.event(session_id));
     }
+    if let Some(notice) = keel_config::sandbox_settings::notice(&configured.settings) {
+        eprintln!("{notice}");
+    }
     if reconciled != ReconcileReport::default() {
         notices.push(reconciled.event(chrono::Utc::now()));
     }

@@ -33,6 +33,9 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
     if let Some(notice) = &configured.fallback {
         eprintln!("{}", notice.warning());
     }
+    if let Some(notice) = keel_config::sandbox_settings::notice(&configured.settings) {
+        eprintln!("{notice}");
+    }
     // Every open run holds a connection to its client and one to its model.
     if let Ok(hard) = rlimit::getrlimit(rlimit::Resource::NOFILE).map(|(_, hard)| hard) {
         let _ = rlimit::increase_nofile_limit(hard);
