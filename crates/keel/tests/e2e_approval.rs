@@ -1,8 +1,9 @@
 //! End to end: the model asks for `rm -rf ~`, which needs approval. `keel run` without a
 //! terminal halts `waiting_on_human` (exit 3) with the pending call in its report; `keel approve`
 //! decides: `once` runs it, `deny` tells the model and runs nothing, `session` lets the same
-//! command run without asking in later runs of the session. HOME is a temporary directory, so
-//! an approved `rm -rf ~` can only delete a canary. On the daemon, the run waits durably: it is
+//! command run without asking in later runs of the session. HOME is a directory in the
+//! workspace, so an approved `rm -rf ~` can only delete a canary (and keel's sandbox lets a
+//! command delete nothing outside the workspace). On the daemon, the run waits durably: it is
 //! approved through `POST /v1/runs/{id}/approval` after a restart.
 
 mod common;
@@ -20,12 +21,13 @@ fn rm_home() -> Value {
 }
 
 /// A fake home holding a canary file.
-fn fake_home() -> (tempfile::TempDir, PathBuf) {
-    let (guard, dir) = temp();
-    let home = dir.join("home");
+/// HOME for the command: a directory in the workspace, the one place keel's sandbox lets a
+/// command delete, approved or not.
+fn fake_home(workspace: &Path) -> PathBuf {
+    let home = workspace.join("home");
     std::fs::create_dir(&home).unwrap();
     std::fs::write(home.join("canary"), "still here").unwrap();
-    (guard, home)
+    home
 }
 
 fn keel_run(home: &Path, fake_home: &Path, mock: &Mock, workspace: &Path) -> std::process::Command {
@@ -77,7 +79,7 @@ fn without_a_terminal_the_run_waits_and_keel_approve_once_completes_it() {
     let mock = Mock::start(&script.to_string());
     let (_h, home) = temp();
     let (_w, workspace) = temp();
-    let (_f, fake_home) = fake_home();
+    let fake_home = fake_home(&workspace);
 
     let output = run(keel_run(&home, &fake_home, &mock, &workspace).arg("clean my home"));
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
@@ -146,7 +148,7 @@ fn keel_approve_repeated_never_approves_the_next_call() {
     let mock = Mock::start(&script.to_string());
     let (_h, home) = temp();
     let (_w, workspace) = temp();
-    let (_f, fake_home) = fake_home();
+    let fake_home = fake_home(&workspace);
     let output = run(keel_run(&home, &fake_home, &mock, &workspace).arg("clean my home"));
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
     let first = report(&output);
@@ -177,7 +179,7 @@ fn deny_tells_the_model_and_runs_nothing() {
     let mock = Mock::start(&script.to_string());
     let (_h, home) = temp();
     let (_w, workspace) = temp();
-    let (_f, fake_home) = fake_home();
+    let fake_home = fake_home(&workspace);
     let output = run(keel_run(&home, &fake_home, &mock, &workspace).arg("clean my home"));
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
     let waiting = report(&output);
@@ -199,7 +201,7 @@ fn approve_session_lets_the_same_command_run_without_asking_later_in_the_session
     let mock = Mock::start(&script.to_string());
     let (_h, home) = temp();
     let (_w, workspace) = temp();
-    let (_f, fake_home) = fake_home();
+    let fake_home = fake_home(&workspace);
     let output = run(keel_run(&home, &fake_home, &mock, &workspace).arg("clean my home"));
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
     let first = report(&output);
@@ -226,7 +228,7 @@ async fn the_daemon_approves_a_waiting_run_through_the_api_after_a_restart() {
     let mock = Mock::start(&script.to_string());
     let (_h, home) = temp();
     let (_w, workspace) = temp();
-    let (_f, fake_home) = fake_home();
+    let fake_home = fake_home(&workspace);
     daemon_config(&home, &mock, &workspace, "");
     for args in [
         vec!["users", "set", "ann", "--permission", "admin"],
@@ -358,7 +360,7 @@ fn on_a_terminal_keel_run_asks_and_deny_runs_nothing() {
     let (_h, home) = temp();
     keel(&home); // writes the test configuration
     let (_w, workspace) = temp();
-    let (_f, fake_home) = fake_home();
+    let fake_home = fake_home(&workspace);
     let (code, shown) = run_on_a_terminal(&home, &fake_home, &mock, &workspace, "", "d\n");
     assert_eq!(code, Some(0), "{shown}");
     assert!(shown.contains("needs your approval"), "{shown}");
@@ -380,7 +382,7 @@ fn on_a_terminal_approve_session_runs_a_second_matching_call_without_asking() {
     let (_h, home) = temp();
     keel(&home);
     let (_w, workspace) = temp();
-    let (_f, fake_home) = fake_home();
+    let fake_home = fake_home(&workspace);
     // A garbage answer first: the menu asks again.
     let (code, shown) = run_on_a_terminal(&home, &fake_home, &mock, &workspace, "", "maybe\ns\n");
     assert_eq!(code, Some(0), "{shown}");
@@ -404,7 +406,7 @@ async fn the_daemon_denies_a_call_nobody_decides_within_the_approval_timeout() {
     let mock = Mock::start(&script.to_string());
     let (_h, home) = temp();
     let (_w, workspace) = temp();
-    let (_f, fake_home) = fake_home();
+    let fake_home = fake_home(&workspace);
     // The test configuration ends in `[tools]`: this key lands there.
     daemon_config(&home, &mock, &workspace, "approval_timeout_secs = 0.3");
     let output = run(keel(&home).args(["users", "set", "ann", "--permission", "admin"]));
