@@ -1,5 +1,6 @@
 //! End to end, keel's sandbox (needs bubblewrap's `bwrap` on PATH): a `shell` command dies with
-//! a keel killed with SIGKILL — `setsid` or not — so a resume's "retry" runs it once; commands
+//! a `keel run` or `keel serve` killed with SIGKILL — `setsid` or not — so a resume's "retry"
+//! runs it once; commands
 //! see neither keel's process nor its keys in `/proc`; keel's own `/proc/PID/environ` is closed
 //! to its user's other processes; and without `bwrap`, `shell` is refused and keel says so at
 //! start, unless `[tools.shell] sandbox = "off"`.
@@ -10,6 +11,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::daemon::{Daemon, daemon_config, make_key};
 use common::{Mock, bound, keel, only_run_id, run, stderr, stdout, temp, write_config};
 use serde_json::{Value, json};
 
@@ -19,7 +21,10 @@ const ALLOW_ALL: &str = "[tools.shell]\nallow = [\"*\"]\n\n[runs]\nstale_after_s
 
 /// A number no other process's command line holds, for a test's `sleep`.
 fn marker() -> String {
-    format!("30.{}{}", std::process::id(), line!())
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("30.{}{n:03}", std::process::id())
 }
 
 /// The `sleep MARKER` processes.
@@ -122,6 +127,38 @@ fn a_killed_keel_takes_its_shell_command_with_it_so_retry_runs_it_once() {
         "once\n"
     );
     assert!(!workspace.join("g").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_daemon_takes_its_shell_commands_with_it() {
+    let m = marker();
+    let command =
+        format!("setsid -f sh -c 'sleep {m}; echo escaped >> g'; sleep {m}; echo once >> f");
+    let script = json!({"steps": [
+        {"tool_calls": [{"name": "shell", "arguments": {"command": command}}]},
+        {"text": "Appended once.", "forever": true}
+    ]});
+    let mock = Mock::start(&script.to_string());
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    daemon_config(&home, &mock, &workspace, "[tools.shell]\nallow = [\"*\"]\n");
+    let output = run(keel(&home).args(["users", "set", "ann", "--permission", "admin"]));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let key = make_key(&home, &["--user", "ann"]);
+    let mut daemon = Daemon::start(&home);
+    let ann = daemon.client(&key);
+    let conversation = ann.conversation(None).await;
+    ann.send(&conversation, "append once").await;
+    let both_sleep = eventually(Duration::from_secs(60), || sleeping(&m).len() >= 2);
+    daemon.kill();
+    assert!(both_sleep, "the command never ran");
+    assert!(
+        eventually(Duration::from_secs(10), || running(&m).is_empty()),
+        "processes of the command outlived keel serve: {:?}",
+        running(&m)
+    );
+    assert!(!workspace.join("f").exists(), "the command went on");
+    assert!(!workspace.join("g").exists(), "the setsid process went on");
 }
 
 #[test]
