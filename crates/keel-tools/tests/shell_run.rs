@@ -389,3 +389,19 @@ async fn the_configured_program_runs_the_line() {
         .unwrap();
     assert!(out.contains("--- stdout ---\nbash\n"), "{out}");
 }
+
+#[tokio::test]
+async fn the_tool_s_policy_knows_its_workspace() {
+    let (dir, tool) = shell();
+    let root = dir.path().canonicalize().unwrap();
+    // A cd to an absolute path inside the workspace stays inside: a build there needs no one.
+    let inside = format!("cd {} && make", root.display());
+    assert!(tool.approval(&json!({ "command": inside })).is_none());
+    // A symlink already on disk that leads out is followed.
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), root.join("out")).unwrap();
+    let need = tool
+        .approval(&json!({"command": "rm -rf out/*"}))
+        .expect("a delete through a link out of the workspace needs approval");
+    assert!(!need.reason.is_empty());
+}

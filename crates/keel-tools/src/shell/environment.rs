@@ -51,6 +51,11 @@ impl SecretFilter {
     }
 }
 
+/// Variables that change what a line does behind the command policy's back: `CDPATH` sends a
+/// plain `cd dir` elsewhere, `BASH_ENV` and `ENV` run a file before the line. A command never
+/// inherits them.
+const LINE_CHANGING: [&str; 3] = ["CDPATH", "BASH_ENV", "ENV"];
+
 /// Where a command's environment comes from before the secrets are taken out.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum ParentEnv {
@@ -62,7 +67,8 @@ pub enum ParentEnv {
 }
 
 impl ParentEnv {
-    /// The environment for a command: the parent's variables that `secrets` does not hold.
+    /// The environment for a command: the parent's variables that `secrets` does not hold,
+    /// without those that change what a line does (`CDPATH`, `BASH_ENV`, `ENV`).
     pub fn for_command(&self, secrets: &SecretFilter) -> Vec<(OsString, OsString)> {
         let vars: Vec<(OsString, OsString)> = match self {
             ParentEnv::Process => std::env::vars_os().collect(),
@@ -70,6 +76,7 @@ impl ParentEnv {
         };
         vars.into_iter()
             .filter(|(name, _)| !secrets.is_secret(name))
+            .filter(|(name, _)| !LINE_CHANGING.iter().any(|changing| name == *changing))
             .collect()
     }
 }
@@ -112,6 +119,18 @@ mod tests {
             ("EXTRA".into(), "x".into()),
         ]);
         let env = parent.for_command(&SecretFilter::new(["extra"]));
+        assert_eq!(env, vec![("PATH".into(), "/bin".into())]);
+    }
+
+    #[test]
+    fn a_command_never_inherits_what_changes_its_line() {
+        let parent = ParentEnv::Fixed(vec![
+            ("PATH".into(), "/bin".into()),
+            ("CDPATH".into(), "/elsewhere".into()),
+            ("BASH_ENV".into(), "/tmp/evil.sh".into()),
+            ("ENV".into(), "/tmp/evil.sh".into()),
+        ]);
+        let env = parent.for_command(&SecretFilter::default());
         assert_eq!(env, vec![("PATH".into(), "/bin".into())]);
     }
 }

@@ -51,7 +51,10 @@ pub struct Shell {
 
 impl Shell {
     /// A `shell` tool running commands in `workspace`'s root.
-    pub fn new(workspace: Arc<Workspace>, config: ShellConfig) -> Self {
+    pub fn new(workspace: Arc<Workspace>, mut config: ShellConfig) -> Self {
+        // The policy knows the workspace: a `cd` to an absolute path inside it stays inside,
+        // and symlinks already on disk along a path are followed.
+        config.policy = config.policy.clone().in_workspace(workspace.root());
         let description = match config.sandbox.state() {
             SandboxState::Bwrap(_) => format!("{DESCRIPTION}{SANDBOXED}"),
             SandboxState::Off | SandboxState::Unavailable => DESCRIPTION.to_string(),
