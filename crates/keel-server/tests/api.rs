@@ -3,16 +3,17 @@
 //! paths, another user's things are invisible however they are named, and nothing is stored
 //! half.
 
+mod common;
+
 use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use chrono::Utc;
 use http_body_util::BodyExt;
-use keel_core::{Agent, MemoryStore, Store};
+use keel_core::{MemoryStore, Store};
 use keel_mock::{Script, ScriptedProvider, Step};
-use keel_server::engine::{Engine, EngineOptions};
-use keel_server::hub::Hub;
+use keel_server::engine::EngineOptions;
 use keel_server::keys::new_key;
 use keel_server::{AppState, router};
 use serde_json::{Value, json};
@@ -38,31 +39,14 @@ impl Api {
         provider: Arc<dyn keel_core::Provider>,
         tool: Option<Arc<dyn keel_core::Tool>>,
     ) -> Api {
-        let store = Arc::new(MemoryStore::new());
-        let hub = Arc::new(Hub::new(store.clone()));
-        let engine = Engine::new(store.clone(), hub.clone(), EngineOptions::default());
-        let mut builder = Agent::builder()
-            .provider(provider)
-            .model("m")
-            .store(store.clone())
-            .event_sink(hub.clone())
-            .event_sink(engine.sink());
-        if let Some(tool) = tool {
-            builder = builder.tool(tool);
-        }
-        let agent = builder.build().unwrap();
-        engine.start(Arc::new(agent)).await.unwrap();
-        let state = AppState {
-            store: store.clone(),
-            engine,
-            hub,
-            max_request_bytes: 64 * 1024,
-            inbox: Arc::new(keel_core::platform::Inbox::new(
-                store.clone(),
-                keel_core::platform::InboxSettings::default(),
-            )),
-            modules: Vec::new().into(),
-        };
+        let (state, store) = common::state_with(EngineOptions::default(), |builder| {
+            let builder = builder.provider(provider).model("m");
+            match tool {
+                Some(tool) => builder.tool(tool),
+                None => builder,
+            }
+        })
+        .await;
         Api { state, store }
     }
 

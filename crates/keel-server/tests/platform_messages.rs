@@ -3,6 +3,8 @@
 //! however its fields spell another's, and a refused message (429, 503) leaves nothing behind
 //! — no files, and when refused up front no user and no conversation either.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,10 +14,9 @@ use chrono::Utc;
 use http_body_util::BodyExt;
 use keel_core::files::{FileOrigin, FileRecord};
 use keel_core::platform::{ConversationKey, PlatformPlace, Source};
-use keel_core::{Agent, MemoryStore, Store};
+use keel_core::{MemoryStore, Store};
 use keel_mock::{Script, ScriptedProvider, Step};
-use keel_server::engine::{Engine, EngineOptions};
-use keel_server::hub::Hub;
+use keel_server::engine::EngineOptions;
 use keel_server::keys::new_key;
 use keel_server::{AppState, router};
 use serde_json::{Value, json};
@@ -29,32 +30,13 @@ struct Api {
 
 impl Api {
     async fn new(step: Step, options: EngineOptions) -> Api {
-        let store = Arc::new(MemoryStore::new());
-        let hub = Arc::new(Hub::new(store.clone()));
-        let engine = Engine::new(store.clone(), hub.clone(), options);
         let provider = Arc::new(ScriptedProvider::new(
             Script::new(vec![step]).with_per_turn(),
         ));
-        let agent = Agent::builder()
-            .provider(provider.clone())
-            .model("m")
-            .store(store.clone())
-            .event_sink(hub.clone())
-            .event_sink(engine.sink())
-            .build()
-            .unwrap();
-        engine.start(Arc::new(agent)).await.unwrap();
-        let state = AppState {
-            store: store.clone(),
-            engine,
-            hub,
-            max_request_bytes: 64 * 1024,
-            inbox: Arc::new(keel_core::platform::Inbox::new(
-                store.clone(),
-                keel_core::platform::InboxSettings::default(),
-            )),
-            modules: Vec::new().into(),
-        };
+        let (state, store) = common::state_with(options, |builder| {
+            builder.provider(provider.clone()).model("m")
+        })
+        .await;
         Api {
             state,
             store,

@@ -3,6 +3,8 @@
 //! it starts, but it may not approve that run's calls (403; the call still waits, and the key
 //! may deny); an admin may. In a trusted conversation of its platform the same key may approve.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -12,12 +14,11 @@ use axum::http::{Request, StatusCode};
 use chrono::Utc;
 use http_body_util::BodyExt;
 use keel_core::{
-    Agent, ApprovalNeed, MemoryStore, Permission, Store, Tool, ToolContext, ToolError, ToolOutput,
+    ApprovalNeed, MemoryStore, Permission, Store, Tool, ToolContext, ToolError, ToolOutput,
     ToolSpec,
 };
 use keel_mock::{Script, ScriptedProvider, Step};
-use keel_server::engine::{Engine, EngineOptions};
-use keel_server::hub::Hub;
+use keel_server::engine::EngineOptions;
 use keel_server::keys::new_key;
 use keel_server::{AppState, router};
 use serde_json::{Value, json};
@@ -51,36 +52,20 @@ struct Api {
 
 impl Api {
     async fn new() -> Api {
-        let store = Arc::new(MemoryStore::new());
-        let hub = Arc::new(Hub::new(store.clone()));
-        let engine = Engine::new(store.clone(), hub.clone(), EngineOptions::default());
         let mut spec = ToolSpec::new("send", "sends mail", json!({"type": "object"}));
         // The senders are guests.
         spec.required_permission = Permission::Guest;
         let sent = Arc::new(AtomicUsize::new(0));
         let script = Script::new(vec![Step::tool_call("send", json!({})), Step::text("done")])
             .with_per_turn();
-        let agent = Agent::builder()
-            .provider(Arc::new(ScriptedProvider::new(script)))
-            .model("m")
-            .store(store.clone())
-            .event_sink(hub.clone())
-            .event_sink(engine.sink())
-            .tool(Arc::new(Send(spec, sent.clone())))
-            .build()
-            .unwrap();
-        engine.start(Arc::new(agent)).await.unwrap();
-        let state = AppState {
-            store: store.clone(),
-            engine,
-            hub,
-            max_request_bytes: 64 * 1024,
-            inbox: Arc::new(keel_core::platform::Inbox::new(
-                store.clone(),
-                keel_core::platform::InboxSettings::default(),
-            )),
-            modules: Vec::new().into(),
-        };
+        let tool = Arc::new(Send(spec, sent.clone()));
+        let (state, store) = common::state_with(EngineOptions::default(), |builder| {
+            builder
+                .provider(Arc::new(ScriptedProvider::new(script)))
+                .model("m")
+                .tool(tool)
+        })
+        .await;
         Api { state, store, sent }
     }
 

@@ -1,33 +1,35 @@
-//! The daemon's state on the in-memory store with a one-step scripted model, and a key.
+//! The daemon's state on the in-memory store, for the integration tests: an engine started on
+//! an agent whose provider, model and tools each test chooses, with the store and the live
+//! events wired in as `keel serve` wires them.
+
+#![allow(dead_code)]
 
 use std::sync::Arc;
 
 use chrono::Utc;
-use keel_core::{Agent, MemoryStore, Store};
+use keel_core::{Agent, AgentBuilder, MemoryStore, Store};
 use keel_mock::{Script, ScriptedProvider, Step};
 use keel_server::AppState;
 use keel_server::engine::{Engine, EngineOptions};
 use keel_server::hub::Hub;
 use keel_server::keys::new_key;
 
-/// A started engine's state, and a key of user `ann`.
-pub async fn state() -> (AppState, String) {
+/// A started engine's state on a fresh store, with `options`, on the agent that `agent`
+/// finishes from a builder that has the store and the event sinks (it adds the provider, the
+/// model and any tools); and that store.
+pub async fn state_with(
+    options: EngineOptions,
+    agent: impl FnOnce(AgentBuilder) -> AgentBuilder,
+) -> (AppState, Arc<MemoryStore>) {
     let store = Arc::new(MemoryStore::new());
     let hub = Arc::new(Hub::new(store.clone()));
-    let engine = Engine::new(store.clone(), hub.clone(), EngineOptions::default());
-    let agent = Agent::builder()
-        .provider(Arc::new(ScriptedProvider::new(
-            Script::new(vec![Step::text("ok")]).with_per_turn(),
-        )))
-        .model("m")
+    let engine = Engine::new(store.clone(), hub.clone(), options);
+    let builder = Agent::builder()
         .store(store.clone())
         .event_sink(hub.clone())
-        .event_sink(engine.sink())
-        .build()
-        .unwrap();
+        .event_sink(engine.sink());
+    let agent = agent(builder).build().unwrap();
     engine.start(Arc::new(agent)).await.unwrap();
-    let made = new_key(Some("ann".into()), false, Vec::new(), Utc::now()).unwrap();
-    store.save_api_key(&made.record).await.unwrap();
     let state = AppState {
         store: store.clone(),
         engine,
@@ -39,5 +41,20 @@ pub async fn state() -> (AppState, String) {
         )),
         modules: Vec::new().into(),
     };
+    (state, store)
+}
+
+/// A started engine's state on a model that answers "ok", and a key of user `ann`.
+pub async fn state() -> (AppState, String) {
+    let (state, store) = state_with(EngineOptions::default(), |builder| {
+        builder
+            .provider(Arc::new(ScriptedProvider::new(
+                Script::new(vec![Step::text("ok")]).with_per_turn(),
+            )))
+            .model("m")
+    })
+    .await;
+    let made = new_key(Some("ann".into()), false, Vec::new(), Utc::now()).unwrap();
+    store.save_api_key(&made.record).await.unwrap();
     (state, made.key)
 }
