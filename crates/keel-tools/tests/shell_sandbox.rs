@@ -212,6 +212,39 @@ async fn the_temporary_directory_is_private() {
 }
 
 #[tokio::test]
+async fn what_the_host_has_in_tmp_is_seen_but_never_written() {
+    // A hook's script or a checkout can live in the host's /tmp: the private /tmp shows it,
+    // read-only.
+    let layout = Layout::new();
+    let shell = layout.shell(layout.sandbox());
+    let host = tempfile::tempdir_in("/tmp").unwrap();
+    let script = host.path().join("hook.sh");
+    std::fs::write(&script, "echo from-the-host\n").unwrap();
+    let script = display(&script);
+    let out = run(&shell, &format!("sh {script}")).await;
+    assert!(
+        out.contains("exit code: 0\n--- stdout ---\nfrom-the-host\n"),
+        "{out}"
+    );
+    let out = run(
+        &shell,
+        &format!("echo changed > {script}; rm -f {script}; cat {script}"),
+    )
+    .await;
+    assert!(out.contains("from-the-host"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(host.path().join("hook.sh")).unwrap(),
+        "echo from-the-host\n"
+    );
+    let beside = display(&host.path().join("new"));
+    run(&shell, &format!("touch {beside}")).await;
+    assert!(
+        !host.path().join("new").exists(),
+        "the command wrote the host's /tmp"
+    );
+}
+
+#[tokio::test]
 async fn the_network_can_be_turned_off() {
     let layout = Layout::new();
     let shell = layout.shell(layout.sandbox().network(false));

@@ -12,6 +12,9 @@ use super::Sandbox;
 enum Mount {
     /// The private `/tmp`.
     PrivateTmp,
+    /// What the host has in `/tmp`, seen read-only in the private one (a hook's script, a
+    /// checkout that lives there): writes go to the private `/tmp`, never to the host's.
+    HostTmpEntry(PathBuf),
     /// A writable directory.
     Writable(PathBuf),
     /// A read-only path that exists.
@@ -28,7 +31,8 @@ impl Mount {
     fn path(&self) -> &Path {
         match self {
             Mount::PrivateTmp => Path::new("/tmp"),
-            Mount::Writable(path)
+            Mount::HostTmpEntry(path)
+            | Mount::Writable(path)
             | Mount::ReadOnly(path)
             | Mount::Placeholder(path)
             | Mount::HiddenDir(path)
@@ -40,9 +44,10 @@ impl Mount {
     fn rank(&self) -> u8 {
         match self {
             Mount::PrivateTmp => 0,
-            Mount::Writable(_) => 1,
-            Mount::ReadOnly(_) | Mount::Placeholder(_) => 2,
-            Mount::HiddenDir(_) | Mount::HiddenFile(_) => 3,
+            Mount::HostTmpEntry(_) => 1,
+            Mount::Writable(_) => 2,
+            Mount::ReadOnly(_) | Mount::Placeholder(_) => 3,
+            Mount::HiddenDir(_) | Mount::HiddenFile(_) => 4,
         }
     }
 }
@@ -82,6 +87,8 @@ pub(super) fn arguments(sandbox: &Sandbox, chdir: Option<&Path>) -> Vec<OsString
             Mount::PrivateTmp => push(&mut args, "--tmpfs", None, Path::new("/tmp")),
             Mount::Writable(path) => push(&mut args, "--bind", Some(&path), &path),
             Mount::ReadOnly(path) => push(&mut args, "--ro-bind", Some(&path), &path),
+            // `-try`: an entry removed since /tmp was read is no reason to fail the command.
+            Mount::HostTmpEntry(path) => push(&mut args, "--ro-bind-try", Some(&path), &path),
             Mount::Placeholder(path) | Mount::HiddenDir(path) => {
                 push(&mut args, "--tmpfs", None, &path);
                 // Read-only only once whatever lies inside is mounted.
@@ -116,6 +123,7 @@ fn push(args: &mut Vec<OsString>, option: &str, source: Option<&Path>, dest: &Pa
 /// they are made: a path's parents before it.
 fn mounts(sandbox: &Sandbox) -> Vec<Mount> {
     let mut mounts = vec![Mount::PrivateTmp];
+    mounts.extend(host_tmp_entries().into_iter().map(Mount::HostTmpEntry));
     mounts.extend(
         sandbox
             .writable
@@ -147,6 +155,27 @@ fn mounts(sandbox: &Sandbox) -> Vec<Mount> {
     }
     mounts.sort_by_key(|mount| (mount.path().components().count(), mount.rank()));
     mounts
+}
+
+/// The most entries of the host's `/tmp` shown in the private one.
+const MAX_HOST_TMP_ENTRIES: usize = 4096;
+
+/// The directories and regular files the host has in `/tmp` (not its links, sockets or
+/// pipes), at most [`MAX_HOST_TMP_ENTRIES`] of them.
+fn host_tmp_entries() -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir("/tmp") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|entry| {
+            entry
+                .file_type()
+                .is_ok_and(|kind| kind.is_dir() || kind.is_file())
+        })
+        .map(|entry| entry.path())
+        .take(MAX_HOST_TMP_ENTRIES)
+        .collect()
 }
 
 /// `path` with its symbolic links resolved, when it exists (bubblewrap mounts on the path it
