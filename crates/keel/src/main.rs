@@ -1,8 +1,36 @@
-//! The `keel` command-line program: run, chat, sessions, demo and mock-provider.
+//! The `keel` command-line program: run, chat, serve and the rest (`keel --help` lists them).
 //!
 //! Exit codes: 0 the run completed; 3 it ended in another state; 2 a usage or configuration
 //! error; 1 anything else (e.g. the store could not be opened); 143 stopped by SIGTERM at a
 //! safe point, the run resumable (see [`sigterm`]).
+
+// keel's own lines are best-effort: a reader that went away (`keel run … 2>&1 | head -1`, a
+// closed log pipe) loses them, never the run. std's print macros panic on a broken pipe, and
+// a run in progress then ended `error (internal)`; these take their place in the whole crate.
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+macro_rules! eprint {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+macro_rules! println {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+macro_rules! print {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
 
 mod cli;
 mod cli_admin;
