@@ -248,10 +248,17 @@ impl ToolExecutor<'_> {
         let secrets = crate::redact::registered();
         let (mut content, truncated) = truncate_output(&secrets.redact(&raw), self.max_chars);
         if let Some(args) = &ran_with {
+            let before = content.len();
             let after = (self.hooks)
                 .after(self.hook_call(call), args, ok, content, self.emitter)
                 .await;
-            content = secrets.redact(&after);
+            // post_tool hooks only append their notes: the result needs cleaning again only
+            // when one did (it is already clean otherwise).
+            content = if after.len() == before {
+                after
+            } else {
+                secrets.redact(&after)
+            };
         }
         record.completed_at = Some(self.clock.now());
         record.ok = Some(ok);
