@@ -5,51 +5,22 @@
 mod support;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use async_trait::async_trait;
 use keel_core::run::INTERNAL_ERROR_ANSWER;
-use keel_core::{
-    Agent, AgentState, ChatRequest, ChatResponse, DeltaSink, ErrorReason, EventKind, MemoryStore,
-    Provider, ProviderError, RunRequest, Store,
-};
-use keel_mock::{ScriptedProvider, Step};
+use keel_core::{Agent, AgentState, ErrorReason, EventKind, MemoryStore, RunRequest, Store};
+use keel_mock::{PanicsAt, ScriptedProvider, Step};
 use serde_json::json;
 use support::Appender;
 
-/// The scripted model, except that its call number `panic_at` (1-based) panics.
-struct PanicsAt {
-    inner: ScriptedProvider,
-    calls: AtomicUsize,
-    panic_at: usize,
-}
-
-#[async_trait]
-impl Provider for PanicsAt {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    async fn chat(
-        &self,
-        request: &ChatRequest,
-        sink: &dyn DeltaSink,
-    ) -> Result<ChatResponse, ProviderError> {
-        if self.calls.fetch_add(1, Ordering::SeqCst) + 1 == self.panic_at {
-            panic!("the provider fell over");
-        }
-        self.inner.chat(request, sink).await
-    }
-}
-
 fn agent(panic_at: usize, store: Arc<MemoryStore>, appender: &Appender) -> Agent {
-    let provider = PanicsAt {
-        inner: ScriptedProvider::from_steps(vec![
+    let provider = PanicsAt::new(
+        ScriptedProvider::from_steps(vec![
             Step::tool_call("append", json!({"text": "before"})),
             Step::text("fine"),
         ]),
-        calls: AtomicUsize::new(0),
         panic_at,
-    };
+        "the provider fell over",
+    );
     Agent::builder()
         .provider(Arc::new(provider))
         .model("m")

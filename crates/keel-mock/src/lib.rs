@@ -176,6 +176,7 @@ mod cursor;
 pub mod embeddings;
 mod messages;
 mod openai_common;
+mod panics;
 mod responses;
 pub mod script;
 pub mod scripted;
@@ -185,6 +186,7 @@ mod turn_position;
 pub mod validate;
 mod wire;
 
+pub use panics::PanicsAt;
 pub use script::{
     CutMode, ErrorReply, FinishReason, ModelScript, ResponsesErrorEvent, Script, ScriptError,
     ScriptToolCall, ScriptUsage, Step, StreamError, ToolArguments,

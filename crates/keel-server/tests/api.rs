@@ -489,31 +489,14 @@ async fn a_path_id_that_is_not_utf8_is_a_json_400_on_every_kind_of_endpoint() {
     }
 }
 
-/// Panics on its first call (a bug in the loop), then answers "fine".
-struct PanicsFirst(std::sync::atomic::AtomicBool);
-
-#[async_trait::async_trait]
-impl keel_core::Provider for PanicsFirst {
-    fn name(&self) -> &str {
-        "mock"
-    }
-    async fn chat(
-        &self,
-        request: &keel_core::ChatRequest,
-        sink: &dyn keel_core::DeltaSink,
-    ) -> Result<keel_core::ChatResponse, keel_core::ProviderError> {
-        if !self.0.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            panic!("a bug in the loop");
-        }
-        ScriptedProvider::from_steps(vec![Step::text("fine")])
-            .chat(request, sink)
-            .await
-    }
-}
-
 #[tokio::test]
 async fn a_run_that_panics_answers_its_waiting_request_with_the_internal_error_answer() {
-    let provider = Arc::new(PanicsFirst(std::sync::atomic::AtomicBool::new(false)));
+    // Panics on its first call (a bug in the loop), then answers "fine".
+    let provider = Arc::new(keel_mock::PanicsAt::new(
+        ScriptedProvider::new(Script::new(vec![Step::text("fine")]).with_per_turn()),
+        1,
+        "a bug in the loop",
+    ));
     let api = Api::with_provider(provider, None).await;
     let key = api.key(Some("ann"), false).await;
     let (_, conversation) = api.post(&key, "/v1/conversations", "{}").await;

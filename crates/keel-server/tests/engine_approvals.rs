@@ -4,18 +4,17 @@
 //! with the seed 003 answer, its waiter is answered, and its lane goes on.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::Utc;
 use keel_core::run::INTERNAL_ERROR_ANSWER;
 use keel_core::{
-    Agent, AgentState, ApprovalDecision, ApprovalNeed, ChatRequest, ChatResponse, DeltaSink,
-    ErrorReason, LanePolicy, MemoryStore, NewConversation, Provider, ProviderError, SessionInfo,
-    Store, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    Agent, AgentState, ApprovalDecision, ApprovalNeed, ErrorReason, LanePolicy, MemoryStore,
+    NewConversation, Provider, SessionInfo, Store, Tool, ToolContext, ToolError, ToolOutput,
+    ToolSpec,
 };
-use keel_mock::{Script, ScriptedProvider, Step};
+use keel_mock::{PanicsAt, Script, ScriptedProvider, Step};
 use keel_server::engine::{Engine, EngineError, EngineOptions};
 use keel_server::live::LiveEvents;
 use serde_json::{Value, json};
@@ -63,30 +62,6 @@ impl Tool for Shell {
             reason: "every command asks".into(),
             pattern: args["command"].as_str()?.into(),
         })
-    }
-}
-
-/// The scripted model, except that its call number `panic_at` (1-based) panics.
-struct PanicsAt {
-    inner: ScriptedProvider,
-    calls: AtomicUsize,
-    panic_at: usize,
-}
-
-#[async_trait]
-impl Provider for PanicsAt {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    async fn chat(
-        &self,
-        request: &ChatRequest,
-        sink: &dyn DeltaSink,
-    ) -> Result<ChatResponse, ProviderError> {
-        if self.calls.fetch_add(1, Ordering::SeqCst) + 1 == self.panic_at {
-            panic!("a bug in the loop");
-        }
-        self.inner.chat(request, sink).await
     }
 }
 
@@ -219,11 +194,11 @@ async fn an_approval_for_a_run_waiting_for_an_answer_is_refused_and_the_question
 async fn a_run_that_panics_ends_as_an_internal_error_and_its_lane_goes_on() {
     let store = Arc::new(MemoryStore::new());
     // The first run's first model call panics; the next run is answered.
-    let provider = PanicsAt {
-        inner: ScriptedProvider::new(Script::new(vec![Step::text("fine")]).with_per_turn()),
-        calls: AtomicUsize::new(0),
-        panic_at: 1,
-    };
+    let provider = PanicsAt::new(
+        ScriptedProvider::new(Script::new(vec![Step::text("fine")]).with_per_turn()),
+        1,
+        "a bug in the loop",
+    );
     let engine = started(&store, Arc::new(provider), Arc::new(Shell::default())).await;
     let lane = conversation(&store, "c").await;
     let first = engine.submit(&lane, "one".into(), None).await.unwrap();
