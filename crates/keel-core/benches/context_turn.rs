@@ -34,9 +34,10 @@ use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_ma
 use keel_core::context;
 use keel_core::tokens::{self, Encoding};
 use keel_core::{
-    InternalReason, MemoryStore, Message, ProviderError, ProviderErrorKind, Run, RunSettings,
-    SeqRange, Step, Store, StoredMessage, ToolSpec,
+    InternalReason, Message, ProviderError, ProviderErrorKind, Run, RunSettings, SeqRange, Step,
+    Store, StoredMessage, ToolSpec,
 };
+use keel_store::MemoryStore;
 use keel_store::SqliteStore;
 
 mod common;

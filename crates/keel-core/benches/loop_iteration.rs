@@ -10,11 +10,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use keel_core::{
-    Agent, AgentBuilder, MemoryStore, Provider, RunRequest, Store, Tool, ToolContext, ToolError,
-    ToolOutput, ToolSpec,
+    Agent, AgentBuilder, Provider, RunRequest, Store, Tool, ToolContext, ToolError, ToolOutput,
+    ToolSpec,
 };
 use keel_mock::{MockServer, Script, ScriptedProvider, ServeOptions, Step};
 use keel_providers::{OpenAiChat, OpenAiConfig};
+use keel_store::MemoryStore;
 use keel_store::SqliteStore;
 use serde_json::json;
 

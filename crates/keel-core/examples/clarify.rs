@@ -24,6 +24,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Step::text("Here is the weekly report."),
     ]));
     let agent = Agent::builder()
+        .store(std::sync::Arc::new(keel_store::MemoryStore::new()))
         .provider(model)
         .model("scripted")
         .on_clarify(|question| async move {

@@ -13,11 +13,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use keel_core::{
-    Agent, Event, EventKind, EventSink, MemoryStore, Provider, RunRequest, Tool, ToolContext,
-    ToolError, ToolOutput, ToolSpec,
+    Agent, Event, EventKind, EventSink, Provider, RunRequest, Tool, ToolContext, ToolError,
+    ToolOutput, ToolSpec,
 };
 use keel_mock::{ScriptedProvider, Step};
 use keel_providers::{OpenAiChat, OpenAiConfig};
+use keel_store::MemoryStore;
 use serde_json::{Value, json};
 
 /// A tool of the embedding application: looks up a city's population.

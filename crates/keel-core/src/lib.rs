@@ -30,7 +30,6 @@ pub mod known_facts;
 pub mod lane;
 pub mod loop_guard;
 pub mod memory_notes;
-pub mod memory_store;
 pub mod message;
 pub mod platform;
 pub mod prompt_parts;
@@ -74,7 +73,6 @@ pub use event::{Emitter, Event, EventKind, EventLog, EventSink};
 pub use human::{HumanChannel, Question};
 pub use journal::Journal;
 pub use lane::{LaneClaim, LaneHolder, LaneOutcome};
-pub use memory_store::MemoryStore;
 pub use message::{
     InternalReason, Message, MessageMeta, Reasoning, Role, SeqRange, TokenCount, ToolCall,
 };

@@ -6,8 +6,9 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_core::{Agent, AgentState, ErrorReason, EventLog, MemoryStore, Role, RunRequest, Store};
+use keel_core::{Agent, AgentState, ErrorReason, EventLog, Role, RunRequest, Store};
 use keel_mock::{ScriptedProvider, Step};
+use keel_store::MemoryStore;
 use serde_json::json;
 use support::{Echo, Fails, Panics, Slow, Spy, agent_with, last_tool_message, tool_message};
 use tokio_util::sync::CancellationToken;
@@ -89,6 +90,7 @@ async fn long_tool_results_are_cut_with_a_visible_marker() {
         Step::text("ok"),
     ]));
     let agent = Agent::builder()
+        .store(std::sync::Arc::new(keel_store::MemoryStore::new()))
         .provider(provider.clone())
         .model("m")
         .tool(Echo::tool())
@@ -286,6 +288,7 @@ async fn events_name_every_step_and_carry_the_stream() {
     ]));
     let events = Arc::new(EventLog::new());
     let agent = Agent::builder()
+        .store(std::sync::Arc::new(keel_store::MemoryStore::new()))
         .provider(provider)
         .model("m")
         .tool(Echo::tool())
@@ -338,16 +341,23 @@ async fn events_name_every_step_and_carry_the_stream() {
 
 #[test]
 fn the_builder_says_what_is_missing() {
-    let err = Agent::builder().model("m").build().err().unwrap();
+    let err = Agent::builder()
+        .store(std::sync::Arc::new(keel_store::MemoryStore::new()))
+        .model("m")
+        .build()
+        .err()
+        .unwrap();
     assert!(err.to_string().contains("provider is required"));
     let provider = Arc::new(ScriptedProvider::from_steps(vec![]));
     let err = Agent::builder()
+        .store(std::sync::Arc::new(keel_store::MemoryStore::new()))
         .provider(provider.clone())
         .build()
         .err()
         .unwrap();
     assert!(err.to_string().contains("model is required"));
     let err = Agent::builder()
+        .store(std::sync::Arc::new(keel_store::MemoryStore::new()))
         .provider(provider)
         .model("m")
         .tool(Echo::tool())

@@ -11,10 +11,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use keel_core::{
-    Agent, AgentState, ApprovalDecision, ApprovalNeed, Boundary, HumanChannel, MemoryStore,
-    PendingApproval, RunRequest, Store, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    Agent, AgentState, ApprovalDecision, ApprovalNeed, Boundary, HumanChannel, PendingApproval,
+    RunRequest, Store, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 use keel_mock::{ScriptedProvider, Step};
+use keel_store::MemoryStore;
 use serde_json::{Value, json};
 use support::{Appender, last_tool_message};
 
@@ -252,6 +253,7 @@ async fn a_person_at_hand_decides_inline_and_silence_denies_after_the_timeout() 
         ]));
         let appender = Appender::default();
         let agent = Agent::builder()
+            .store(std::sync::Arc::new(keel_store::MemoryStore::new()))
             .provider(provider.clone())
             .model("m")
             .tool(Arc::new(Guarded(appender.tool())))

@@ -7,10 +7,10 @@ mod support;
 use std::sync::{Arc, Mutex};
 
 use keel_core::{
-    Agent, AgentBuilder, AgentState, MemoryStore, RunRequest, RunStatus, StreamDelta, Thinking,
-    ToolProgress,
+    Agent, AgentBuilder, AgentState, RunRequest, RunStatus, StreamDelta, Thinking, ToolProgress,
 };
 use keel_mock::{ScriptedProvider, Step};
+use keel_store::MemoryStore;
 use serde_json::json;
 use support::Echo;
 
@@ -215,11 +215,14 @@ async fn a_run_waiting_for_the_human_says_so_and_its_turn_is_not_complete() {
         "ask_human",
         json!({"question": "Which file?"}),
     )]);
-    let agent = watched(Agent::builder(), &seen)
-        .provider(Arc::new(provider))
-        .model("m")
-        .build()
-        .unwrap();
+    let agent = watched(
+        Agent::builder().store(std::sync::Arc::new(keel_store::MemoryStore::new())),
+        &seen,
+    )
+    .provider(Arc::new(provider))
+    .model("m")
+    .build()
+    .unwrap();
     let report = agent.run(RunRequest::new("go")).await.unwrap();
     assert_eq!(report.state, AgentState::WaitingOnHuman);
     assert_eq!(
@@ -236,6 +239,7 @@ async fn a_run_waiting_for_the_human_says_so_and_its_turn_is_not_complete() {
 async fn handlers_that_panic_neither_stop_nor_change_the_run() {
     let seen = Seen::default();
     let builder = Agent::builder()
+        .store(std::sync::Arc::new(keel_store::MemoryStore::new()))
         .on_tool_progress(|_| panic!("tool progress handler bug"))
         .on_thinking(|_| panic!("thinking handler bug"))
         .on_reasoning(|_| panic!("reasoning handler bug"))

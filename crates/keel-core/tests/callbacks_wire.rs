@@ -4,9 +4,10 @@
 
 use std::sync::{Arc, Mutex};
 
-use keel_core::{Agent, AgentState, MemoryStore, Provider, Role, RunRequest, Store, StreamDelta};
+use keel_core::{Agent, AgentState, Provider, Role, RunRequest, Store, StreamDelta};
 use keel_mock::{MockServer, Script, Step};
 use keel_providers::{Anthropic, AnthropicConfig, OpenAiChat, OpenAiConfig, OpenAiResponses};
+use keel_store::MemoryStore;
 
 #[derive(Clone, Copy, Debug)]
 enum Wire {

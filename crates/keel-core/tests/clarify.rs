@@ -4,8 +4,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use keel_core::{Agent, AgentError, AgentState, MemoryStore, Question, RunRequest};
+use keel_core::{Agent, AgentError, AgentState, Question, RunRequest};
 use keel_mock::{ScriptedProvider, Step};
+use keel_store::MemoryStore;
 use serde_json::json;
 
 fn script() -> Arc<ScriptedProvider> {
@@ -25,6 +26,7 @@ async fn on_clarify_gets_the_question_and_choices_and_its_answer_reaches_the_mod
     let agent = {
         let seen = seen.clone();
         Agent::builder()
+            .store(std::sync::Arc::new(keel_store::MemoryStore::new()))
             .provider(provider.clone())
             .model("m")
             .on_clarify(move |question| {

@@ -7,8 +7,9 @@ use chrono::Utc;
 use keel_core::budget::Budgets;
 use keel_core::delegate::DelegationPolicy;
 use keel_core::store::UserRecord;
-use keel_core::{Agent, AgentState, MemoryStore, Permission, RunRequest, Store};
+use keel_core::{Agent, AgentState, Permission, RunRequest, Store};
 use keel_mock::{Script, ScriptedProvider, Step};
+use keel_store::MemoryStore;
 use serde_json::json;
 
 mod support;
@@ -86,6 +87,7 @@ async fn what_children_spend_counts_against_the_parent_run_and_the_user() {
 fn the_builder_refuses_an_absurd_policy() {
     let provider = Arc::new(ScriptedProvider::from_steps(vec![]));
     let built = Agent::builder()
+        .store(std::sync::Arc::new(keel_store::MemoryStore::new()))
         .provider(provider)
         .model("m")
         .delegation(DelegationPolicy {

@@ -11,10 +11,11 @@ use std::time::Duration;
 
 use keel_core::reconcile::{ReconcilePolicy, reconcile};
 use keel_core::{
-    Agent, AgentState, Boundary, Clock, ErrorReason, HumanChannel, MemoryStore, ResumeOptions,
-    RunRequest, Store, UnsafeCall,
+    Agent, AgentState, Boundary, Clock, ErrorReason, HumanChannel, ResumeOptions, RunRequest,
+    Store, UnsafeCall,
 };
 use keel_mock::{ScriptedProvider, Step};
+use keel_store::MemoryStore;
 use serde_json::json;
 use support::{Appender, ManualClock, waiter};
 
@@ -288,6 +289,7 @@ async fn ask_human_waits_for_keel_answer_or_asks_a_present_human() {
     // A human at hand answers inline.
     let provider = script();
     let inline = Agent::builder()
+        .store(std::sync::Arc::new(keel_store::MemoryStore::new()))
         .provider(provider.clone())
         .model("m")
         .human(Arc::new(Human))

@@ -7,8 +7,9 @@ mod support;
 use std::sync::Arc;
 
 use keel_core::run::INTERNAL_ERROR_ANSWER;
-use keel_core::{Agent, AgentState, ErrorReason, EventKind, MemoryStore, RunRequest, Store};
+use keel_core::{Agent, AgentState, ErrorReason, EventKind, RunRequest, Store};
 use keel_mock::{PanicsAt, ScriptedProvider, Step};
+use keel_store::MemoryStore;
 use serde_json::json;
 use support::Appender;
 

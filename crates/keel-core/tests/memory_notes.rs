@@ -8,10 +8,10 @@ use std::sync::Arc;
 use chrono::Utc;
 use keel_core::memory_notes::{InMemoryNotes, MemoryBackend, MemoryLimits, MemoryTarget};
 use keel_core::{
-    Agent, AgentState, ApprovalDecision, ChatRequest, MemoryStore, Permission, RunRequest, Store,
-    UserRecord,
+    Agent, AgentState, ApprovalDecision, ChatRequest, Permission, RunRequest, Store, UserRecord,
 };
 use keel_mock::{Script, ScriptedProvider, Step};
+use keel_store::MemoryStore;
 use serde_json::json;
 
 const NOTE: &str = "the deploy script is deploy.sh";

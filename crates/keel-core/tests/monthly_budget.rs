@@ -6,8 +6,9 @@ use std::sync::Arc;
 use chrono::{DateTime, TimeZone, Utc};
 use keel_core::clock::Clock;
 use keel_core::store::UserRecord;
-use keel_core::{Agent, AgentState, MemoryStore, Permission, RunRequest, Store};
+use keel_core::{Agent, AgentState, Permission, RunRequest, Store};
 use keel_mock::{ScriptedProvider, Step};
+use keel_store::MemoryStore;
 
 struct Fixed(DateTime<Utc>);
 

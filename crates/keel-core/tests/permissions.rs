@@ -9,10 +9,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use async_trait::async_trait;
 use chrono::Utc;
 use keel_core::{
-    Agent, EventKind, EventLog, MemoryStore, Permission, RunRequest, Store, Tool, ToolContext,
-    ToolError, ToolOutput, ToolSpec, UserRecord,
+    Agent, EventKind, EventLog, Permission, RunRequest, Store, Tool, ToolContext, ToolError,
+    ToolOutput, ToolSpec, UserRecord,
 };
 use keel_mock::{Script, ScriptedProvider, Step};
+use keel_store::MemoryStore;
 use serde_json::{Value, json};
 
 /// A tool that needs `level` and counts its calls.

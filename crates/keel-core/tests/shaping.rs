@@ -14,10 +14,9 @@ use keel_core::event::MatchedSkill;
 use keel_core::platform::RunOptions;
 use keel_core::prompt_parts::{Placement, PromptPart, PromptRequest, PromptSection};
 use keel_core::routing::RoutingPolicy;
-use keel_core::{
-    Agent, AgentState, EventKind, EventLog, MemoryStore, ResumeOptions, RunRequest, Store,
-};
+use keel_core::{Agent, AgentState, EventKind, EventLog, ResumeOptions, RunRequest, Store};
 use keel_mock::{Script, ScriptedProvider, Step};
+use keel_store::MemoryStore;
 use serde_json::json;
 use support::{ManualClock, waiter};
 
@@ -74,6 +73,7 @@ async fn routing_picks_the_tier_model_unless_one_is_named_and_parts_add_sections
     ));
     let log = Arc::new(EventLog::new());
     let agent = Agent::builder()
+        .store(std::sync::Arc::new(keel_store::MemoryStore::new()))
         .provider(provider.clone())
         .model("m")
         .system_prompt("Base.")

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use keel_core::{
-    Agent, AgentState, MemoryStore, Role, RunRequest, Store, Tool, ToolContext, ToolError,
-    ToolOutput, ToolSpec,
+    Agent, AgentState, Role, RunRequest, Store, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 use keel_mock::{ScriptedProvider, Step};
+use keel_store::MemoryStore;
 use serde_json::{Value, json};
 use support::{Appender, agent_with, waiter};
 use tokio_util::sync::CancellationToken;

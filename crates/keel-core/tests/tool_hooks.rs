@@ -13,10 +13,11 @@ use keel_core::tool_exec::{BatchOutcome, Replay, ToolExecutor};
 use keel_core::tool_hooks::ToolHook;
 use keel_core::{
     Agent, AgentState, EventKind, EventLog, HookCommand, HookEvent, HookFailure, HookOutcome,
-    MemoryStore, RunRequest, Store, SystemClock, Tool, ToolCall, ToolCallRecord, ToolContext,
-    ToolError, ToolHooks, ToolMatcher, ToolOutput, ToolRegistry, ToolSpec,
+    RunRequest, Store, SystemClock, Tool, ToolCall, ToolCallRecord, ToolContext, ToolError,
+    ToolHooks, ToolMatcher, ToolOutput, ToolRegistry, ToolSpec,
 };
 use keel_mock::{ScriptedProvider, Step};
+use keel_store::MemoryStore;
 use serde_json::{Value, json};
 use support::{last_tool_message, tool_message};
 use tokio_util::sync::CancellationToken;

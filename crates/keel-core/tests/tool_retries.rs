@@ -19,6 +19,7 @@ fn agent(
     events: Arc<EventLog>,
 ) -> Agent {
     Agent::builder()
+        .store(std::sync::Arc::new(keel_store::MemoryStore::new()))
         .provider(provider)
         .model("m")
         .tool(tool)

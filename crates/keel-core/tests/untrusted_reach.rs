@@ -14,10 +14,10 @@ use keel_core::known_facts::{Recall, Recalled};
 use keel_core::memory_notes::{InMemoryNotes, MEMORY, MemoryBackend, MemoryLimits, MemoryTarget};
 use keel_core::platform::RunOptions;
 use keel_core::{
-    Agent, AgentState, MemoryStore, Reach, RunRequest, Tool, ToolContext, ToolError, ToolOutput,
-    ToolSpec,
+    Agent, AgentState, Reach, RunRequest, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 use keel_mock::{ScriptedProvider, Step};
+use keel_store::MemoryStore;
 use serde_json::{Value, json};
 
 /// An idempotent tool of the given reach that counts its calls.

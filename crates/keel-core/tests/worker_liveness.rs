@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex};
 
 use keel_core::reconcile::{ReconcilePolicy, reconcile_with};
 use keel_core::worker::{Liveness, Worker, WorkerProbe};
-use keel_core::{Agent, AgentState, Clock, MemoryStore, ResumeOptions, RunRequest, Store};
+use keel_core::{Agent, AgentState, Clock, ResumeOptions, RunRequest, Store};
 use keel_mock::{ScriptedProvider, Step};
+use keel_store::MemoryStore;
 use serde_json::json;
 use support::{ManualClock, waiter};
 

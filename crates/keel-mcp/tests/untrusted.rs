@@ -10,9 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{http_config, started};
-use keel_core::{Agent, AgentState, MemoryStore, RunRequest};
+use keel_core::{Agent, AgentState, RunRequest};
 use keel_mcp::test_server::{HttpTestServer, TestServer};
 use keel_mock::{ScriptedProvider, Step};
+use keel_store::MemoryStore;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -183,8 +183,9 @@ impl Tool for ForgetTool {
 
 #[cfg(test)]
 mod tests {
+    use keel_core::Reach;
     use keel_core::platform::RunOptions;
-    use keel_core::{MemoryStore, Reach};
+    use keel_store::MemoryStore;
 
     use super::*;
 

@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use keel_core::Store;
 use keel_core::known_facts::{OWNER, Recall};
-use keel_core::memory_store::MemoryStore;
 use keel_core::recovery::RetryPolicy;
 use keel_memory::embedding::EmbedderChain;
 use keel_memory::{Memory, NewFact};
 use keel_mock::{MockServer, Script};
 use keel_providers::{OpenAiConfig, OpenAiEmbeddings};
+use keel_store::MemoryStore;
 
 fn endpoint(base_url: String) -> Arc<OpenAiEmbeddings> {
     Arc::new(OpenAiEmbeddings::new(&OpenAiConfig::new(base_url), "mock-embed").unwrap())

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use keel_core::known_facts::{OWNER, Recall};
-use keel_core::memory_store::MemoryStore;
 use keel_core::{Store, Tool, ToolContext, ToolErrorKind};
 use keel_memory::tools::{ForgetTool, RememberTool};
 use keel_memory::{Embedder, FactError, Memory, NewFact};
+use keel_store::MemoryStore;
 use serde_json::json;
 
 /// The mock's deterministic embeddings, computed in process.

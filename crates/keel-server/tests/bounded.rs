@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use keel_core::{Agent, AgentState, LanePolicy, MemoryStore, NewConversation, SessionInfo, Store};
+use keel_core::{Agent, AgentState, LanePolicy, NewConversation, SessionInfo, Store};
 use keel_mock::{Script, ScriptedProvider, Step};
 use keel_server::engine::{Engine, EngineError, EngineOptions, EngineSizes};
 use keel_server::hub::{Hub, HubSizes};
+use keel_store::MemoryStore;
 
 /// Stopped runs the hub may keep in this test.
 const KEPT: usize = 16;

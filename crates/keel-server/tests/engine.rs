@@ -9,12 +9,12 @@ use std::sync::{Arc, Mutex};
 use chrono::Utc;
 use keel_core::worker::{Liveness, Worker, WorkerProbe};
 use keel_core::{
-    Agent, AgentState, Event, EventKind, EventSink, LanePolicy, MemoryStore, NewConversation,
-    SessionInfo, Store,
+    Agent, AgentState, Event, EventKind, EventSink, LanePolicy, NewConversation, SessionInfo, Store,
 };
 use keel_mock::{Script, ScriptedProvider, Step};
 use keel_server::engine::{Engine, EngineError, EngineOptions};
 use keel_server::live::LiveEvents;
+use keel_store::MemoryStore;
 
 /// Records what the engine tells the hub.
 #[derive(Default)]

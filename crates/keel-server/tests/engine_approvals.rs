@@ -10,13 +10,13 @@ use async_trait::async_trait;
 use chrono::Utc;
 use keel_core::run::INTERNAL_ERROR_ANSWER;
 use keel_core::{
-    Agent, AgentState, ApprovalDecision, ApprovalNeed, ErrorReason, LanePolicy, MemoryStore,
-    NewConversation, Provider, SessionInfo, Store, Tool, ToolContext, ToolError, ToolOutput,
-    ToolSpec,
+    Agent, AgentState, ApprovalDecision, ApprovalNeed, ErrorReason, LanePolicy, NewConversation,
+    Provider, SessionInfo, Store, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 use keel_mock::{PanicsAt, Script, ScriptedProvider, Step};
 use keel_server::engine::{Engine, EngineError, EngineOptions};
 use keel_server::live::LiveEvents;
+use keel_store::MemoryStore;
 use serde_json::{Value, json};
 
 /// Tells the hub nothing.

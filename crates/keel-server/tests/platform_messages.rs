@@ -12,13 +12,14 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use chrono::Utc;
 use http_body_util::BodyExt;
+use keel_core::Store;
 use keel_core::files::{FileOrigin, FileRecord};
 use keel_core::platform::{ConversationKey, PlatformPlace, Source};
-use keel_core::{MemoryStore, Store};
 use keel_mock::{Script, ScriptedProvider, Step};
 use keel_server::engine::EngineOptions;
 use keel_server::keys::new_key;
 use keel_server::{AppState, router};
+use keel_store::MemoryStore;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 

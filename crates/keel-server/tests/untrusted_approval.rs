@@ -14,13 +14,13 @@ use axum::http::{Request, StatusCode};
 use chrono::Utc;
 use http_body_util::BodyExt;
 use keel_core::{
-    ApprovalNeed, MemoryStore, Permission, Store, Tool, ToolContext, ToolError, ToolOutput,
-    ToolSpec,
+    ApprovalNeed, Permission, Store, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 use keel_mock::{Script, ScriptedProvider, Step};
 use keel_server::engine::EngineOptions;
 use keel_server::keys::new_key;
 use keel_server::{AppState, router};
+use keel_store::MemoryStore;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 

@@ -28,6 +28,7 @@ mod durability;
 mod facts;
 mod files;
 mod lanes;
+mod memory;
 mod message_memory;
 mod param;
 mod personas;
@@ -40,6 +41,7 @@ mod user_links;
 mod wal;
 mod writer;
 
+pub use memory::MemoryStore;
 pub use search_index::check as check_search_index;
 pub use sqlite_store::SqliteStore;
 

@@ -156,7 +156,7 @@ impl Tool for ReadAttachment {
 mod tests {
     use super::*;
     use chrono::Utc;
-    use keel_core::MemoryStore;
+    use keel_store::MemoryStore;
     use serde_json::json;
     use tokio_util::sync::CancellationToken;
 

@@ -151,7 +151,8 @@ fn describe(query: &str, hits: &[SessionHit]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use keel_core::{MemoryStore, Message, NewConversation};
+    use keel_core::{Message, NewConversation};
+    use keel_store::MemoryStore;
     use serde_json::json;
     use tokio_util::sync::CancellationToken;
 

@@ -65,6 +65,7 @@ impl Setup {
         let provider = Arc::new(ScriptedProvider::from_steps(steps));
         let workspace = Arc::new(Workspace::new(self.workspace.path()).unwrap());
         let agent = Agent::builder()
+            .store(std::sync::Arc::new(keel_store::MemoryStore::new()))
             .provider(provider.clone())
             .model("m")
             .tools(file_tools(workspace))

@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
-use keel_core::{Agent, MemoryStore, RunRequest};
+use keel_core::{Agent, RunRequest};
 use keel_mock::{Script, ScriptedProvider, Step};
+use keel_store::MemoryStore;
 use keel_tools::{ProjectContext, Workspace};
 
 #[tokio::test]

@@ -9,10 +9,9 @@
 use std::net::TcpListener;
 use std::sync::Arc;
 
-use keel_core::{
-    Agent, AgentState, MemoryStore, Reach, RunReport, RunRequest, Store, Tool, ToolSpec,
-};
+use keel_core::{Agent, AgentState, Reach, RunReport, RunRequest, Store, Tool, ToolSpec};
 use keel_mock::{ScriptedProvider, Step};
+use keel_store::MemoryStore;
 use keel_tools::{
     HttpGet, HttpGetConfig, ReadAttachment, SessionSearchTool, SkillSet, Workspace, file_tools,
     skill_tools,

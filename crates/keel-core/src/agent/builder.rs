@@ -11,7 +11,6 @@ use crate::event::EventSink;
 use crate::heartbeat::HeartbeatTicker;
 use crate::human::HumanChannel;
 use crate::loop_guard::GuardConfig;
-use crate::memory_store::MemoryStore;
 use crate::provider::Provider;
 use crate::recovery::RetryPolicy;
 use crate::registry::ToolRegistry;
@@ -205,7 +204,8 @@ impl AgentBuilder {
         self
     }
 
-    /// Where sessions and runs are kept (default: in memory).
+    /// Where sessions and runs are kept (required): `keel_store::MemoryStore` for one process,
+    /// `keel_store::SqliteStore` to keep them.
     pub fn store(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(store);
         self
@@ -382,10 +382,15 @@ impl AgentBuilder {
             let target = register(&mut providers, &provider, summary_provider, model)?;
             settings.context.summary_model = Some(target);
         }
+        let store = self.store.ok_or_else(|| {
+            AgentError::Config(
+                "a store is required (keel_store::MemoryStore keeps runs in memory)".into(),
+            )
+        })?;
         Ok(Agent {
             providers,
             registry: Arc::new(registry),
-            store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
+            store,
             sinks: self.sinks.into(),
             clock: self.clock,
             settings,

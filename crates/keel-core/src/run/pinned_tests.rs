@@ -1,6 +1,7 @@
 //! Unit tests of pinned messages through compaction: a summary never stands in for them, the
-//! sliding window never drops them, a pin keeps its whole tool-call exchange, and a later run
-//! that loads the session from a store sends them after the summary.
+//! sliding window never drops them, and a pin keeps its whole tool-call exchange (that a later
+//! run loading the session from a store sends them after the summary is tested in keel-store's
+//! `pinned_context`).
 
 use chrono::DateTime;
 use serde_json::json;
@@ -156,37 +157,4 @@ fn the_sliding_window_keeps_pinned_messages() {
         !sent.iter().any(|s| s == "call c2"),
         "others were dropped: {sent:?}"
     );
-}
-
-#[tokio::test]
-async fn a_later_run_loads_the_pinned_messages_a_summary_replaced() {
-    use crate::store::Store;
-    let store = crate::MemoryStore::new();
-    let mut messages = history();
-    let mut summary = Message::internal_user(
-        "Summary of the earlier conversation (messages 1–18):\nthey read files",
-        crate::message::InternalReason::CompactionSummary,
-    );
-    summary.meta.summary_of = Some(SeqRange { first: 1, last: 18 });
-    messages.push(summary);
-    messages.extend(read(8, false));
-    store.append_messages("s", None, &messages).await.unwrap();
-    let loaded = store.context_messages("s").await.unwrap();
-    assert_eq!(loaded[0].seq, 2, "from the first pinned message on");
-    let mut run = run_over(settings(Strategy::Compact), loaded);
-    let call = expect_call(run.start());
-    let sent = contents(&call);
-    let first = &call.request.messages[0].content;
-    assert!(
-        first.starts_with("Summary of the earlier conversation")
-            && first.ends_with("\n\nAlways answer in French."),
-        "{first}"
-    );
-    assert_eq!(sent[1], "call c1");
-    assert!(sent[2].starts_with("f1: word"), "{sent:?}");
-    assert_eq!(
-        sent[3], "call c8",
-        "then what followed the summary: {sent:?}"
-    );
-    assert!(!sent.iter().any(|s| s == "call c0"), "{sent:?}");
 }

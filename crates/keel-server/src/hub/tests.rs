@@ -2,7 +2,8 @@
 //! last follower: counts, in paused time.
 
 use chrono::Utc;
-use keel_core::{EventKind, MemoryStore};
+use keel_core::EventKind;
+use keel_store::MemoryStore;
 
 use super::*;
 

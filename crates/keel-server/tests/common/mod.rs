@@ -7,12 +7,13 @@
 use std::sync::Arc;
 
 use chrono::Utc;
-use keel_core::{Agent, AgentBuilder, MemoryStore, Store};
+use keel_core::{Agent, AgentBuilder, Store};
 use keel_mock::{Script, ScriptedProvider, Step};
 use keel_server::AppState;
 use keel_server::engine::{Engine, EngineOptions};
 use keel_server::hub::Hub;
 use keel_server::keys::new_key;
+use keel_store::MemoryStore;
 
 /// A started engine's state on a fresh store, with `options`, on the agent that `agent`
 /// finishes from a builder that has the store and the event sinks (it adds the provider, the

@@ -198,8 +198,8 @@ pub fn many_events(run: &RunRecord) -> Vec<Event> {
 }
 
 /// A fresh `MemoryStore`, for the contract tests' store makers.
-pub async fn memory() -> (keel_core::MemoryStore, ()) {
-    (keel_core::MemoryStore::new(), ())
+pub async fn memory() -> (keel_store::MemoryStore, ()) {
+    (keel_store::MemoryStore::new(), ())
 }
 
 /// A fresh SQLite store in memory.

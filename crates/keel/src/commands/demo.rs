@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use keel_core::{Agent, Event, EventKind, EventSink, MemoryStore, RunRequest, StreamDelta};
+use keel_core::{Agent, Event, EventKind, EventSink, RunRequest, StreamDelta};
 use keel_mock::{ScriptedProvider, Step};
+use keel_store::MemoryStore;
 use keel_tools::{Workspace, file_tools};
 use serde_json::json;
 

@@ -22,11 +22,12 @@ use anyhow::Context;
 use async_trait::async_trait;
 use indicatif::{ProgressBar, ProgressStyle};
 use keel_core::{
-    Agent, AgentState, MemoryStore, Provider, RunRequest, Store, Tool, ToolContext, ToolError,
-    ToolOutput, ToolSpec,
+    Agent, AgentState, Provider, RunRequest, Store, Tool, ToolContext, ToolError, ToolOutput,
+    ToolSpec,
 };
 use keel_mock::{Script, ScriptedProvider, Step};
 use keel_providers::{OpenAiChat, OpenAiConfig};
+use keel_store::MemoryStore;
 use keel_store::SqliteStore;
 use serde_json::json;
 use tokio::task::JoinSet;

@@ -5,25 +5,25 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use crate::message::{Message, Role};
 use chrono::{DateTime, Utc};
+use keel_core::message::{Message, Role};
 
-use crate::api_key::ApiKeyRecord;
-use crate::checkpoint::{Checkpoint, ToolCallRecord};
-use crate::conversation::{
+use keel_core::api_key::ApiKeyRecord;
+use keel_core::checkpoint::{Checkpoint, ToolCallRecord};
+use keel_core::conversation::{
     ConversationFilter, EnqueueOutcome, LanePolicy, NewConversation, QueuedRun, RunFilter,
 };
-use crate::event::Event;
-use crate::files::FileRecord;
-use crate::journal::Journal;
-use crate::lane::{LaneClaim, LaneHolder, LaneOutcome};
-use crate::platform::Persona;
-use crate::provider::Usage;
-use crate::store::{
+use keel_core::event::Event;
+use keel_core::files::FileRecord;
+use keel_core::journal::Journal;
+use keel_core::lane::{LaneClaim, LaneHolder, LaneOutcome};
+use keel_core::platform::Persona;
+use keel_core::provider::Usage;
+use keel_core::store::{
     Commit, CommitOutcome, PlatformLink, RunRecord, SessionInfo, Store, StoreError, StoredMessage,
     UserRecord, session_title,
 };
-use crate::token_log::{TokenCharge, UsageLine, UsageQuery};
+use keel_core::token_log::{TokenCharge, UsageLine, UsageQuery};
 
 mod daemon;
 mod facts;
@@ -54,14 +54,14 @@ struct Data {
     token_log: Vec<(String, String, TokenCharge)>,
     /// Personas by name.
     personas: std::collections::BTreeMap<String, Persona>,
-    /// Platform conversations' ids by key (see [`crate::platform::ConversationKey`]).
-    platform_keys: HashMap<crate::platform::ConversationKey, String>,
+    /// Platform conversations' ids by key (see [`keel_core::platform::ConversationKey`]).
+    platform_keys: HashMap<keel_core::platform::ConversationKey, String>,
     /// File records, oldest first.
     files: Vec<FileRecord>,
     /// File contents by SHA-256.
     blobs: HashMap<String, Vec<u8>>,
     /// Known facts, oldest first.
-    facts: Vec<crate::known_facts::Fact>,
+    facts: Vec<keel_core::known_facts::Fact>,
 }
 
 /// Keeps sessions, messages and runs in memory; everything is lost when it is dropped.
@@ -203,9 +203,9 @@ impl Store for MemoryStore {
         };
         // Seqs are 1, 2, ...: the messages after seq `last` start at index `last`. The scan for
         // the latest summary reads references only; just the live context is cloned.
-        let start = crate::store::latest_summary_end(messages).map_or(0, |last| {
+        let start = keel_core::store::latest_summary_end(messages).map_or(0, |last| {
             // Pinned messages the summary replaced come back with it (seq n is at n - 1).
-            crate::context::context_start_seq(messages, last).saturating_sub(1) as usize
+            keel_core::context::context_start_seq(messages, last).saturating_sub(1) as usize
         });
         Ok(messages.get(start..).map(<[_]>::to_vec).unwrap_or_default())
     }
@@ -370,7 +370,7 @@ impl Store for MemoryStore {
 
     async fn save_fact(
         &self,
-        fact: &crate::known_facts::Fact,
+        fact: &keel_core::known_facts::Fact,
     ) -> Result<Option<String>, StoreError> {
         self.lock()?.save_fact(fact)
     }
@@ -379,7 +379,7 @@ impl Store for MemoryStore {
         &self,
         user_id: &str,
         with_superseded: bool,
-    ) -> Result<Vec<crate::known_facts::Fact>, StoreError> {
+    ) -> Result<Vec<keel_core::known_facts::Fact>, StoreError> {
         Ok(self.lock()?.facts(user_id, with_superseded))
     }
 
@@ -392,7 +392,7 @@ impl Store for MemoryStore {
         user_id: &str,
         text: &str,
         limit: usize,
-    ) -> Result<Vec<crate::known_facts::FactHit>, StoreError> {
+    ) -> Result<Vec<keel_core::known_facts::FactHit>, StoreError> {
         Ok(self.lock()?.search_facts(user_id, text, limit))
     }
 
@@ -517,7 +517,7 @@ impl Store for MemoryStore {
 
     async fn platform_conversation(
         &self,
-        key: &crate::platform::ConversationKey,
+        key: &keel_core::platform::ConversationKey,
     ) -> Result<Option<SessionInfo>, StoreError> {
         Ok(self.lock()?.platform_conversation(key))
     }
@@ -525,7 +525,7 @@ impl Store for MemoryStore {
     async fn create_platform_conversation(
         &self,
         conversation: &NewConversation,
-        key: &crate::platform::ConversationKey,
+        key: &keel_core::platform::ConversationKey,
     ) -> Result<Option<SessionInfo>, StoreError> {
         self.lock()?.create_platform_conversation(conversation, key)
     }
@@ -630,8 +630,8 @@ impl Store for MemoryStore {
 
     async fn search_sessions(
         &self,
-        search: &crate::session_search::SessionSearch,
-    ) -> Result<Vec<crate::session_search::SessionHit>, StoreError> {
+        search: &keel_core::session_search::SessionSearch,
+    ) -> Result<Vec<keel_core::session_search::SessionHit>, StoreError> {
         Ok(self.lock()?.search_sessions(search))
     }
 

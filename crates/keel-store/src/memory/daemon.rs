@@ -4,20 +4,20 @@
 use chrono::{DateTime, Utc};
 
 use super::Data;
-use crate::api_key::ApiKeyRecord;
-use crate::conversation::{
+use keel_core::api_key::ApiKeyRecord;
+use keel_core::conversation::{
     ConversationFilter, EnqueueOutcome, NewConversation, QueuedRun, RunFilter,
 };
-use crate::event::Event;
-use crate::lane::{LaneClaim, LaneHolder, LaneOutcome, lane_is_held};
-use crate::platform::ConversationKey;
-use crate::provider::Usage;
-use crate::state::AgentState;
-use crate::store::{PlatformLink, RunRecord, SessionInfo, StoreError, StoredMessage};
+use keel_core::event::Event;
+use keel_core::lane::{LaneClaim, LaneHolder, LaneOutcome, lane_is_held};
+use keel_core::platform::ConversationKey;
+use keel_core::provider::Usage;
+use keel_core::state::AgentState;
+use keel_core::store::{PlatformLink, RunRecord, SessionInfo, StoreError, StoredMessage};
 
 impl Data {
     /// Takes the session's lane for a run unless another run holds it (see
-    /// [`crate::Store::claim_session`]).
+    /// [`keel_core::Store::claim_session`]).
     pub(super) fn claim_session(
         &mut self,
         claim: &LaneClaim<'_>,
@@ -41,7 +41,7 @@ impl Data {
         Ok(LaneOutcome::Claimed)
     }
 
-    /// Creates a conversation unless its id is taken (see [`crate::Store::create_conversation`]).
+    /// Creates a conversation unless its id is taken (see [`keel_core::Store::create_conversation`]).
     pub(super) fn create_conversation(
         &mut self,
         conversation: &NewConversation,
@@ -65,14 +65,14 @@ impl Data {
         Ok(Some(info))
     }
 
-    /// The conversation of a platform key (see [`crate::Store::platform_conversation`]).
+    /// The conversation of a platform key (see [`keel_core::Store::platform_conversation`]).
     pub(super) fn platform_conversation(&self, key: &ConversationKey) -> Option<SessionInfo> {
         let id = self.platform_keys.get(key)?;
         self.sessions.get(id).map(|(info, _)| info.clone())
     }
 
     /// Creates a conversation with its platform key unless its id or key is taken (see
-    /// [`crate::Store::create_platform_conversation`]).
+    /// [`keel_core::Store::create_platform_conversation`]).
     pub(super) fn create_platform_conversation(
         &mut self,
         conversation: &NewConversation,
@@ -95,7 +95,7 @@ impl Data {
         Ok(made)
     }
 
-    /// Conversations newest first, by owner and page (see [`crate::Store::list_conversations`]).
+    /// Conversations newest first, by owner and page (see [`keel_core::Store::list_conversations`]).
     pub(super) fn list_conversations(&self, filter: &ConversationFilter) -> Vec<SessionInfo> {
         let key = |info: &SessionInfo| (info.created_at, info.id.clone());
         let before = match &filter.before {
@@ -118,7 +118,7 @@ impl Data {
         sessions
     }
 
-    /// Runs newest first, by session, state, owner and page (see [`crate::Store::find_runs`]).
+    /// Runs newest first, by session, state, owner and page (see [`keel_core::Store::find_runs`]).
     pub(super) fn find_runs(&self, filter: &RunFilter) -> Vec<RunRecord> {
         let key = |run: &RunRecord| (run.started_at, run.id.clone());
         let before = match &filter.before {
@@ -153,7 +153,7 @@ impl Data {
     }
 
     /// Queues a run behind its session's lane unless the queue is full (see
-    /// [`crate::Store::enqueue_run`]).
+    /// [`keel_core::Store::enqueue_run`]).
     pub(super) fn enqueue_run(
         &mut self,
         run: &QueuedRun,
@@ -202,7 +202,7 @@ impl Data {
         Ok(EnqueueOutcome::Queued { ahead: queued })
     }
 
-    /// Takes a run out of the queue, cancelled (see [`crate::Store::cancel_queued`]).
+    /// Takes a run out of the queue, cancelled (see [`keel_core::Store::cancel_queued`]).
     pub(super) fn cancel_queued(
         &mut self,
         run_id: &str,
@@ -222,7 +222,7 @@ impl Data {
         Ok(true)
     }
 
-    /// Keeps a new API key; its id and hash must be new (see [`crate::Store::save_api_key`]).
+    /// Keeps a new API key; its id and hash must be new (see [`keel_core::Store::save_api_key`]).
     pub(super) fn save_api_key(&mut self, key: &ApiKeyRecord) -> Result<(), StoreError> {
         if self
             .api_keys
@@ -235,7 +235,7 @@ impl Data {
         Ok(())
     }
 
-    /// Revokes a key not revoked yet (see [`crate::Store::revoke_api_key`]).
+    /// Revokes a key not revoked yet (see [`keel_core::Store::revoke_api_key`]).
     pub(super) fn revoke_api_key(
         &mut self,
         id: &str,
@@ -256,7 +256,7 @@ impl Data {
         )
     }
 
-    /// Links a platform account to a user, once (see [`crate::Store::link_user`]).
+    /// Links a platform account to a user, once (see [`keel_core::Store::link_user`]).
     pub(super) fn link_user(&mut self, link: &PlatformLink) -> Result<(), StoreError> {
         if !self.users.contains_key(&link.user_id) {
             return Err(StoreError::NotFound(format!("user `{}`", link.user_id)));
@@ -275,7 +275,7 @@ impl Data {
         }
     }
 
-    /// Marks a run alive; whether it was asked to stop (see [`crate::Store::heartbeat`]).
+    /// Marks a run alive; whether it was asked to stop (see [`keel_core::Store::heartbeat`]).
     pub(super) fn heartbeat(&mut self, run_id: &str, at: DateTime<Utc>) -> bool {
         match self.runs.get_mut(run_id) {
             Some(run) => {
@@ -286,7 +286,7 @@ impl Data {
         }
     }
 
-    /// Asks a run to stop; whether the run exists (see [`crate::Store::request_cancel`]).
+    /// Asks a run to stop; whether the run exists (see [`keel_core::Store::request_cancel`]).
     pub(super) fn request_cancel(&mut self, run_id: &str, at: DateTime<Utc>) -> bool {
         match self.runs.get_mut(run_id) {
             Some(run) => {
@@ -297,7 +297,7 @@ impl Data {
         }
     }
 
-    /// Frees a session's lane if this run holds it (see [`crate::Store::release_session`]).
+    /// Frees a session's lane if this run holds it (see [`keel_core::Store::release_session`]).
     pub(super) fn release_session(&mut self, session_id: &str, run_id: &str) -> bool {
         if self
             .lanes
@@ -310,7 +310,7 @@ impl Data {
         false
     }
 
-    /// A page of a session's messages after a seq (see [`crate::Store::messages_page`]).
+    /// A page of a session's messages after a seq (see [`keel_core::Store::messages_page`]).
     pub(super) fn messages_page(
         &self,
         session_id: &str,
@@ -325,7 +325,7 @@ impl Data {
         messages.iter().skip(start).take(limit).cloned().collect()
     }
 
-    /// A run's events after a seq, numbered (see [`crate::Store::events_after`]).
+    /// A run's events after a seq, numbered (see [`keel_core::Store::events_after`]).
     pub(super) fn events_after(&self, run_id: &str, after: u64) -> Vec<(u64, Event)> {
         self.events
             .get(run_id)
@@ -339,7 +339,7 @@ impl Data {
             .unwrap_or_default()
     }
 
-    /// Gives an empty session without an owner to a user (see [`crate::Store::adopt_session`]).
+    /// Gives an empty session without an owner to a user (see [`keel_core::Store::adopt_session`]).
     pub(super) fn adopt_session(&mut self, session_id: &str, user_id: &str) -> bool {
         match self.sessions.get_mut(session_id) {
             Some((info, messages)) if info.owner.is_none() && messages.is_empty() => {
@@ -350,7 +350,7 @@ impl Data {
         }
     }
 
-    /// Runs not finished, oldest first (see [`crate::Store::active_runs`]).
+    /// Runs not finished, oldest first (see [`keel_core::Store::active_runs`]).
     pub(super) fn active_runs(&self) -> Vec<RunRecord> {
         let mut runs: Vec<RunRecord> = self
             .runs
@@ -363,7 +363,7 @@ impl Data {
     }
 
     /// Sessions with queued runs, in the order of their first (see
-    /// [`crate::Store::queued_sessions`]).
+    /// [`keel_core::Store::queued_sessions`]).
     pub(super) fn queued_sessions(&self) -> Vec<String> {
         let mut sessions: Vec<String> = Vec::new();
         for queued in &self.queue {
@@ -374,7 +374,7 @@ impl Data {
         sessions
     }
 
-    /// A user's platform links, by platform and account (see [`crate::Store::user_links`]).
+    /// A user's platform links, by platform and account (see [`keel_core::Store::user_links`]).
     pub(super) fn user_links(&self, user_id: &str) -> Vec<PlatformLink> {
         let mut links: Vec<PlatformLink> = self
             .links

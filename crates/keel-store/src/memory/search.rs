@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 
 use super::Data;
-use crate::message::{Message, Role};
-use crate::session_search::{
+use keel_core::message::{Message, Role};
+use keel_core::session_search::{
     MAX_SESSION_HITS, SNIPPETS_PER_SESSION, SessionHit, SessionSearch, search_terms,
 };
 
@@ -32,7 +32,7 @@ fn words(text: &str) -> impl Iterator<Item = String> + '_ {
 }
 
 impl Data {
-    /// Searches the sessions `search` may see (see [`crate::Store::search_sessions`]).
+    /// Searches the sessions `search` may see (see [`keel_core::Store::search_sessions`]).
     pub(super) fn search_sessions(&self, search: &SessionSearch) -> Vec<SessionHit> {
         let terms = search_terms(&search.query);
         if terms.is_empty() || search.limit == 0 {
@@ -149,9 +149,10 @@ fn snippet(text: &str, terms: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::InternalReason;
-    use crate::store::Store;
-    use crate::{MemoryStore, NewConversation};
+    use crate::MemoryStore;
+    use keel_core::NewConversation;
+    use keel_core::message::InternalReason;
+    use keel_core::store::Store;
 
     async fn session(store: &MemoryStore, id: &str, owner: Option<&str>, texts: &[&str]) {
         store

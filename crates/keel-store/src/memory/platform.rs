@@ -4,14 +4,14 @@
 use std::collections::BTreeMap;
 
 use super::Data;
-use crate::files::{FileOrigin, FileRecord};
-use crate::platform::Persona;
-use crate::store::RunRecord;
-use crate::store::StoreError;
-use crate::token_log::{TokenCharge, UsageLine, UsageQuery, usage_month};
+use keel_core::files::{FileOrigin, FileRecord};
+use keel_core::platform::Persona;
+use keel_core::store::RunRecord;
+use keel_core::store::StoreError;
+use keel_core::token_log::{TokenCharge, UsageLine, UsageQuery, usage_month};
 
 impl Data {
-    /// Keeps a file (see [`crate::Store::save_file`]).
+    /// Keeps a file (see [`keel_core::Store::save_file`]).
     pub(super) fn save_file(
         &mut self,
         record: &FileRecord,
@@ -37,7 +37,7 @@ impl Data {
         Ok(())
     }
 
-    /// Forgets a refused message's attachments (see [`crate::Store::forget_attachments`]).
+    /// Forgets a refused message's attachments (see [`keel_core::Store::forget_attachments`]).
     pub(super) fn forget_attachments(&mut self, files: &[FileRecord]) {
         self.files.retain(|kept| {
             !files.iter().any(|file| {
@@ -51,7 +51,7 @@ impl Data {
         }
     }
 
-    /// Creates or replaces a persona (see [`crate::Store::save_persona`]).
+    /// Creates or replaces a persona (see [`keel_core::Store::save_persona`]).
     pub(super) fn save_persona(&mut self, persona: &Persona) -> Result<(), StoreError> {
         if persona.platform.is_some()
             && let Some(other) = self.personas.values().find(|other| {

@@ -1,18 +1,18 @@
-//! The memory store's known facts (see [`crate::known_facts`]): a list per store, searched by
+//! The memory store's known facts (see [`keel_core::known_facts`]): a list per store, searched by
 //! a small BM25 of its own so tests without SQLite rank as the SQLite store does, roughly.
 
 use std::collections::HashMap;
 
 use super::Data;
-use crate::known_facts::{Fact, FactHit, query_terms};
-use crate::store::StoreError;
+use keel_core::known_facts::{Fact, FactHit, query_terms};
+use keel_core::store::StoreError;
 
 /// BM25's term-frequency saturation and length normalization (FTS5's defaults).
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
 
 impl Data {
-    /// Stores a fact (see [`crate::Store::save_fact`]).
+    /// Stores a fact (see [`keel_core::Store::save_fact`]).
     pub(super) fn save_fact(&mut self, fact: &Fact) -> Result<Option<String>, StoreError> {
         if self.facts.iter().any(|stored| stored.id == fact.id) {
             return Err(StoreError::Conflict(format!(
@@ -36,7 +36,7 @@ impl Data {
         Ok(superseded)
     }
 
-    /// Deletes a user's fact and what it superseded (see [`crate::Store::forget_fact`]).
+    /// Deletes a user's fact and what it superseded (see [`keel_core::Store::forget_fact`]).
     pub(super) fn forget_fact(&mut self, user_id: &str, fact_id: &str) -> bool {
         let owned = |fact: &Fact| fact.user_id == user_id;
         if !self.facts.iter().any(|f| f.id == fact_id && owned(f)) {
@@ -58,7 +58,7 @@ impl Data {
             .collect()
     }
 
-    /// BM25 over a user's current facts (see [`crate::Store::search_facts`]).
+    /// BM25 over a user's current facts (see [`keel_core::Store::search_facts`]).
     pub(super) fn search_facts(&self, user_id: &str, text: &str, limit: usize) -> Vec<FactHit> {
         let terms = query_terms(text);
         let docs: Vec<(&Fact, Vec<String>)> = self
