@@ -11,10 +11,17 @@
 //! - `<adapter>/request.rs`: `ChatRequest` → wire JSON,
 //! - `<adapter>/response.rs`: a whole JSON answer → `ChatResponse`,
 //! - `<adapter>/stream.rs`: an accumulator fed one SSE event at a time,
+//! - `<adapter>/mod.rs`: its configuration, its headers and how it sends (one post, or more),
+//!
+//! and shares the rest:
+//!
+//! - `call.rs`: the one call path (post, classify, stream or read whole, the deadline, the
+//!   one `Finished` delta) and the `Provider` impl every adapter gets from it,
+//! - `sse.rs`: the server-sent-event read loop that feeds an adapter's accumulator,
+//! - `http.rs`: client construction, sending, reading a body and transport errors,
 //! - `wire_json.rs`: wire bodies written as JSON bytes (and as trees for tests), each tool
-//!   list's JSON written once and reused by the calls that send it, shared,
-//! - `http.rs`: client construction, sending, transport errors and the SSE read loop, shared,
-//! - [`classify`]: HTTP status + headers + body → `ProviderError`, shared.
+//!   list's JSON written once and reused by the calls that send it,
+//! - [`classify`]: HTTP status + headers + body → `ProviderError`.
 //!
 //! It must not depend on any keel crate but `keel-core`: the loop, the store and the tools know
 //! nothing about wire formats, and this crate knows nothing about them.
@@ -23,12 +30,14 @@
 
 pub mod anthropic;
 pub mod api;
+mod call;
 pub mod classify;
 mod connect;
 pub mod embeddings;
 mod http;
 pub mod openai_chat;
 pub mod openai_responses;
+mod sse;
 mod tls;
 mod wire_json;
 #[cfg(test)]

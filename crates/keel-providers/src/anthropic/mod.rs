@@ -15,16 +15,16 @@ mod stream;
 use std::fmt;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use keel_core::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError};
-use reqwest::Url;
-use reqwest::header::ACCEPT;
+use keel_core::{ChatRequest, ProviderError};
+use reqwest::Response;
 
 pub use request::{BodyOptions, MAX_CACHE_BREAKPOINTS, PLACEHOLDER_USER_TEXT, build_request_body};
 pub use response::parse_message;
 pub use stream::parse_stream;
 
-use crate::http::{self, ConfigError};
+use crate::api::Api;
+use crate::call::{self, Auth, Wire};
+use crate::http::ConfigError;
 use crate::wire_json::ToolsJsonCache;
 
 /// The base URL used when `ANTHROPIC_BASE_URL` is not set.
@@ -116,14 +116,11 @@ impl fmt::Debug for AnthropicConfig {
     }
 }
 
-/// The Anthropic Messages API as a keel [`Provider`].
+/// The Anthropic Messages API as a keel [`Provider`](keel_core::Provider).
 #[derive(Debug)]
 pub struct Anthropic {
     config: AnthropicConfig,
-    client: reqwest::Client,
-    /// The base URL without its trailing slash, named in transport errors.
-    origin: String,
-    endpoint: Url,
+    wire: Wire,
     /// The JSON of the tool lists it sent last (for its fixed [`BodyOptions`]).
     tools_json: ToolsJsonCache,
 }
@@ -131,19 +128,20 @@ pub struct Anthropic {
 impl Anthropic {
     /// Builds the adapter (and its HTTP client) for `config`.
     pub fn new(config: AnthropicConfig) -> Result<Self, ConfigError> {
-        let (origin, _) = http::checked_base_url(&config.base_url)?;
-        let client = http::build_client(config.connect_timeout, config.request_timeout)?;
-        let path = if origin.ends_with("/v1") {
-            "/messages"
-        } else {
-            "/v1/messages"
-        };
-        let endpoint = http::endpoint(&origin, path)?;
+        let timeouts = (config.connect_timeout, config.request_timeout);
+        let wire = Wire::new(
+            Api::AnthropicMessages,
+            &config.name,
+            &config.base_url,
+            timeouts,
+        )?;
+        let wire = wire.with_auth(Auth::Anthropic {
+            version: config.version.clone(),
+            key: config.api_key.clone(),
+        });
         Ok(Anthropic {
-            endpoint,
             tools_json: ToolsJsonCache::default(),
-            origin,
-            client,
+            wire,
             config,
         })
     }
@@ -155,7 +153,7 @@ impl Anthropic {
 
     /// The URL requests are posted to.
     pub fn endpoint(&self) -> &str {
-        self.endpoint.as_str()
+        self.wire.endpoint().as_str()
     }
 
     /// The JSON body this adapter sends for `request`.
@@ -171,68 +169,13 @@ impl Anthropic {
         crate::wire_json::json_bytes(&body)
     }
 
-    /// One call, without the stream's final `Finished` delta.
-    async fn call(
-        &self,
-        request: &ChatRequest,
-        sink: &dyn DeltaSink,
-    ) -> Result<ChatResponse, ProviderError> {
-        let body = self.request_body(request);
-        let mut http_request = http::with_json_body(
-            self.client
-                .post(self.endpoint.clone())
-                .header("anthropic-version", &self.config.version),
-            body,
-        );
-        if let Some(key) = &self.config.api_key {
-            http_request = http_request.header("x-api-key", key);
-        }
-        if request.stream {
-            http_request = http_request.header(ACCEPT, "text/event-stream");
-        }
-        tracing::debug!(
-            provider = %self.config.name,
-            model = %request.model,
-            stream = request.stream,
-            "messages request"
-        );
-        let response = http::send(http_request, &self.origin).await?;
-        if request.stream && !http::is_json(&response) {
-            let response = http::expect_event_stream(response, &self.origin).await?;
-            return stream::read_stream(response.bytes_stream(), sink, &self.origin).await;
-        }
-        // A whole answer, also from a server that ignored `stream: true`.
-        let body = http::read_body(response, &self.origin).await?;
-        let answer = parse_message(&body)?;
-        if request.stream {
-            stream::replay_as_deltas(&answer, sink);
-        }
-        Ok(answer)
+    /// Posts the body of `request`.
+    async fn send(&self, request: &ChatRequest) -> Result<Response, ProviderError> {
+        call::post(&self.wire, request, self.request_body(request)).await
     }
 }
 
-#[async_trait]
-impl Provider for Anthropic {
-    fn name(&self) -> &str {
-        &self.config.name
-    }
-
-    async fn chat(
-        &self,
-        request: &ChatRequest,
-        sink: &dyn DeltaSink,
-    ) -> Result<ChatResponse, ProviderError> {
-        let call = self.call(request, sink);
-        http::answer_within(
-            self.config.request_timeout,
-            &self.origin,
-            request,
-            sink,
-            call,
-        )
-        .await
-    }
-}
+call::provider!(Anthropic, stream::MessageAccumulator, parse_message);
 
 #[cfg(test)]
 mod tests {

@@ -11,16 +11,16 @@ mod stream;
 use std::fmt;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use keel_core::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError};
-use reqwest::Url;
-use reqwest::header::ACCEPT;
+use keel_core::{ChatRequest, ProviderError};
+use reqwest::Response;
 
 pub use request::{TokenLimitField, build_request_body};
 pub use response::parse_completion;
 pub use stream::parse_stream;
 
-use crate::http::{self, ConfigError};
+use crate::api::Api;
+use crate::call::{self, Auth, Wire};
+use crate::http::ConfigError;
 use crate::wire_json::ToolsJsonCache;
 
 /// The base URL used when `OPENAI_BASE_URL` is not set.
@@ -81,6 +81,15 @@ impl OpenAiConfig {
     }
 }
 
+impl OpenAiConfig {
+    /// The wire of an adapter of `api` (one of the OpenAI APIs) with this configuration.
+    pub(crate) fn wire(&self, api: Api) -> Result<Wire, ConfigError> {
+        let timeouts = (self.connect_timeout, self.request_timeout);
+        let wire = Wire::new(api, &self.name, &self.base_url, timeouts)?;
+        Ok(wire.with_auth(Auth::Bearer(self.api_key.clone())))
+    }
+}
+
 impl fmt::Debug for OpenAiConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiConfig")
@@ -93,14 +102,11 @@ impl fmt::Debug for OpenAiConfig {
     }
 }
 
-/// A chat-completions endpoint as a keel [`Provider`].
+/// A chat-completions endpoint as a keel [`Provider`](keel_core::Provider).
 #[derive(Debug)]
 pub struct OpenAiChat {
     config: OpenAiConfig,
-    client: reqwest::Client,
-    /// The base URL without its trailing slash, named in transport errors.
-    origin: String,
-    endpoint: Url,
+    wire: Wire,
     token_limit: TokenLimitField,
     /// The JSON of the tool lists it sent last.
     tools_json: ToolsJsonCache,
@@ -109,14 +115,11 @@ pub struct OpenAiChat {
 impl OpenAiChat {
     /// Builds the adapter (and its HTTP client) for `config`.
     pub fn new(config: OpenAiConfig) -> Result<Self, ConfigError> {
-        let (origin, url) = http::checked_base_url(&config.base_url)?;
-        let client = http::build_client(config.connect_timeout, config.request_timeout)?;
+        let wire = config.wire(Api::OpenAiChat)?;
         Ok(OpenAiChat {
-            endpoint: http::endpoint(&origin, "/chat/completions")?,
-            token_limit: TokenLimitField::for_host(url.host_str()),
+            token_limit: TokenLimitField::for_host(wire.endpoint().host_str()),
             tools_json: ToolsJsonCache::default(),
-            origin,
-            client,
+            wire,
             config,
         })
     }
@@ -133,63 +136,13 @@ impl OpenAiChat {
         crate::wire_json::json_bytes(&body)
     }
 
-    /// One call, without the stream's final `Finished` delta.
-    async fn call(
-        &self,
-        request: &ChatRequest,
-        sink: &dyn DeltaSink,
-    ) -> Result<ChatResponse, ProviderError> {
-        let body = self.request_body(request);
-        let mut http_request = http::with_json_body(self.client.post(self.endpoint.clone()), body);
-        if let Some(key) = &self.config.api_key {
-            http_request = http_request.bearer_auth(key);
-        }
-        if request.stream {
-            http_request = http_request.header(ACCEPT, "text/event-stream");
-        }
-        tracing::debug!(
-            provider = %self.config.name,
-            model = %request.model,
-            stream = request.stream,
-            "chat-completions request"
-        );
-        let response = http::send(http_request, &self.origin).await?;
-        if request.stream && !http::is_json(&response) {
-            let response = http::expect_event_stream(response, &self.origin).await?;
-            return stream::read_stream(response.bytes_stream(), sink, &self.origin).await;
-        }
-        // A whole answer, also from a server that ignored `stream: true`.
-        let body = http::read_body(response, &self.origin).await?;
-        let answer = parse_completion(&body)?;
-        if request.stream {
-            stream::replay_as_deltas(&answer, sink);
-        }
-        Ok(answer)
+    /// Posts the body of `request`.
+    async fn send(&self, request: &ChatRequest) -> Result<Response, ProviderError> {
+        call::post(&self.wire, request, self.request_body(request)).await
     }
 }
 
-#[async_trait]
-impl Provider for OpenAiChat {
-    fn name(&self) -> &str {
-        &self.config.name
-    }
-
-    async fn chat(
-        &self,
-        request: &ChatRequest,
-        sink: &dyn DeltaSink,
-    ) -> Result<ChatResponse, ProviderError> {
-        let call = self.call(request, sink);
-        http::answer_within(
-            self.config.request_timeout,
-            &self.origin,
-            request,
-            sink,
-            call,
-        )
-        .await
-    }
-}
+call::provider!(OpenAiChat, stream::ChunkAccumulator, parse_completion);
 
 #[cfg(test)]
 mod tests {
@@ -215,7 +168,7 @@ mod tests {
     fn base_url_is_checked_and_its_trailing_slash_dropped() {
         let chat = OpenAiChat::new(OpenAiConfig::new("http://localhost:8000/v1/")).unwrap();
         assert_eq!(
-            chat.endpoint.as_str(),
+            chat.wire.endpoint().as_str(),
             "http://localhost:8000/v1/chat/completions"
         );
         assert_eq!(chat.token_limit, TokenLimitField::MaxTokens);

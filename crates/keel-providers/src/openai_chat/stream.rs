@@ -15,7 +15,7 @@ use super::response::{
     tool_call,
 };
 use crate::classify::{ErrorDetails, error_kind, excerpt};
-use crate::http::{SseAccumulator, SseFlow, cut_short, finish_stream, read_sse};
+use crate::sse::{self, SseAccumulator, SseFlow, cut_short};
 
 #[derive(Deserialize)]
 struct WireChunk {
@@ -74,57 +74,11 @@ struct WireFunctionDelta {
 /// Reads a chat-completions event stream (the raw bytes of a `text/event-stream` body, in
 /// chunks split anywhere) into the complete answer, sending deltas to `sink` as they arrive
 /// and exactly one [`StreamDelta::Finished`] at the end, also on failure.
-pub async fn parse_stream<S, B, E>(
-    bytes: S,
+pub async fn parse_stream(
+    bytes: impl Stream<Item = Result<impl AsRef<[u8]>, impl StdError + 'static>>,
     sink: &dyn DeltaSink,
-) -> Result<ChatResponse, ProviderError>
-where
-    S: Stream<Item = Result<B, E>>,
-    B: AsRef<[u8]>,
-    E: StdError + 'static,
-{
-    finish_stream(read_stream(bytes, sink, "the server").await, sink)
-}
-
-/// [`parse_stream`] without the final `Finished` delta; `origin` names the server in errors.
-pub(crate) async fn read_stream<S, B, E>(
-    bytes: S,
-    sink: &dyn DeltaSink,
-    origin: &str,
-) -> Result<ChatResponse, ProviderError>
-where
-    S: Stream<Item = Result<B, E>>,
-    B: AsRef<[u8]>,
-    E: StdError + 'static,
-{
-    read_sse(bytes, ChunkAccumulator::default(), sink, origin).await
-}
-
-/// Sends the deltas a stream of `response` would have carried (for a server that answered a
-/// streamed request with one whole JSON body).
-pub(crate) fn replay_as_deltas(response: &ChatResponse, sink: &dyn DeltaSink) {
-    let message = &response.message;
-    if let Some(reasoning) = &message.reasoning {
-        sink.delta(&StreamDelta::Reasoning {
-            text: reasoning.text.clone(),
-        });
-    }
-    if !message.content.is_empty() {
-        sink.delta(&StreamDelta::Text {
-            text: message.content.clone(),
-        });
-    }
-    for (index, call) in message.tool_calls.iter().enumerate() {
-        sink.delta(&StreamDelta::ToolCallStarted {
-            index,
-            id: call.id.clone(),
-            name: call.name.clone(),
-        });
-        sink.delta(&StreamDelta::ToolCallArguments {
-            index,
-            fragment: call.arguments.clone(),
-        });
-    }
+) -> Result<ChatResponse, ProviderError> {
+    sse::parse_stream(bytes, ChunkAccumulator::default(), sink).await
 }
 
 /// A tool call being assembled from its fragments.
@@ -137,7 +91,7 @@ struct PartialCall {
 
 /// The state of one chat-completions stream.
 #[derive(Debug, Default)]
-struct ChunkAccumulator {
+pub(super) struct ChunkAccumulator {
     parts: AnswerParts,
     /// Tool calls by their wire `index`.
     calls: BTreeMap<usize, PartialCall>,

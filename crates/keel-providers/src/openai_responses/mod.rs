@@ -18,30 +18,27 @@ mod stream;
 use std::collections::HashSet;
 use std::sync::{Mutex, PoisonError};
 
-use async_trait::async_trait;
-use keel_core::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError, ProviderErrorKind};
-use reqwest::Url;
-use reqwest::header::ACCEPT;
+use keel_core::{ChatRequest, ProviderError, ProviderErrorKind};
+use reqwest::Response;
 
 pub use request::{EncryptedReasoning, MIN_OUTPUT_TOKENS, build_request_body};
 pub use response::parse_response;
 pub use stream::parse_stream;
 
-use crate::http::{self, ConfigError};
+use crate::api::Api;
+use crate::call::{self, Wire};
+use crate::http::ConfigError;
 use crate::openai_chat::OpenAiConfig;
 use crate::wire_json::ToolsJsonCache;
 
 /// The provider name used when the config keeps the chat adapter's default name (`openai`).
 pub const DEFAULT_NAME: &str = "openai-responses";
 
-/// A Responses API endpoint as a keel [`Provider`].
+/// A Responses API endpoint as a keel [`Provider`](keel_core::Provider).
 #[derive(Debug)]
 pub struct OpenAiResponses {
     config: OpenAiConfig,
-    client: reqwest::Client,
-    /// The base URL without its trailing slash, named in transport errors.
-    origin: String,
-    endpoint: Url,
+    wire: Wire,
     /// Models that rejected `include: ["reasoning.encrypted_content"]`.
     without_encrypted_reasoning: Mutex<HashSet<String>>,
     /// The JSON of the tool lists it sent last.
@@ -56,12 +53,8 @@ impl OpenAiResponses {
         if config.name == "openai" {
             config.name = DEFAULT_NAME.to_string();
         }
-        let (origin, _) = http::checked_base_url(&config.base_url)?;
-        let client = http::build_client(config.connect_timeout, config.request_timeout)?;
         Ok(OpenAiResponses {
-            endpoint: http::endpoint(&origin, "/responses")?,
-            origin,
-            client,
+            wire: config.wire(Api::OpenAiResponses)?,
             config,
             without_encrypted_reasoning: Mutex::default(),
             tools_json: ToolsJsonCache::default(),
@@ -87,14 +80,12 @@ impl OpenAiResponses {
         }
     }
 
-    /// One call, without the stream's final `Finished` delta.
-    async fn call(
-        &self,
-        request: &ChatRequest,
-        sink: &dyn DeltaSink,
-    ) -> Result<ChatResponse, ProviderError> {
+    /// Posts the body of `request`, with encrypted reasoning unless its model refused it
+    /// before; a model that refuses it now is asked again without it, and remembered.
+    async fn send(&self, request: &ChatRequest) -> Result<Response, ProviderError> {
         let reasoning = self.encrypted_reasoning(&request.model);
-        let response = match self.send(request, reasoning).await {
+        let body = self.request_body(request, reasoning);
+        match call::post(&self.wire, request, body).await {
             Err(error) if reasoning == EncryptedReasoning::On && rejects_encryption(&error) => {
                 // Nothing was streamed yet: ask again, without it, and remember the model.
                 tracing::debug!(
@@ -106,21 +97,11 @@ impl OpenAiResponses {
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .insert(request.model.clone());
-                self.send(request, EncryptedReasoning::Off).await?
+                let body = self.request_body(request, EncryptedReasoning::Off);
+                call::post(&self.wire, request, body).await
             }
-            other => other?,
-        };
-        if request.stream && !http::is_json(&response) {
-            let response = http::expect_event_stream(response, &self.origin).await?;
-            return stream::read_stream(response.bytes_stream(), sink, &self.origin).await;
+            other => other,
         }
-        // A whole answer, also from a server that ignored `stream: true`.
-        let body = http::read_body(response, &self.origin).await?;
-        let answer = parse_response(&body)?;
-        if request.stream {
-            stream::replay_as_deltas(&answer, sink);
-        }
-        Ok(answer)
     }
 
     /// The JSON body this adapter sends for `request`, with encrypted reasoning or without.
@@ -129,30 +110,9 @@ impl OpenAiResponses {
         let body = request::wire_body(request, reasoning, tools.as_deref());
         crate::wire_json::json_bytes(&body)
     }
-
-    /// Sends the request; a non-success status comes back as a classified error.
-    async fn send(
-        &self,
-        request: &ChatRequest,
-        reasoning: EncryptedReasoning,
-    ) -> Result<reqwest::Response, ProviderError> {
-        let body = self.request_body(request, reasoning);
-        let mut http_request = http::with_json_body(self.client.post(self.endpoint.clone()), body);
-        if let Some(key) = &self.config.api_key {
-            http_request = http_request.bearer_auth(key);
-        }
-        if request.stream {
-            http_request = http_request.header(ACCEPT, "text/event-stream");
-        }
-        tracing::debug!(
-            provider = %self.config.name,
-            model = %request.model,
-            stream = request.stream,
-            "responses request"
-        );
-        http::send(http_request, &self.origin).await
-    }
 }
+
+call::provider!(OpenAiResponses, stream::EventAccumulator, parse_response);
 
 /// True for the 400 OpenAI answers a model that cannot return encrypted reasoning
 /// ("Encrypted content is not supported with this model.", `param: include`).
@@ -164,31 +124,10 @@ fn rejects_encryption(error: &ProviderError) -> bool {
             .contains("encrypted content")
 }
 
-#[async_trait]
-impl Provider for OpenAiResponses {
-    fn name(&self) -> &str {
-        &self.config.name
-    }
-
-    async fn chat(
-        &self,
-        request: &ChatRequest,
-        sink: &dyn DeltaSink,
-    ) -> Result<ChatResponse, ProviderError> {
-        let call = self.call(request, sink);
-        http::answer_within(
-            self.config.request_timeout,
-            &self.origin,
-            request,
-            sink,
-            call,
-        )
-        .await
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use keel_core::Provider;
+
     use super::*;
 
     #[test]
@@ -196,7 +135,7 @@ mod tests {
         let adapter = OpenAiResponses::new(OpenAiConfig::from_lookup(|_| None)).unwrap();
         assert_eq!(adapter.name(), DEFAULT_NAME);
         assert_eq!(
-            adapter.endpoint.as_str(),
+            adapter.wire.endpoint().as_str(),
             "https://api.openai.com/v1/responses"
         );
         let mut config = OpenAiConfig::new("http://localhost:8000/v1/");
@@ -204,7 +143,7 @@ mod tests {
         let adapter = OpenAiResponses::new(config).unwrap();
         assert_eq!(adapter.name(), "azure");
         assert_eq!(
-            adapter.endpoint.as_str(),
+            adapter.wire.endpoint().as_str(),
             "http://localhost:8000/v1/responses"
         );
         assert!(OpenAiResponses::new(OpenAiConfig::new("ftp://x")).is_err());
