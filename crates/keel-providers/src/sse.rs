@@ -10,7 +10,9 @@ use bytes::Bytes;
 use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
 use keel_core::{ChatResponse, DeltaSink, ProviderError, ProviderErrorKind, StreamDelta};
+use serde::de::DeserializeOwned;
 
+use crate::classify::excerpt;
 use crate::http::{Stage, transport_error};
 
 /// What an accumulator wants after an event.
@@ -26,7 +28,7 @@ pub(crate) enum SseFlow {
 /// and finally assembles the answer. It never sends [`StreamDelta::Finished`]; the caller does,
 /// exactly once, through [`finish_stream`].
 pub(crate) trait SseAccumulator {
-    /// Takes one event.
+    /// Takes one event (never one whose data is blank: those are skipped).
     fn on_event(&mut self, event: &Event, sink: &dyn DeltaSink) -> Result<SseFlow, ProviderError>;
 
     /// Assembles the answer once the stream is over (terminal marker or close).
@@ -51,7 +53,7 @@ where
     let mut events = pin!(in_pieces(bytes).eventsource());
     while let Some(item) = events.next().await {
         let event = item.map_err(|err| event_stream_error(err, origin))?;
-        if accumulator.on_event(&event, sink)? == SseFlow::Done {
+        if !event.data.trim().is_empty() && accumulator.on_event(&event, sink)? == SseFlow::Done {
             break;
         }
     }
@@ -113,6 +115,17 @@ pub(crate) fn cut_short(marker: &str) -> ProviderError {
     )
 }
 
+/// The JSON of an event's `data`; data that is not is a malformed answer, named as a stream
+/// `what` (`chunk`, `event`) with an excerpt of the data.
+pub(crate) fn event_json<T: DeserializeOwned>(data: &str, what: &str) -> Result<T, ProviderError> {
+    serde_json::from_str(data).map_err(|err| {
+        ProviderError::new(
+            ProviderErrorKind::MalformedResponse,
+            format!("unreadable stream {what} ({err}): {}", excerpt(data)),
+        )
+    })
+}
+
 /// Reads an event stream (the raw bytes of a `text/event-stream` body, in chunks split
 /// anywhere) through `accumulator` into the complete answer, sending deltas to `sink` as they
 /// arrive and exactly one [`StreamDelta::Finished`] at the end, also on failure: what each
@@ -124,6 +137,28 @@ pub(crate) async fn parse_stream(
 ) -> Result<ChatResponse, ProviderError> {
     finish_stream(read_sse(bytes, accumulator, sink, "the server").await, sink)
 }
+
+/// Defines an adapter's public `parse_stream`: [`parse_stream`] through its accumulator
+/// `$accumulator`, documented for the stream of `$api` (`"a Messages"`).
+macro_rules! public_parse_stream {
+    ($accumulator:ty, $api:literal) => {
+        #[doc = concat!(
+            "Reads ", $api, " event stream (the raw bytes of a `text/event-stream` body, in ",
+            "chunks split anywhere) into the complete answer, sending deltas to `sink` as they ",
+            "arrive and exactly one [`StreamDelta::Finished`](keel_core::StreamDelta::Finished) ",
+            "at the end, also on failure."
+        )]
+        pub async fn parse_stream(
+            bytes: impl futures::Stream<
+                Item = Result<impl AsRef<[u8]>, impl std::error::Error + 'static>,
+            >,
+            sink: &dyn keel_core::DeltaSink,
+        ) -> Result<keel_core::ChatResponse, keel_core::ProviderError> {
+            $crate::sse::parse_stream(bytes, <$accumulator>::default(), sink).await
+        }
+    };
+}
+pub(crate) use public_parse_stream;
 
 /// Sends the one [`StreamDelta::Finished`] of a stream (with the stop reason on success,
 /// `None` on failure) and passes the result through.

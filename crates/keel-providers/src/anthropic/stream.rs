@@ -3,17 +3,17 @@
 //! they arrive.
 
 use std::collections::BTreeMap;
-use std::error::Error as StdError;
 
 use eventsource_stream::Event;
-use futures::Stream;
 use keel_core::{ChatResponse, DeltaSink, ProviderError, StreamDelta};
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::response::{AnswerParts, WireUsage, malformed, stop_reason, tool_call};
-use crate::classify::{ErrorDetails, error_kind, excerpt};
+use crate::classify::{ErrorDetails, error_kind};
 use crate::sse::{self, SseAccumulator, SseFlow, cut_short};
+
+sse::public_parse_stream!(MessageAccumulator, "a Messages");
 
 /// One event of the stream, by its `type`.
 #[derive(Deserialize)]
@@ -107,16 +107,6 @@ enum WireBlockDelta {
 struct WireMessageDelta {
     #[serde(default)]
     stop_reason: Option<String>,
-}
-
-/// Reads a Messages event stream (the raw bytes of a `text/event-stream` body, in chunks split
-/// anywhere) into the complete answer, sending deltas to `sink` as they arrive and exactly one
-/// [`StreamDelta::Finished`] at the end, also on failure.
-pub async fn parse_stream(
-    bytes: impl Stream<Item = Result<impl AsRef<[u8]>, impl StdError + 'static>>,
-    sink: &dyn DeltaSink,
-) -> Result<ChatResponse, ProviderError> {
-    sse::parse_stream(bytes, MessageAccumulator::default(), sink).await
 }
 
 /// A content block being assembled.
@@ -300,15 +290,7 @@ fn is_empty_input(input: &Value) -> bool {
 impl SseAccumulator for MessageAccumulator {
     fn on_event(&mut self, event: &Event, sink: &dyn DeltaSink) -> Result<SseFlow, ProviderError> {
         let data = event.data.trim();
-        if data.is_empty() {
-            return Ok(SseFlow::Continue);
-        }
-        let wire: WireEvent = serde_json::from_str(data).map_err(|err| {
-            malformed(format!(
-                "unreadable stream event ({err}): {}",
-                excerpt(data)
-            ))
-        })?;
+        let wire: WireEvent = sse::event_json(data, "event")?;
         self.events += 1;
         match wire {
             WireEvent::MessageStart { message } => {

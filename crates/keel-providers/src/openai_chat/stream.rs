@@ -2,10 +2,8 @@
 //! `ChatResponse`, with deltas sent to the sink as they arrive.
 
 use std::collections::BTreeMap;
-use std::error::Error as StdError;
 
 use eventsource_stream::Event;
-use futures::Stream;
 use keel_core::{ChatResponse, DeltaSink, ProviderError, StreamDelta};
 use serde::Deserialize;
 use serde_json::Value;
@@ -14,8 +12,10 @@ use super::response::{
     AnswerParts, NO_CHOICES, WireUsage, argument_text, malformed, reasoning_text, stop_reason,
     tool_call,
 };
-use crate::classify::{ErrorDetails, error_kind, excerpt};
+use crate::classify::{ErrorDetails, error_kind};
 use crate::sse::{self, SseAccumulator, SseFlow, cut_short};
+
+sse::public_parse_stream!(ChunkAccumulator, "a chat-completions");
 
 #[derive(Deserialize)]
 struct WireChunk {
@@ -69,16 +69,6 @@ struct WireFunctionDelta {
     name: Option<String>,
     #[serde(default)]
     arguments: Option<Value>,
-}
-
-/// Reads a chat-completions event stream (the raw bytes of a `text/event-stream` body, in
-/// chunks split anywhere) into the complete answer, sending deltas to `sink` as they arrive
-/// and exactly one [`StreamDelta::Finished`] at the end, also on failure.
-pub async fn parse_stream(
-    bytes: impl Stream<Item = Result<impl AsRef<[u8]>, impl StdError + 'static>>,
-    sink: &dyn DeltaSink,
-) -> Result<ChatResponse, ProviderError> {
-    sse::parse_stream(bytes, ChunkAccumulator::default(), sink).await
 }
 
 /// A tool call being assembled from its fragments.
@@ -193,19 +183,11 @@ impl ChunkAccumulator {
 impl SseAccumulator for ChunkAccumulator {
     fn on_event(&mut self, event: &Event, sink: &dyn DeltaSink) -> Result<SseFlow, ProviderError> {
         let data = event.data.trim();
-        if data.is_empty() {
-            return Ok(SseFlow::Continue);
-        }
         if data == "[DONE]" {
             self.saw_done = true;
             return Ok(SseFlow::Done);
         }
-        let chunk: WireChunk = serde_json::from_str(data).map_err(|err| {
-            malformed(format!(
-                "unreadable stream chunk ({err}): {}",
-                excerpt(data)
-            ))
-        })?;
+        let chunk: WireChunk = sse::event_json(data, "chunk")?;
         if let Some(error) = &chunk.error {
             let details = ErrorDetails::from_error_value(error);
             return Err(ProviderError::new(

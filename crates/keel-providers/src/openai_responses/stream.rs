@@ -9,26 +9,16 @@
 //! finished.
 
 use std::collections::{BTreeMap, HashMap};
-use std::error::Error as StdError;
 
 use eventsource_stream::Event;
-use futures::Stream;
 use keel_core::{ChatResponse, DeltaSink, ProviderError, StreamDelta, ToolCall};
 use serde_json::Value;
 
 use super::response::{Answer, OutputItem, PARAGRAPH, WireResponse, failure, malformed};
-use crate::classify::{ErrorDetails, error_kind, excerpt};
+use crate::classify::{ErrorDetails, error_kind};
 use crate::sse::{self, SseAccumulator, SseFlow, cut_short};
 
-/// Reads a Responses API event stream (the raw bytes of a `text/event-stream` body, in chunks
-/// split anywhere) into the complete answer, sending deltas to `sink` as they arrive and
-/// exactly one [`StreamDelta::Finished`] at the end, also on failure.
-pub async fn parse_stream(
-    bytes: impl Stream<Item = Result<impl AsRef<[u8]>, impl StdError + 'static>>,
-    sink: &dyn DeltaSink,
-) -> Result<ChatResponse, ProviderError> {
-    sse::parse_stream(bytes, EventAccumulator::default(), sink).await
-}
+sse::public_parse_stream!(EventAccumulator, "a Responses API");
 
 /// One output item of the stream, as far as it has arrived.
 #[derive(Debug)]
@@ -62,18 +52,10 @@ pub(super) struct EventAccumulator {
 impl SseAccumulator for EventAccumulator {
     fn on_event(&mut self, event: &Event, sink: &dyn DeltaSink) -> Result<SseFlow, ProviderError> {
         let data = event.data.trim();
-        if data.is_empty() {
-            return Ok(SseFlow::Continue);
-        }
         if data == "[DONE]" {
             return Ok(SseFlow::Done);
         }
-        let json: Value = serde_json::from_str(data).map_err(|err| {
-            malformed(format!(
-                "unreadable stream event ({err}): {}",
-                excerpt(data)
-            ))
-        })?;
+        let json: Value = sse::event_json(data, "event")?;
         self.events += 1;
         let kind = json
             .get("type")
