@@ -4,15 +4,14 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use common::Recorder;
+use common::recordings::{check_error, headers_of, load, recorded};
 use futures::executor::block_on;
 use keel_core::{ChatResponse, ProviderErrorKind, StopReason, StreamDelta};
 use keel_providers::anthropic::{parse_message, parse_stream};
 use keel_providers::classify_http_error;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 /// Every `anthropic-messages` recording has a test below; a new recording fails this list.
@@ -29,23 +28,6 @@ const ANTHROPIC_CASES: [&str; 11] = [
     "err_anth_429_rate_limit",
     "err_anth_529_overloaded",
 ];
-
-fn fixtures_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/providers")
-}
-
-struct Case {
-    meta: Value,
-    body: Vec<u8>,
-}
-
-fn load(name: &str) -> Case {
-    let dir = fixtures_dir();
-    let meta_path = dir.join(format!("{name}.meta.json"));
-    let meta: Value = serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
-    let body = std::fs::read(dir.join(meta["file"].as_str().unwrap())).unwrap();
-    Case { meta, body }
-}
 
 fn stop_reason_for(wire: &str) -> StopReason {
     match wire {
@@ -162,46 +144,9 @@ fn check_stream(name: &str) {
     }
 }
 
-fn headers_of(meta: &Value) -> HeaderMap {
-    meta["headers"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(name, value)| {
-            (
-                HeaderName::from_bytes(name.as_bytes()).unwrap(),
-                HeaderValue::from_str(value.as_str().unwrap()).unwrap(),
-            )
-        })
-        .collect()
-}
-
-fn check_error(name: &str, kind: ProviderErrorKind) {
-    let case = load(name);
-    let expect = &case.meta["expect"];
-    let status = case.meta["status"].as_u64().unwrap() as u16;
-    let error = classify_http_error(status, &headers_of(&case.meta), &case.body);
-    assert_eq!(error.kind, kind, "{name}");
-    assert_eq!(error.status, Some(status), "{name}");
-    assert_eq!(expect["http_status"], status, "{name}");
-    assert_eq!(error.message, expect["message"].as_str().unwrap(), "{name}");
-    let retry_after = expect["retry_after_seconds"]
-        .as_u64()
-        .map(Duration::from_secs);
-    assert_eq!(error.retry_after, retry_after, "{name}");
-}
-
 #[test]
 fn every_anthropic_recording_has_a_test() {
-    let mut recorded: Vec<String> = std::fs::read_dir(fixtures_dir())
-        .unwrap()
-        .filter_map(|entry| {
-            let file_name = entry.unwrap().file_name().into_string().unwrap();
-            let case = file_name.strip_suffix(".meta.json")?.to_string();
-            (load(&case).meta["api"] == "anthropic-messages").then_some(case)
-        })
-        .collect();
-    recorded.sort();
+    let recorded = recorded("anthropic-messages");
     assert_eq!(recorded, ANTHROPIC_CASES);
 }
 

@@ -3,150 +3,30 @@
 
 mod common;
 
-use std::io;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri, header};
-use axum::response::Response;
-use axum::routing::post;
+use axum::body::Bytes;
 use common::Recorder;
-use futures::StreamExt;
+use common::server::{BreakOnText, MockServer, Reply, closed_address, serve_stalling};
 use keel_core::{
-    ChatRequest, ChatResponse, DeltaSink, InternalReason, Message, NoDeltas, Provider,
-    ProviderError, ProviderErrorKind, Reasoning, StopReason, StreamDelta, ToolCall, ToolChoice,
-    ToolSpec,
+    ChatRequest, ChatResponse, InternalReason, Message, NoDeltas, Provider, ProviderError,
+    ProviderErrorKind, Reasoning, StopReason, StreamDelta, ToolCall, ToolChoice, ToolSpec,
 };
 use keel_providers::anthropic::{Anthropic, AnthropicConfig};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-/// What the mock server answers.
-#[derive(Clone)]
-struct Reply {
-    status: StatusCode,
-    content_type: &'static str,
-    headers: Vec<(&'static str, &'static str)>,
-    /// Body pieces, each written as it comes.
-    chunks: Vec<Bytes>,
-    /// Drop the connection after the last piece, once this is notified, instead of ending the
-    /// body.
-    break_after: Option<Arc<Notify>>,
-}
+use common::fixture;
 
-impl Reply {
-    fn json(body: impl Into<Bytes>) -> Self {
-        Reply {
-            status: StatusCode::OK,
-            content_type: "application/json",
-            headers: Vec::new(),
-            chunks: vec![body.into()],
-            break_after: None,
-        }
+/// A server of the Messages API at the bare host (`http://127.0.0.1:port`), as
+/// `ANTHROPIC_BASE_URL` is usually set; it sends its event streams as
+/// `text/event-stream; charset=utf-8`, as Anthropic's does.
+async fn serve(mut reply: Reply) -> MockServer {
+    if reply.content_type == "text/event-stream" {
+        reply.content_type = "text/event-stream; charset=utf-8";
     }
-
-    fn sse(chunks: Vec<Bytes>) -> Self {
-        Reply {
-            content_type: "text/event-stream; charset=utf-8",
-            chunks,
-            ..Reply::json("")
-        }
-    }
-
-    fn status(status: u16, content_type: &'static str, body: &'static str) -> Self {
-        Reply {
-            status: StatusCode::from_u16(status).unwrap(),
-            content_type,
-            chunks: if body.is_empty() {
-                Vec::new()
-            } else {
-                vec![Bytes::from(body)]
-            },
-            ..Reply::json("")
-        }
-    }
-}
-
-/// What the mock server saw of one request.
-#[derive(Clone, Debug)]
-struct Seen {
-    path: String,
-    headers: HeaderMap,
-    body: Value,
-}
-
-impl Seen {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).map(|value| value.to_str().unwrap())
-    }
-}
-
-type Log = Arc<Mutex<Vec<Seen>>>;
-
-struct MockServer {
-    /// The bare host (`http://127.0.0.1:port`), as `ANTHROPIC_BASE_URL` is usually set.
-    base_url: String,
-    seen: Log,
-}
-
-impl MockServer {
-    fn only_request(&self) -> Seen {
-        let seen = self.seen.lock().unwrap();
-        assert_eq!(seen.len(), 1);
-        seen[0].clone()
-    }
-}
-
-async fn serve(reply: Reply) -> MockServer {
-    let seen = Log::default();
-    let app = Router::new()
-        .route("/v1/messages", post(answer))
-        .with_state((reply, seen.clone()));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    MockServer {
-        base_url: format!("http://{addr}"),
-        seen,
-    }
-}
-
-async fn answer(
-    State((reply, seen)): State<(Reply, Log)>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    seen.lock().unwrap().push(Seen {
-        path: uri.path().to_string(),
-        headers,
-        body: serde_json::from_slice(&body).unwrap(),
-    });
-    let pieces = futures::stream::iter(reply.chunks.into_iter().map(Ok));
-    let breaking = futures::stream::iter(reply.break_after).then(|notify| async move {
-        notify.notified().await;
-        Err(io::Error::other("server dropped the connection"))
-    });
-    let mut response = Response::builder()
-        .status(reply.status)
-        .header(header::CONTENT_TYPE, reply.content_type);
-    for (name, value) in reply.headers {
-        response = response.header(name, value);
-    }
-    response
-        .body(Body::from_stream(pieces.chain(breaking)))
-        .unwrap()
-}
-
-fn fixture(name: &str) -> Vec<u8> {
-    let path = format!(
-        "{}/../../fixtures/providers/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(path).unwrap()
+    common::server::serve("/v1/messages", "", vec![reply]).await
 }
 
 fn adapter(base_url: &str, api_key: Option<&str>) -> Anthropic {
@@ -157,24 +37,12 @@ fn adapter(base_url: &str, api_key: Option<&str>) -> Anthropic {
 }
 
 fn simple_request(stream: bool) -> ChatRequest {
-    ChatRequest {
-        model: "claude-test".into(),
-        messages: vec![Message::user("hi").into()],
-        tools: Vec::new().into(),
-        tool_choice: ToolChoice::Auto,
-        max_tokens: None,
-        temperature: None,
-        stream,
-    }
+    common::simple_request("claude-test", stream)
 }
 
 async fn stream_call(reply: Reply) -> (Result<ChatResponse, ProviderError>, Recorder) {
     let server = serve(reply).await;
-    let sink = Recorder::default();
-    let result = adapter(&server.base_url, None)
-        .chat(&simple_request(true), &sink)
-        .await;
-    (result, sink)
+    common::call(&adapter(&server.base_url, None), &simple_request(true)).await
 }
 
 async fn whole_call(reply: Reply) -> ProviderError {
@@ -393,15 +261,6 @@ async fn a_mid_stream_overloaded_error_is_classified_with_one_finished() {
 #[tokio::test]
 async fn a_stream_that_breaks_mid_way_is_a_network_error_with_one_finished() {
     // The connection drops once the client has the first text, so the break is mid-stream.
-    struct BreakOnText(Recorder, Arc<Notify>);
-    impl DeltaSink for BreakOnText {
-        fn delta(&self, delta: &StreamDelta) {
-            if let StreamDelta::Text { .. } = delta {
-                self.1.notify_one();
-            }
-            self.0.delta(delta);
-        }
-    }
     let notify = Arc::new(Notify::new());
     let mut reply = Reply::sse(text_opening("Hel"));
     reply.break_after = Some(notify.clone());
@@ -517,9 +376,7 @@ async fn a_200_that_is_not_a_message_is_malformed() {
 
 #[tokio::test]
 async fn connection_refused_names_the_base_url() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
+    let addr = closed_address();
     let base_url = format!("http://{addr}");
     let sink = Recorder::default();
     let error = adapter(&base_url, None)
@@ -536,21 +393,7 @@ async fn connection_refused_names_the_base_url() {
 
 /// A server that sends the opening of a stream and then stalls.
 async fn serve_stall() -> String {
-    let app = Router::new().route(
-        "/v1/messages",
-        post(|| async {
-            let opening = futures::stream::iter(text_opening("Hel").into_iter().map(Ok))
-                .chain(futures::stream::pending::<Result<Bytes, io::Error>>());
-            Response::builder()
-                .header(header::CONTENT_TYPE, "text/event-stream")
-                .body(Body::from_stream(opening))
-                .unwrap()
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    format!("http://{addr}")
+    serve_stalling("/v1/messages", "", Some(text_opening("Hel"))).await
 }
 
 // Tokio's clock is paused: the read timeout fires as soon as everything waits, not after 30 s.

@@ -4,15 +4,12 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::time::Duration;
 
 use common::Recorder;
+use common::recordings::{check_error, load, recorded};
 use futures::executor::block_on;
 use keel_core::{ChatResponse, ProviderErrorKind, StopReason, StreamDelta};
-use keel_providers::classify_http_error;
 use keel_providers::openai_chat::{parse_completion, parse_stream};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 /// Every `openai-chat` recording has a test below; a new recording fails this list.
@@ -29,23 +26,6 @@ const OPENAI_CHAT_CASES: [&str; 11] = [
     "oai_chat_text",
     "oai_chat_tool_call",
 ];
-
-fn fixtures_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/providers")
-}
-
-struct Case {
-    meta: Value,
-    body: Vec<u8>,
-}
-
-fn load(name: &str) -> Case {
-    let dir = fixtures_dir();
-    let meta_path = dir.join(format!("{name}.meta.json"));
-    let meta: Value = serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
-    let body = std::fs::read(dir.join(meta["file"].as_str().unwrap())).unwrap();
-    Case { meta, body }
-}
 
 fn stop_reason_for(finish_reason: &str) -> StopReason {
     match finish_reason {
@@ -148,51 +128,9 @@ fn check_stream(name: &str) {
     }
 }
 
-fn headers_of(meta: &Value) -> HeaderMap {
-    meta["headers"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(name, value)| {
-            (
-                HeaderName::from_bytes(name.as_bytes()).unwrap(),
-                HeaderValue::from_str(value.as_str().unwrap()).unwrap(),
-            )
-        })
-        .collect()
-}
-
-fn check_error(name: &str, kind: ProviderErrorKind) {
-    let case = load(name);
-    let expect = &case.meta["expect"];
-    let status = case.meta["status"].as_u64().unwrap() as u16;
-    let error = classify_http_error(status, &headers_of(&case.meta), &case.body);
-    assert_eq!(error.kind, kind, "{name}");
-    assert_eq!(error.status, Some(status), "{name}");
-    assert_eq!(expect["http_status"], status, "{name}");
-    assert_eq!(error.message, expect["message"].as_str().unwrap(), "{name}");
-    let retry_after = match (
-        expect["retry_after_ms"].as_u64(),
-        expect["retry_after_seconds"].as_u64(),
-    ) {
-        (Some(ms), _) => Some(Duration::from_millis(ms)),
-        (None, Some(seconds)) => Some(Duration::from_secs(seconds)),
-        (None, None) => None,
-    };
-    assert_eq!(error.retry_after, retry_after, "{name}");
-}
-
 #[test]
 fn every_openai_chat_recording_has_a_test() {
-    let mut recorded: Vec<String> = std::fs::read_dir(fixtures_dir())
-        .unwrap()
-        .filter_map(|entry| {
-            let file_name = entry.unwrap().file_name().into_string().unwrap();
-            let case = file_name.strip_suffix(".meta.json")?.to_string();
-            (load(&case).meta["api"] == "openai-chat").then_some(case)
-        })
-        .collect();
-    recorded.sort();
+    let recorded = recorded("openai-chat");
     assert_eq!(recorded, OPENAI_CHAT_CASES);
 }
 

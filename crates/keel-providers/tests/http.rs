@@ -3,133 +3,24 @@
 
 mod common;
 
-use std::io;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::Response;
-use axum::routing::post;
+use axum::body::Bytes;
 use common::Recorder;
-use futures::StreamExt;
+use common::server::{BreakOnText, MockServer, Reply, closed_address, serve_stalling};
 use keel_core::{
-    ChatRequest, ChatResponse, DeltaSink, InternalReason, Message, NoDeltas, Provider,
-    ProviderError, ProviderErrorKind, StopReason, StreamDelta, ToolCall, ToolChoice, ToolSpec,
+    ChatRequest, ChatResponse, InternalReason, Message, NoDeltas, Provider, ProviderError,
+    ProviderErrorKind, StopReason, StreamDelta, ToolCall, ToolChoice, ToolSpec,
 };
 use keel_providers::{OpenAiChat, OpenAiConfig};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-/// What the mock server answers.
-#[derive(Clone)]
-struct Reply {
-    status: StatusCode,
-    content_type: &'static str,
-    headers: Vec<(&'static str, &'static str)>,
-    /// Body pieces, each written as it comes.
-    chunks: Vec<Bytes>,
-    /// Drop the connection after the last piece, once this is notified, instead of ending the
-    /// body.
-    break_after: Option<Arc<Notify>>,
-}
-
-impl Reply {
-    fn json(body: impl Into<Bytes>) -> Self {
-        Reply {
-            status: StatusCode::OK,
-            content_type: "application/json",
-            headers: Vec::new(),
-            chunks: vec![body.into()],
-            break_after: None,
-        }
-    }
-
-    fn sse(chunks: Vec<Bytes>) -> Self {
-        Reply {
-            content_type: "text/event-stream",
-            chunks,
-            ..Reply::json("")
-        }
-    }
-
-    fn status(status: u16, content_type: &'static str, body: &'static str) -> Self {
-        Reply {
-            status: StatusCode::from_u16(status).unwrap(),
-            content_type,
-            chunks: if body.is_empty() {
-                Vec::new()
-            } else {
-                vec![Bytes::from(body)]
-            },
-            ..Reply::json("")
-        }
-    }
-}
-
-/// What the mock server saw of one request.
-#[derive(Clone, Debug)]
-struct Seen {
-    authorization: Option<String>,
-    body: Value,
-}
-
-type Log = Arc<Mutex<Vec<Seen>>>;
-
-struct MockServer {
-    base_url: String,
-    seen: Log,
-}
+use common::fixture;
 
 async fn serve(reply: Reply) -> MockServer {
-    let seen = Log::default();
-    let app = Router::new()
-        .route("/v1/chat/completions", post(answer))
-        .with_state((reply, seen.clone()));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    MockServer {
-        base_url: format!("http://{addr}/v1"),
-        seen,
-    }
-}
-
-async fn answer(
-    State((reply, seen)): State<(Reply, Log)>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    seen.lock().unwrap().push(Seen {
-        authorization: headers
-            .get(header::AUTHORIZATION)
-            .map(|value| value.to_str().unwrap().to_string()),
-        body: serde_json::from_slice(&body).unwrap(),
-    });
-    let pieces = futures::stream::iter(reply.chunks.into_iter().map(Ok));
-    let breaking = futures::stream::iter(reply.break_after).then(|notify| async move {
-        notify.notified().await;
-        Err(io::Error::other("server dropped the connection"))
-    });
-    let mut response = Response::builder()
-        .status(reply.status)
-        .header(header::CONTENT_TYPE, reply.content_type);
-    for (name, value) in reply.headers {
-        response = response.header(name, value);
-    }
-    response
-        .body(Body::from_stream(pieces.chain(breaking)))
-        .unwrap()
-}
-
-fn fixture(name: &str) -> Vec<u8> {
-    let path = format!(
-        "{}/../../fixtures/providers/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(path).unwrap()
+    common::server::serve("/v1/chat/completions", "/v1", vec![reply]).await
 }
 
 fn adapter(base_url: &str, api_key: Option<&str>) -> OpenAiChat {
@@ -140,24 +31,12 @@ fn adapter(base_url: &str, api_key: Option<&str>) -> OpenAiChat {
 }
 
 fn simple_request(stream: bool) -> ChatRequest {
-    ChatRequest {
-        model: "test-model".into(),
-        messages: vec![Message::user("hi").into()],
-        tools: Vec::new().into(),
-        tool_choice: ToolChoice::Auto,
-        max_tokens: None,
-        temperature: None,
-        stream,
-    }
+    common::simple_request("test-model", stream)
 }
 
 async fn stream_call(reply: Reply) -> (Result<ChatResponse, ProviderError>, Recorder) {
     let server = serve(reply).await;
-    let sink = Recorder::default();
-    let result = adapter(&server.base_url, None)
-        .chat(&simple_request(true), &sink)
-        .await;
-    (result, sink)
+    common::call(&adapter(&server.base_url, None), &simple_request(true)).await
 }
 
 fn data(json: Value) -> Bytes {
@@ -299,15 +178,6 @@ async fn streamed_answer_arrives_as_deltas_and_whole() {
 #[tokio::test]
 async fn a_stream_that_breaks_mid_way_is_a_network_error_with_one_finished() {
     // The connection drops once the client has the first text, so the break is mid-stream.
-    struct BreakOnText(Recorder, Arc<Notify>);
-    impl DeltaSink for BreakOnText {
-        fn delta(&self, delta: &StreamDelta) {
-            if let StreamDelta::Text { .. } = delta {
-                self.1.notify_one();
-            }
-            self.0.delta(delta);
-        }
-    }
     let notify = Arc::new(Notify::new());
     let mut reply = Reply::sse(vec![text_chunk("Hel"), text_chunk("lo")]);
     reply.break_after = Some(notify.clone());
@@ -420,9 +290,7 @@ async fn a_failed_streamed_call_still_finishes_once() {
 
 #[tokio::test]
 async fn connection_refused_names_the_base_url() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
+    let addr = closed_address();
     let base_url = format!("http://{addr}/v1");
     let sink = Recorder::default();
     let error = adapter(&base_url, None)
@@ -440,27 +308,12 @@ async fn connection_refused_names_the_base_url() {
 
 /// A server that never answers (`None`), or sends one piece of a stream and then stalls.
 async fn serve_silence(first_piece: Option<Bytes>) -> String {
-    let app = Router::new().route(
+    serve_stalling(
         "/v1/chat/completions",
-        post(move || {
-            let first_piece = first_piece.clone();
-            async move {
-                let Some(piece) = first_piece else {
-                    return std::future::pending::<Response>().await;
-                };
-                let stalled = futures::stream::iter([Ok::<_, io::Error>(piece)])
-                    .chain(futures::stream::pending());
-                Response::builder()
-                    .header(header::CONTENT_TYPE, "text/event-stream")
-                    .body(Body::from_stream(stalled))
-                    .unwrap()
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    format!("http://{addr}/v1")
+        "/v1",
+        first_piece.map(|piece| vec![piece]),
+    )
+    .await
 }
 
 // Tokio's clock is paused: the timeouts fire as soon as everything waits, not after 30 s.

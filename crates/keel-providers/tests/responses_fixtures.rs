@@ -5,14 +5,13 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use common::Recorder;
+use common::recordings::{headers_of, load, recorded};
 use futures::executor::block_on;
 use keel_core::{ChatResponse, ProviderErrorKind, StopReason, StreamDelta};
 use keel_providers::classify_http_error;
 use keel_providers::openai_responses::{parse_response, parse_stream};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 /// Every `openai-responses` recording has a test below; a new recording fails this list.
@@ -24,23 +23,6 @@ const OPENAI_RESPONSES_CASES: [&str; 6] = [
     "resp_stream_text",
     "resp_text",
 ];
-
-fn fixtures_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/providers")
-}
-
-struct Case {
-    meta: Value,
-    body: Vec<u8>,
-}
-
-fn load(name: &str) -> Case {
-    let dir = fixtures_dir();
-    let meta_path = dir.join(format!("{name}.meta.json"));
-    let meta: Value = serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
-    let body = std::fs::read(dir.join(meta["file"].as_str().unwrap())).unwrap();
-    Case { meta, body }
-}
 
 /// The stop reason a case expects, from its status, incomplete reason and calls.
 fn expected_stop_reason(expect: &Value) -> StopReason {
@@ -164,31 +146,9 @@ fn check_stream(name: &str) {
     }
 }
 
-fn headers_of(meta: &Value) -> HeaderMap {
-    meta["headers"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(name, value)| {
-            (
-                HeaderName::from_bytes(name.as_bytes()).unwrap(),
-                HeaderValue::from_str(value.as_str().unwrap()).unwrap(),
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn every_openai_responses_recording_has_a_test() {
-    let mut recorded: Vec<String> = std::fs::read_dir(fixtures_dir())
-        .unwrap()
-        .filter_map(|entry| {
-            let file_name = entry.unwrap().file_name().into_string().unwrap();
-            let case = file_name.strip_suffix(".meta.json")?.to_string();
-            (load(&case).meta["api"] == "openai-responses").then_some(case)
-        })
-        .collect();
-    recorded.sort();
+    let recorded = recorded("openai-responses");
     assert_eq!(recorded, OPENAI_RESPONSES_CASES);
 }
 

@@ -3,146 +3,25 @@
 
 mod common;
 
-use std::io;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::Response;
-use axum::routing::post;
+use axum::body::Bytes;
 use common::Recorder;
-use futures::StreamExt;
+use common::server::{BreakOnText, MockServer, Reply, closed_address};
 use keel_core::{
-    ChatRequest, ChatResponse, DeltaSink, InternalReason, Message, NoDeltas, Provider,
-    ProviderError, ProviderErrorKind, Reasoning, StopReason, StreamDelta, ToolCall, ToolChoice,
-    ToolSpec,
+    ChatRequest, ChatResponse, InternalReason, Message, NoDeltas, Provider, ProviderError,
+    ProviderErrorKind, Reasoning, StopReason, StreamDelta, ToolCall, ToolChoice, ToolSpec,
 };
 use keel_providers::OpenAiConfig;
 use keel_providers::openai_responses::OpenAiResponses;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-/// What the mock server answers to one request.
-#[derive(Clone)]
-struct Reply {
-    status: StatusCode,
-    content_type: &'static str,
-    /// Body pieces, each written as it comes.
-    chunks: Vec<Bytes>,
-    /// Drop the connection after the last piece, once this is notified, instead of ending the
-    /// body.
-    break_after: Option<Arc<Notify>>,
-}
-
-impl Reply {
-    fn json(body: impl Into<Bytes>) -> Self {
-        Reply {
-            status: StatusCode::OK,
-            content_type: "application/json",
-            chunks: vec![body.into()],
-            break_after: None,
-        }
-    }
-
-    fn sse(chunks: Vec<Bytes>) -> Self {
-        Reply {
-            content_type: "text/event-stream",
-            chunks,
-            ..Reply::json("")
-        }
-    }
-
-    fn error(status: u16, body: &str) -> Self {
-        Reply {
-            status: StatusCode::from_u16(status).unwrap(),
-            ..Reply::json(body.to_string())
-        }
-    }
-}
-
-/// What the mock server saw of one request.
-#[derive(Clone, Debug)]
-struct Seen {
-    authorization: Option<String>,
-    accept: Option<String>,
-    body: Value,
-}
-
-/// The replies still to give (the last one is repeated) and the requests seen.
-#[derive(Clone, Default)]
-struct Script {
-    replies: Arc<Mutex<Vec<Reply>>>,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
-
-struct MockServer {
-    base_url: String,
-    script: Script,
-}
-
-impl MockServer {
-    fn seen(&self) -> Vec<Seen> {
-        self.script.seen.lock().unwrap().clone()
-    }
-}
+use common::fixture;
 
 async fn serve(replies: Vec<Reply>) -> MockServer {
-    let script = Script {
-        replies: Arc::new(Mutex::new(replies)),
-        ..Script::default()
-    };
-    let app = Router::new()
-        .route("/v1/responses", post(answer))
-        .with_state(script.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    MockServer {
-        base_url: format!("http://{addr}/v1"),
-        script,
-    }
-}
-
-async fn answer(State(script): State<Script>, headers: HeaderMap, body: Bytes) -> Response {
-    let text = |name| {
-        headers
-            .get(name)
-            .map(|value: &header::HeaderValue| value.to_str().unwrap().to_string())
-    };
-    script.seen.lock().unwrap().push(Seen {
-        authorization: text(header::AUTHORIZATION),
-        accept: text(header::ACCEPT),
-        body: serde_json::from_slice(&body).unwrap(),
-    });
-    let reply = {
-        let mut replies = script.replies.lock().unwrap();
-        if replies.len() > 1 {
-            replies.remove(0)
-        } else {
-            replies[0].clone()
-        }
-    };
-    let pieces = futures::stream::iter(reply.chunks.into_iter().map(Ok));
-    let breaking = futures::stream::iter(reply.break_after).then(|notify| async move {
-        notify.notified().await;
-        Err(io::Error::other("server dropped the connection"))
-    });
-    Response::builder()
-        .status(reply.status)
-        .header(header::CONTENT_TYPE, reply.content_type)
-        .body(Body::from_stream(pieces.chain(breaking)))
-        .unwrap()
-}
-
-fn fixture(name: &str) -> Vec<u8> {
-    let path = format!(
-        "{}/../../fixtures/providers/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(path).unwrap()
+    common::server::serve("/v1/responses", "/v1", replies).await
 }
 
 fn adapter(base_url: &str, api_key: Option<&str>) -> OpenAiResponses {
@@ -153,24 +32,12 @@ fn adapter(base_url: &str, api_key: Option<&str>) -> OpenAiResponses {
 }
 
 fn simple_request(stream: bool) -> ChatRequest {
-    ChatRequest {
-        model: "test-model".into(),
-        messages: vec![Message::user("hi").into()],
-        tools: Vec::new().into(),
-        tool_choice: ToolChoice::Auto,
-        max_tokens: None,
-        temperature: None,
-        stream,
-    }
+    common::simple_request("test-model", stream)
 }
 
 async fn stream_call(replies: Vec<Reply>) -> (Result<ChatResponse, ProviderError>, Recorder) {
     let server = serve(replies).await;
-    let sink = Recorder::default();
-    let result = adapter(&server.base_url, None)
-        .chat(&simple_request(true), &sink)
-        .await;
-    (result, sink)
+    common::call(&adapter(&server.base_url, None), &simple_request(true)).await
 }
 
 fn event(json: Value) -> Bytes {
@@ -328,15 +195,6 @@ async fn streamed_answer_arrives_as_deltas_and_whole() {
 #[tokio::test]
 async fn a_stream_that_breaks_mid_way_is_a_network_error_with_one_finished() {
     // The connection drops once the client has the first text, so the break is mid-stream.
-    struct BreakOnText(Recorder, Arc<Notify>);
-    impl DeltaSink for BreakOnText {
-        fn delta(&self, delta: &StreamDelta) {
-            if let StreamDelta::Text { .. } = delta {
-                self.1.notify_one();
-            }
-            self.0.delta(delta);
-        }
-    }
     let notify = Arc::new(Notify::new());
     let mut reply = Reply::sse(vec![created(), text_delta("Hel"), text_delta("lo")]);
     reply.break_after = Some(notify.clone());
@@ -472,9 +330,7 @@ async fn a_server_that_ignores_stream_still_yields_deltas() {
 
 #[tokio::test]
 async fn connection_refused_names_the_base_url() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
+    let addr = closed_address();
     let base_url = format!("http://{addr}/v1");
     let sink = Recorder::default();
     let error = adapter(&base_url, None)
