@@ -55,6 +55,17 @@ pub struct ErrorDetails {
 }
 
 impl ErrorDetails {
+    /// What a failure says of itself: its message, else its code, else "no reason given".
+    pub fn reason(&self) -> String {
+        if self.message.is_empty() {
+            self.code
+                .clone()
+                .unwrap_or_else(|| "no reason given".to_string())
+        } else {
+            self.message.clone()
+        }
+    }
+
     /// Reads an HTTP error body: JSON when it parses, else text or HTML.
     pub fn from_body(status: u16, body: &[u8]) -> Self {
         let text = String::from_utf8_lossy(body);

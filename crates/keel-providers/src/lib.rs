@@ -28,6 +28,7 @@
 
 #![warn(missing_docs)]
 
+mod answer;
 pub mod anthropic;
 pub mod api;
 mod call;

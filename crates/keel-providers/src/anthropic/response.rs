@@ -1,12 +1,11 @@
 //! A whole Messages answer (JSON) → `ChatResponse`, and the pieces the stream reader shares:
 //! usage, stop reasons and the final assembly.
 
-use keel_core::{
-    ChatResponse, Message, ProviderError, ProviderErrorKind, Reasoning, StopReason, ToolCall, Usage,
-};
+use keel_core::{ChatResponse, Message, ProviderError, Reasoning, StopReason, ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::answer::malformed;
 use crate::classify::{ErrorDetails, json_body};
 
 #[derive(Deserialize)]
@@ -206,27 +205,13 @@ pub(crate) fn stop_reason(wire: Option<&str>, has_tool_calls: bool) -> StopReaso
 /// A tool call with the gaps a lax server could leave filled: a missing id becomes
 /// `toolu_{index}`, missing input becomes `{}`.
 pub(crate) fn tool_call(index: usize, id: String, name: String, arguments: String) -> ToolCall {
-    ToolCall {
-        id: if id.is_empty() {
-            format!("toolu_{index}")
-        } else {
-            id
-        },
-        name,
-        arguments: if arguments.trim().is_empty() {
-            "{}".to_string()
-        } else {
-            arguments
-        },
-    }
-}
-
-pub(crate) fn malformed(message: String) -> ProviderError {
-    ProviderError::new(ProviderErrorKind::MalformedResponse, message)
+    crate::answer::filled_call("toolu", index, id, name, arguments)
 }
 
 #[cfg(test)]
 mod tests {
+    use keel_core::ProviderErrorKind;
+
     use super::*;
 
     fn parse(json: Value) -> Result<ChatResponse, ProviderError> {

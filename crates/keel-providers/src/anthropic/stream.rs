@@ -9,7 +9,8 @@ use keel_core::{ChatResponse, DeltaSink, ProviderError, StreamDelta};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::response::{AnswerParts, WireUsage, malformed, stop_reason, tool_call};
+use super::response::{AnswerParts, WireUsage, stop_reason, tool_call};
+use crate::answer::malformed;
 use crate::classify::{ErrorDetails, error_kind};
 use crate::sse::{self, SseAccumulator, SseFlow, cut_short};
 

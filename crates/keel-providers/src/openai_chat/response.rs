@@ -1,12 +1,11 @@
 //! A whole chat-completions answer (JSON) → `ChatResponse`, and the pieces the stream reader
 //! shares: usage, stop reasons, tool-call cleanup and the final assembly.
 
-use keel_core::{
-    ChatResponse, Message, ProviderError, ProviderErrorKind, Reasoning, StopReason, ToolCall, Usage,
-};
+use keel_core::{ChatResponse, Message, ProviderError, Reasoning, StopReason, ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::answer::{argument_text, malformed};
 use crate::classify::{ErrorDetails, json_body};
 
 #[derive(Deserialize)]
@@ -221,29 +220,7 @@ pub(crate) fn stop_reason(finish_reason: Option<&str>, has_tool_calls: bool) -> 
 /// A tool call with the gaps some servers leave filled: a missing id becomes `call_{index}`,
 /// empty arguments become `{}`.
 pub(crate) fn tool_call(index: usize, id: String, name: String, arguments: String) -> ToolCall {
-    ToolCall {
-        id: if id.is_empty() {
-            format!("call_{index}")
-        } else {
-            id
-        },
-        name,
-        arguments: if arguments.trim().is_empty() {
-            "{}".to_string()
-        } else {
-            arguments
-        },
-    }
-}
-
-/// Raw argument text: kept verbatim when it is a string (as OpenAI sends it), serialized when a
-/// server sent a JSON object instead.
-pub(crate) fn argument_text(arguments: Value) -> String {
-    match arguments {
-        Value::String(text) => text,
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
+    crate::answer::filled_call("call", index, id, name, arguments)
 }
 
 /// Message text: a string, or the `text` of each part when a server sends a list of parts.
@@ -269,12 +246,10 @@ pub(crate) fn reasoning_text(
     text(reasoning_content).or_else(|| text(reasoning))
 }
 
-pub(crate) fn malformed(message: String) -> ProviderError {
-    ProviderError::new(ProviderErrorKind::MalformedResponse, message)
-}
-
 #[cfg(test)]
 mod tests {
+    use keel_core::ProviderErrorKind;
+
     use super::*;
 
     fn parse(json: Value) -> Result<ChatResponse, ProviderError> {

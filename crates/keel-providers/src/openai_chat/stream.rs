@@ -8,10 +8,8 @@ use keel_core::{ChatResponse, DeltaSink, ProviderError, StreamDelta};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::response::{
-    AnswerParts, NO_CHOICES, WireUsage, argument_text, malformed, reasoning_text, stop_reason,
-    tool_call,
-};
+use super::response::{AnswerParts, NO_CHOICES, WireUsage, reasoning_text, stop_reason, tool_call};
+use crate::answer::{argument_text, malformed};
 use crate::classify::{ErrorDetails, error_kind};
 use crate::sse::{self, SseAccumulator, SseFlow, cut_short};
 

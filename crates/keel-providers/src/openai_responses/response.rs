@@ -1,12 +1,11 @@
 //! A whole Responses API answer (a `response` object) → `ChatResponse`, and the pieces the
 //! stream reader shares: output items, usage, stop reasons, failures and the final assembly.
 
-use keel_core::{
-    ChatResponse, Message, ProviderError, ProviderErrorKind, Reasoning, StopReason, ToolCall, Usage,
-};
+use keel_core::{ChatResponse, Message, ProviderError, Reasoning, StopReason, ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::answer::{argument_text, filled_call, malformed};
 use crate::classify::{ErrorDetails, error_kind, json_body};
 
 /// A `response` object, as much of it as keel reads.
@@ -181,7 +180,11 @@ impl OutputItem {
                         .unwrap_or_default()
                         .to_string(),
                     name: text("name").unwrap_or_default().to_string(),
-                    arguments: item.get("arguments").map(argument_text).unwrap_or_default(),
+                    arguments: item
+                        .get("arguments")
+                        .cloned()
+                        .map(argument_text)
+                        .unwrap_or_default(),
                 })
             }
             Some("reasoning") => {
@@ -224,7 +227,13 @@ impl Answer {
             }
             OutputItem::FunctionCall(call) => {
                 let index = self.calls.len();
-                self.calls.push(tool_call(index, call));
+                self.calls.push(filled_call(
+                    "call",
+                    index,
+                    call.id,
+                    call.name,
+                    call.arguments,
+                ));
             }
             OutputItem::Reasoning { text, item } => {
                 if !text.is_empty() {
@@ -300,54 +309,16 @@ pub(crate) fn failure(error: Option<&Value>) -> ProviderError {
         Some(error) => ErrorDetails::from_error_value(error),
         None => ErrorDetails::default(),
     };
-    let message = if details.message.is_empty() {
-        details
-            .code
-            .clone()
-            .unwrap_or_else(|| "no reason given".to_string())
-    } else {
-        details.message.clone()
-    };
+    let message = details.reason();
     ProviderError::new(
         error_kind(None, &details),
         format!("the response failed: {message}"),
     )
 }
 
-/// A tool call with the gaps some servers leave filled: a missing id becomes `call_{index}`,
-/// empty arguments become `{}`.
-fn tool_call(index: usize, call: ToolCall) -> ToolCall {
-    ToolCall {
-        id: if call.id.is_empty() {
-            format!("call_{index}")
-        } else {
-            call.id
-        },
-        name: call.name,
-        arguments: if call.arguments.trim().is_empty() {
-            "{}".to_string()
-        } else {
-            call.arguments
-        },
-    }
-}
-
-/// Raw argument text: kept verbatim when it is a string (as OpenAI sends it), serialized when a
-/// server sent a JSON object instead.
-pub(crate) fn argument_text(arguments: &Value) -> String {
-    match arguments {
-        Value::String(text) => text.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
-}
-
-pub(crate) fn malformed(message: String) -> ProviderError {
-    ProviderError::new(ProviderErrorKind::MalformedResponse, message)
-}
-
 #[cfg(test)]
 mod tests {
+    use keel_core::ProviderErrorKind;
     use serde_json::json;
 
     use super::*;

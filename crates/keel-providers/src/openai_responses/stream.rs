@@ -14,7 +14,8 @@ use eventsource_stream::Event;
 use keel_core::{ChatResponse, DeltaSink, ProviderError, StreamDelta, ToolCall};
 use serde_json::Value;
 
-use super::response::{Answer, OutputItem, PARAGRAPH, WireResponse, failure, malformed};
+use super::response::{Answer, OutputItem, PARAGRAPH, WireResponse, failure};
+use crate::answer::malformed;
 use crate::classify::{ErrorDetails, error_kind};
 use crate::sse::{self, SseAccumulator, SseFlow, cut_short};
 
@@ -398,14 +399,7 @@ fn error_event(json: &Value) -> ProviderError {
     if details.error_type.as_deref() == Some("error") {
         details.error_type = None;
     }
-    let message = if details.message.is_empty() {
-        details
-            .code
-            .clone()
-            .unwrap_or_else(|| "no reason given".to_string())
-    } else {
-        details.message.clone()
-    };
+    let message = details.reason();
     ProviderError::new(
         error_kind(None, &details),
         format!("the stream reported an error: {message}"),
