@@ -80,8 +80,8 @@ impl Api {
     /// The official endpoint, used when no base URL is configured.
     pub fn default_base_url(self) -> &'static str {
         match self {
-            Api::OpenAiChat | Api::OpenAiResponses => "https://api.openai.com/v1",
-            Api::AnthropicMessages => "https://api.anthropic.com",
+            Api::OpenAiChat | Api::OpenAiResponses => crate::openai_chat::DEFAULT_BASE_URL,
+            Api::AnthropicMessages => crate::anthropic::DEFAULT_BASE_URL,
         }
     }
 
@@ -99,6 +99,19 @@ impl Api {
             Api::OpenAiChat | Api::OpenAiResponses => "OPENAI_BASE_URL",
             Api::AnthropicMessages => "ANTHROPIC_BASE_URL",
         }
+    }
+
+    /// The base URL and key from the environment, read through `lookup`: the
+    /// [`base_url_env`](Api::base_url_env) (else the [`default_base_url`](Api::default_base_url))
+    /// and the [`default_key_env`](Api::default_key_env); a blank value counts as unset.
+    pub(crate) fn base_url_and_key(
+        self,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> (String, Option<String>) {
+        let set = |name: &str| lookup(name).filter(|value| !value.trim().is_empty());
+        let base_url = set(self.base_url_env());
+        let base_url = base_url.unwrap_or_else(|| self.default_base_url().to_string());
+        (base_url, set(self.default_key_env()))
     }
 }
 

@@ -93,10 +93,10 @@ impl AnthropicConfig {
 
     /// [`AnthropicConfig::from_env`] with the variables read through `lookup`.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
-        let set = |name: &str| lookup(name).filter(|value| !value.trim().is_empty());
+        let (base_url, api_key) = Api::AnthropicMessages.base_url_and_key(lookup);
         AnthropicConfig {
-            api_key: set("ANTHROPIC_API_KEY"),
-            ..Self::new(set("ANTHROPIC_BASE_URL").unwrap_or_else(|| DEFAULT_BASE_URL.to_string()))
+            api_key,
+            ..Self::new(base_url)
         }
     }
 }

@@ -73,10 +73,10 @@ impl OpenAiConfig {
 
     /// [`OpenAiConfig::from_env`] with the variables read through `lookup`.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
-        let set = |name: &str| lookup(name).filter(|value| !value.trim().is_empty());
+        let (base_url, api_key) = Api::OpenAiChat.base_url_and_key(lookup);
         OpenAiConfig {
-            api_key: set("OPENAI_API_KEY"),
-            ..Self::new(set("OPENAI_BASE_URL").unwrap_or_else(|| DEFAULT_BASE_URL.to_string()))
+            api_key,
+            ..Self::new(base_url)
         }
     }
 }
