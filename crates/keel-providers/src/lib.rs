@@ -39,6 +39,8 @@ mod http;
 pub mod openai_chat;
 pub mod openai_responses;
 mod sse;
+#[cfg(test)]
+mod stream_test_support;
 mod tls;
 mod wire_json;
 #[cfg(test)]

@@ -1,24 +1,11 @@
-use std::sync::Mutex;
-
 use keel_core::{ProviderErrorKind, StopReason};
 use serde_json::json;
 
 use super::*;
-
-#[derive(Default)]
-struct Recorder(Mutex<Vec<StreamDelta>>);
-
-impl DeltaSink for Recorder {
-    fn delta(&self, delta: &StreamDelta) {
-        self.0.lock().unwrap().push(delta.clone());
-    }
-}
+use crate::stream_test_support::{finished_count, read_through};
 
 fn run(body: &str) -> (Result<ChatResponse, ProviderError>, Vec<StreamDelta>) {
-    let sink = Recorder::default();
-    let bytes = futures::stream::iter([Ok::<_, std::io::Error>(body.to_string())]);
-    let result = futures::executor::block_on(parse_stream(bytes, &sink));
-    (result, sink.0.into_inner().unwrap())
+    read_through::<MessageAccumulator>(body)
 }
 
 fn event(data: Value) -> String {
@@ -46,13 +33,6 @@ fn stop(reason: &str) -> String {
         json!({"type": "message_delta", "delta": {"stop_reason": reason},
         "usage": {"output_tokens": 7}}),
     ) + &event(json!({"type": "message_stop"}))
-}
-
-fn finished_count(deltas: &[StreamDelta]) -> usize {
-    deltas
-        .iter()
-        .filter(|delta| matches!(delta, StreamDelta::Finished { .. }))
-        .count()
 }
 
 #[test]

@@ -233,32 +233,12 @@ impl SseAccumulator for ChunkAccumulator {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
-
     use super::*;
+    use crate::stream_test_support::{finished_count, read_through};
     use keel_core::{ProviderErrorKind, StopReason};
 
-    #[derive(Default)]
-    struct Recorder(Mutex<Vec<StreamDelta>>);
-
-    impl DeltaSink for Recorder {
-        fn delta(&self, delta: &StreamDelta) {
-            self.0.lock().unwrap().push(delta.clone());
-        }
-    }
-
     fn run(body: &str) -> (Result<ChatResponse, ProviderError>, Vec<StreamDelta>) {
-        let sink = Recorder::default();
-        let bytes = futures::stream::iter([Ok::<_, std::io::Error>(body.to_string())]);
-        let result = futures::executor::block_on(parse_stream(bytes, &sink));
-        (result, sink.0.into_inner().unwrap())
-    }
-
-    fn finished_count(deltas: &[StreamDelta]) -> usize {
-        deltas
-            .iter()
-            .filter(|delta| matches!(delta, StreamDelta::Finished { .. }))
-            .count()
+        read_through::<ChunkAccumulator>(body)
     }
 
     #[test]
