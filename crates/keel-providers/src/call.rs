@@ -235,3 +235,39 @@ macro_rules! provider {
     };
 }
 pub(crate) use provider;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Anthropic, AnthropicConfig, OpenAiChat, OpenAiConfig, OpenAiResponses};
+
+    #[test]
+    fn no_adapter_shows_its_key_in_debug_output() {
+        let openai = || OpenAiConfig::new("http://localhost:8000/v1").with_api_key("sk-secret");
+        let anthropic = AnthropicConfig::new("http://localhost:8080").with_api_key("sk-secret");
+        let printed = [
+            format!("{:?}", OpenAiChat::new(openai()).unwrap()),
+            format!("{:?}", OpenAiResponses::new(openai()).unwrap()),
+            format!("{:?}", Anthropic::new(anthropic).unwrap()),
+        ];
+        for printed in printed {
+            assert!(!printed.contains("sk-secret"), "{printed}");
+            assert!(printed.contains("<redacted>"), "{printed}");
+        }
+    }
+
+    #[test]
+    fn each_api_posts_to_its_own_path() {
+        let path = |api, base_url| {
+            let wire = Wire::new(api, "p", base_url, (Duration::ZERO, Duration::ZERO)).unwrap();
+            wire.endpoint().path().to_string()
+        };
+        assert_eq!(
+            path(Api::OpenAiChat, "http://h/v1/"),
+            "/v1/chat/completions"
+        );
+        assert_eq!(path(Api::OpenAiResponses, "http://h/v1"), "/v1/responses");
+        assert_eq!(path(Api::AnthropicMessages, "http://h"), "/v1/messages");
+        assert_eq!(path(Api::AnthropicMessages, "http://h/v1"), "/v1/messages");
+    }
+}
