@@ -51,7 +51,8 @@ pub struct ContextPieces {
     pub total_tokens: u64,
 }
 
-/// How the context is kept under its budget.
+/// How the context is kept under its budget: the built-in strategies (see
+/// [`crate::context_strategy`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
@@ -136,6 +137,10 @@ pub struct ContextSettings {
     pub summary_model: Option<ModelTarget>,
     /// Output tokens a summary may use.
     pub summary_max_tokens: u32,
+    /// A strategy of the library user's own, which decides instead of `strategy` (see
+    /// [`crate::context_strategy`]); checkpoints name it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom: Option<crate::context_strategy::CustomStrategy>,
 }
 
 impl Default for ContextSettings {
@@ -151,6 +156,7 @@ impl Default for ContextSettings {
             max_recoveries: 4,
             summary_model: None,
             summary_max_tokens: 1024,
+            custom: None,
         }
     }
 }

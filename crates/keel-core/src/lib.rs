@@ -16,6 +16,7 @@ pub mod checkpoint;
 pub mod clarify;
 pub mod clock;
 pub mod context;
+pub mod context_strategy;
 pub mod conversation;
 pub mod delegate;
 pub mod driver;

@@ -412,6 +412,20 @@ impl AgentBuilder {
             learn: self.learn,
         })
     }
+
+    /// A context strategy of your own, which decides instead of the built-in one
+    /// ([`ContextSettings::strategy`](crate::context::ContextSettings::strategy)) what a run
+    /// does when its context crosses the threshold (see [`crate::context_strategy`]). Runs'
+    /// checkpoints name it; a run resumed by an agent that registers a strategy of the same
+    /// name goes on with it, by one that does not with the built-in one. Call it after
+    /// [`context`](Self::context), which replaces all the context settings.
+    pub fn context_strategy(
+        self,
+        strategy: Arc<dyn crate::context_strategy::ContextStrategy>,
+    ) -> Self {
+        let custom = crate::context_strategy::CustomStrategy::new(strategy);
+        self.tune(move |s| s.context.custom = Some(custom))
+    }
 }
 
 /// Adds `provider` (or the primary one) to `providers` and names the target.

@@ -13,6 +13,11 @@
 //!
 //! At most `max_recoveries` fire in one turn. Nothing is ever removed from the transcript: a
 //! summary is stored as an internal message that names the seqs it stands in for.
+//!
+//! The ladder, and carrying out a decision, are the kernel's; what to do at a rung is the
+//! run's [context strategy](crate::context_strategy)'s: compaction summarizes as above, the
+//! sliding window drops the oldest exchanges instead and never asks the human, and a library
+//! user's strategy decides as it likes (see [`strategy`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +25,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{ModelCall, Run, Step};
-use crate::context::{self, ContextPieces, Strategy};
+use crate::context::{self, ContextPieces};
 use crate::event::EventKind;
 use crate::message::{InternalReason, Message, Role, SeqRange};
 use crate::provider::{ChatRequest, ChatResponse, ToolChoice};
@@ -28,6 +33,7 @@ use crate::provider_error::ProviderError;
 use crate::state::{AgentState, ErrorReason};
 use crate::tokens;
 
+mod strategy;
 mod summary_recovery;
 
 /// The question R3 makes the model put to the human (seed 001).
@@ -122,25 +128,35 @@ impl Run {
     /// sliding window dropped it, then everything from the context start but summaries and
     /// the requests of flush turns that are over.
     fn verbatim(&self) -> impl Iterator<Item = usize> + '_ {
+        self.verbatim_from(self.context_start, &self.kept)
+    }
+
+    /// [`Run::verbatim`] were the live context to start at `start`, with the pinned messages
+    /// `kept` from before it.
+    fn verbatim_from<'a>(
+        &'a self,
+        start: usize,
+        kept: &'a [usize],
+    ) -> impl Iterator<Item = usize> + 'a {
+        let keeps_first = self.strategy().keeps_first_user();
         let first = self.first_user.filter(|&i| {
-            i < self.context_start
-                && self.settings.context.strategy == Strategy::SlidingWindow
-                && !self.is_kept(i)
+            // Unless it is a pinned one, kept anyway.
+            i < start && keeps_first && kept.binary_search(&i).is_err()
         });
         let spent_flush = |message: &Message| {
             message.meta.internal == Some(InternalReason::MemoryFlush) && !self.flushing()
         };
         // The pinned messages kept from before the context start, in order with the first
         // user message.
-        let split = first.map_or(self.kept.len(), |first| {
-            self.kept.partition_point(|&kept| kept < first)
+        let split = first.map_or(kept.len(), |first| {
+            kept.partition_point(|&kept| kept < first)
         });
-        self.kept[..split]
+        kept[..split]
             .iter()
             .copied()
             .chain(first)
-            .chain(self.kept[split..].iter().copied())
-            .chain((self.context_start..self.messages.len()).filter(move |&i| {
+            .chain(kept[split..].iter().copied())
+            .chain((start..self.messages.len()).filter(move |&i| {
                 !context::is_summary(&self.messages[i]) && !spent_flush(&self.messages[i])
             }))
     }
@@ -206,12 +222,17 @@ impl Run {
 
     /// Estimated tokens of the next request (before ephemeral layers).
     pub fn context_tokens(&self) -> u64 {
+        self.tokens_from(self.context_start, &self.kept)
+    }
+
+    /// [`Run::context_tokens`] were the live context to start at `start` with `kept`.
+    fn tokens_from(&self, start: usize, kept: &[usize]) -> u64 {
         let summary = self.summary_index.map_or(0, |i| u64::from(self.counts[i]));
         u64::from(self.fixed_tokens)
             + u64::from(self.turn.tokens)
             + summary
             + self
-                .verbatim()
+                .verbatim_from(start, kept)
                 .map(|i| u64::from(self.counts[i]))
                 .sum::<u64>()
     }
@@ -288,35 +309,14 @@ impl Run {
         None
     }
 
-    /// Climbs the ladder one rung; `None` when the run can go on without a model call.
-    fn recover(&mut self) -> Option<Step> {
-        let sliding = self.settings.context.strategy == Strategy::SlidingWindow;
-        let gap = self.settings.context.recovery_gap;
-        let recent =
-            |at: Option<u32>| at.is_some_and(|at| self.iteration.saturating_sub(at) <= gap);
-        let (r1_recent, r2_recent) = (recent(self.ladder.last_r1), recent(self.ladder.last_r2));
-        if !sliding && r2_recent {
-            return self.ask_for_help();
-        }
-        // Messages are about to leave the context: the model saves what it must first.
-        if let Some(step) = self.flush_before_compaction() {
-            return Some(step);
-        }
-        if sliding {
-            self.slide();
-            self.reset_flush();
-            return None;
-        }
-        let tier = if r1_recent { Tier::R2 } else { Tier::R1 };
-        self.summarize(tier, Then::NextCall, "threshold")
-            .or_else(|| self.ask_for_help())
-    }
-
     /// After a provider said the prompt is too long: R2 and one retry, else the end.
     pub(super) fn on_context_overflow(&mut self, error: &ProviderError) -> Step {
         if !self.ladder.overflow_retried {
             self.ladder.overflow_retried = true;
-            if let Some(step) = self.summarize(Tier::R2, Then::RetryCall, "context_overflow") {
+            let keep = self.settings.context.deep_keep;
+            let until = context::cut_point(&self.messages, self.context_start, keep);
+            if let Some(step) = self.summarize(Tier::R2, Then::RetryCall, "context_overflow", until)
+            {
                 return step;
             }
         }
@@ -330,14 +330,15 @@ impl Run {
         )
     }
 
-    /// Starts a summary of everything before the last `keep` messages; `None` when there is
-    /// nothing to summarize.
-    fn summarize(&mut self, tier: Tier, then: Then, reason: &str) -> Option<Step> {
-        let keep = match tier {
-            Tier::R1 => self.settings.context.keep_last,
-            Tier::R2 => self.settings.context.deep_keep,
-        };
-        let cut = context::cut_point(&self.messages, self.context_start, keep);
+    /// Starts a summary of the live context before `until` (moved back rather than split a
+    /// tool call from its results); `None` when there is nothing to summarize.
+    fn summarize(&mut self, tier: Tier, then: Then, reason: &str, until: usize) -> Option<Step> {
+        let mut cut = until.clamp(self.context_start, self.messages.len());
+        while cut > self.context_start
+            && self.messages.get(cut).is_some_and(|m| m.role == Role::Tool)
+        {
+            cut -= 1;
+        }
         // Pinned messages are kept as they are, never summarized.
         let pinned = context::pinned_exchanges(&self.messages, self.context_start..cut);
         let head: Vec<usize> = (self.context_start..cut)
@@ -461,7 +462,7 @@ impl Run {
         let (after_tokens, after_messages) = (self.context_tokens(), self.context_len());
         self.events.push(match pending.tier {
             Tier::R1 => EventKind::CompactionRun {
-                strategy: "compact".into(),
+                strategy: self.strategy().name().into(),
                 before_tokens: pending.before_tokens,
                 after_tokens,
                 before_messages: pending.before_messages,
@@ -521,33 +522,5 @@ impl Run {
                 self.window()
             ),
         ))
-    }
-
-    /// The sliding window: drops the oldest messages (never splitting a call from its
-    /// results, always keeping the first user message) until the context fits.
-    fn slide(&mut self) {
-        let threshold = self.threshold();
-        let (before_tokens, before_messages) = (self.context_tokens(), self.context_len());
-        let last = self.messages.len().saturating_sub(1);
-        while self.context_tokens() > threshold && self.context_start < last {
-            let from = self.context_start;
-            self.context_start += 1;
-            while self.context_start < last && self.messages[self.context_start].role == Role::Tool
-            {
-                self.context_start += 1;
-            }
-            self.keep_pinned(from, self.context_start);
-        }
-        self.refresh_notes();
-        self.ladder.recoveries += 1;
-        self.events.push(EventKind::CompactionRun {
-            strategy: "sliding_window".into(),
-            before_tokens,
-            after_tokens: self.context_tokens(),
-            before_messages,
-            after_messages: self.context_len(),
-            pinned: 0,
-            summary_failed: false,
-        });
     }
 }

@@ -128,6 +128,10 @@ pub struct Run {
     ladder: context::Ladder,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pending_summary: Option<context::PendingSummary>,
+    /// The context strategy's own state (see [`crate::context_strategy`]); the built-ins keep
+    /// none.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    context_state: serde_json::Value,
     /// The memory flush owed before the coming compaction.
     #[serde(default, skip_serializing_if = "crate::checkpoint::is_default")]
     flush: flush::Flush,
@@ -310,6 +314,7 @@ impl Run {
             first_user: None,
             ladder: context::Ladder::default(),
             pending_summary: None,
+            context_state: serde_json::Value::Null,
             flush: flush::Flush::Idle,
             iteration: 0,
             state: AgentState::Running,

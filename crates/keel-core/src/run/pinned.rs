@@ -15,11 +15,6 @@ impl Run {
         let kept = context::pinned_exchanges(&self.messages, from..to);
         self.kept.extend(kept);
     }
-
-    /// True when the message at `index` is a pinned one kept before the live context.
-    pub(super) fn is_kept(&self, index: usize) -> bool {
-        self.kept.binary_search(&index).is_ok()
-    }
 }
 
 #[cfg(test)]

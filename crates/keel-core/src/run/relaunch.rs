@@ -13,6 +13,7 @@ impl Run {
             self.settings.launch = settings.launch.clone();
         }
         self.settings.worker = settings.worker.clone();
+        self.settings.context.reattach(&settings.context);
         if switch_models {
             self.settings.provider = settings.provider.clone();
             self.settings.model = settings.model.clone();
