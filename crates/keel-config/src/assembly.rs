@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use keel_core::redact::{RedactingProvider, Redactor};
-use keel_core::{Agent, EventSink, HumanChannel, Provider, Store};
+use keel_core::{Agent, EventSink, HumanChannel, Provider};
+use keel_platform::DaemonStore;
 use keel_providers::{Endpoint, connect};
 use keel_tools::{
     HttpGetConfig, ReadAttachment, SessionSearchTool, Workspace, file_tools, http_tools,
@@ -114,7 +115,7 @@ fn register_environment_secrets(settings: &Settings) {
 pub fn agent(
     settings: &Settings,
     own_files: &[PathBuf],
-    store: Arc<dyn Store>,
+    store: Arc<dyn DaemonStore>,
     sinks: Vec<Arc<dyn EventSink>>,
     human: Option<Arc<dyn HumanChannel>>,
 ) -> Result<Agent, ConfigError> {

@@ -31,11 +31,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use keel_core::Store;
 use keel_core::memory_notes::MemoryLimits;
 use keel_core::recovery::RetryPolicy;
 use keel_memory::embedding::EmbedderChain;
 use keel_memory::{Memory, RetrievalSettings};
+use keel_platform::DaemonStore;
 use keel_providers::{OpenAiConfig, OpenAiEmbeddings};
 use keel_tools::FileMemory;
 use serde::Deserialize;
@@ -181,7 +181,7 @@ pub fn memory(
     settings: &MemorySettings,
     provider: &ProviderChoice,
     retry: &RetryPolicy,
-    store: Arc<dyn Store>,
+    store: Arc<dyn DaemonStore>,
     learning_model: Option<(Arc<dyn keel_core::provider::Provider>, String)>,
 ) -> Result<Option<Arc<Memory>>, ConfigError> {
     if !settings.facts {

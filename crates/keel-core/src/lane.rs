@@ -22,6 +22,36 @@ use serde::{Deserialize, Serialize};
 use crate::state::AgentState;
 use crate::store::RunRecord;
 
+/// What a message for a conversation that is running does (seeds 001 and 004).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LanePolicy {
+    /// Wait in the lane's FIFO queue until the runs before it end (seed 001).
+    #[default]
+    Queue,
+    /// Cancel the running run at its next safe point, then run (seed 004).
+    Interrupt,
+}
+
+impl LanePolicy {
+    /// The policy's name, as stored and as the API writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LanePolicy::Queue => "queue",
+            LanePolicy::Interrupt => "interrupt",
+        }
+    }
+
+    /// The policy named `name` (`queue` or `interrupt`).
+    pub fn parse(name: &str) -> Option<LanePolicy> {
+        match name {
+            "queue" => Some(LanePolicy::Queue),
+            "interrupt" => Some(LanePolicy::Interrupt),
+            _ => None,
+        }
+    }
+}
+
 /// A request for a session's lane.
 #[derive(Clone, Copy, Debug)]
 pub struct LaneClaim<'a> {

@@ -8,7 +8,6 @@
 
 pub mod agent;
 pub mod agent_tools;
-pub mod api_key;
 pub mod approval;
 pub mod budget;
 pub mod callbacks;
@@ -17,7 +16,6 @@ pub mod clarify;
 pub mod clock;
 pub mod context;
 pub mod context_strategy;
-pub mod conversation;
 pub mod delegate;
 pub mod driver;
 pub mod event;
@@ -32,7 +30,6 @@ pub mod lane;
 pub mod loop_guard;
 pub mod memory_notes;
 pub mod message;
-pub mod platform;
 pub mod prompt_parts;
 pub mod provider;
 pub mod provider_error;
@@ -43,8 +40,9 @@ pub mod redact;
 pub mod registry;
 pub mod routing;
 pub mod run;
+pub mod run_options;
 pub mod run_settings;
-pub mod session_search;
+pub mod session_kind;
 pub mod state;
 pub mod store;
 pub mod timestamp;
@@ -60,20 +58,16 @@ pub mod worker;
 pub use agent::{
     Agent, AgentBuilder, AgentError, ResumeOptions, RunReport, RunRequest, UnsafeCall,
 };
-pub use api_key::ApiKeyRecord;
 pub use approval::{ApprovalDecision, ApprovalNeed, PendingApproval};
 pub use callbacks::{
     ModelReasoning, ParsedToolCall, RunStatus, StatusChange, StepSummary, Thinking, ToolProgress,
 };
 pub use checkpoint::{Boundary, Checkpoint, ToolCallRecord};
 pub use clock::{Clock, SystemClock};
-pub use conversation::{
-    ConversationFilter, EnqueueOutcome, LanePolicy, NewConversation, QueuedRun, RunFilter,
-};
 pub use event::{Emitter, Event, EventKind, EventLog, EventSink};
 pub use human::{HumanChannel, Question};
 pub use journal::Journal;
-pub use lane::{LaneClaim, LaneHolder, LaneOutcome};
+pub use lane::{LaneClaim, LaneHolder, LaneOutcome, LanePolicy};
 pub use message::{
     InternalReason, Message, MessageMeta, Reasoning, Role, SeqRange, TokenCount, ToolCall,
 };
@@ -84,13 +78,12 @@ pub use provider::{
 pub use provider_error::{ProviderError, ProviderErrorKind};
 pub use registry::{PreparedCall, RegistryError, ToolRegistry};
 pub use run::{ModelCall, Run, Step, ToolCallReport, ToolResult};
+pub use run_options::{PlatformPlace, RunOptions};
 pub use run_settings::{ModelTarget, RunSettings};
-pub use session_search::{SessionHit, SessionSearch};
+pub use session_kind::SessionKind;
 pub use state::{AgentState, ErrorReason};
-pub use store::{
-    PlatformLink, RunRecord, SessionInfo, Store, StoreError, StoredMessage, UserRecord,
-};
-pub use token_log::{TokenCharge, UsageLine, UsageQuery};
+pub use store::{RunRecord, SessionInfo, Store, StoreError, StoredMessage, UserRecord};
+pub use token_log::TokenCharge;
 pub use tool::{
     Permission, Reach, Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput, ToolSpec,
 };

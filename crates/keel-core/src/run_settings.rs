@@ -73,7 +73,7 @@ pub struct RunSettings {
     pub untrusted: bool,
     /// The conversation's place on a platform, for tools that notify.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub place: Option<crate::platform::PlatformPlace>,
+    pub place: Option<crate::run_options::PlatformPlace>,
     /// Sampling temperature (a persona's); the provider's default when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,

@@ -1,25 +1,23 @@
-//! The `Store` trait: durable sessions, messages and runs. keel-store implements it on SQL;
-//! [`crate::memory_store::MemoryStore`] keeps everything in memory for tests and benchmarks.
+//! The `Store` trait: what a run keeps durable — sessions, messages and runs, checkpoints and
+//! the tool-call envelope, events, journals, approvals, heartbeats and cancel requests, session
+//! lanes, users and their monthly usage, and the files runs produce. keel-store implements it
+//! on SQLite and in memory. The daemon's own records (platform links, keys, personas,
+//! conversations and their queue, the token log report, known facts and search) are
+//! keel-platform's store traits.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::api_key::ApiKeyRecord;
 use crate::checkpoint::{Checkpoint, ToolCallRecord};
-use crate::conversation::{
-    ConversationFilter, EnqueueOutcome, NewConversation, QueuedRun, RunFilter,
-};
 use crate::event::Event;
 use crate::files::FileRecord;
 use crate::journal::Journal;
 use crate::lane::{LaneClaim, LaneOutcome};
 use crate::message::Message;
-use crate::platform::Persona;
 use crate::provider::Usage;
-use crate::session_search::{SessionHit, SessionSearch};
 use crate::state::{AgentState, ErrorReason};
-use crate::token_log::{TokenCharge, UsageLine, UsageQuery};
+use crate::token_log::TokenCharge;
 use crate::worker::Worker;
 
 /// A store operation failed.
@@ -84,10 +82,10 @@ pub struct SessionInfo {
     pub owner: Option<String>,
     /// What a message that arrives while it runs does.
     #[serde(default)]
-    pub lane_policy: crate::conversation::LanePolicy,
+    pub lane_policy: crate::lane::LanePolicy,
     /// Its place on a platform, for a conversation an incoming platform message made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub place: Option<crate::platform::PlatformPlace>,
+    pub place: Option<crate::run_options::PlatformPlace>,
     /// False when it came from an untrusted source (an email, an event) or is a sub-agent of
     /// one: its side-effecting tool calls need approval.
     #[serde(default = "trusted")]
@@ -224,22 +222,6 @@ pub struct UserRecord {
     /// < `owner`).
     #[serde(default)]
     pub permission: crate::tool::Permission,
-}
-
-/// A user's identity on a platform: `(platform, platform_user_id)` names at most one user; a
-/// user may have links on several platforms.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PlatformLink {
-    /// The platform, e.g. `telegram`, `slack`.
-    pub platform: String,
-    /// The user's id there.
-    pub platform_user_id: String,
-    /// The keel user it is.
-    pub user_id: String,
-    /// Their name there, when known.
-    pub username: Option<String>,
-    /// When the link was made.
-    pub created_at: DateTime<Utc>,
 }
 
 pub use crate::token_log::usage_month;
@@ -381,38 +363,6 @@ pub trait Store: Send + Sync {
     /// token log rows of that month, kept as a running total by [`Store::commit`].
     async fn monthly_usage(&self, user_id: &str, month: &str) -> Result<Usage, StoreError>;
 
-    /// The token log of a month, summed per user and model (by user, then model).
-    async fn usage_lines(&self, query: &UsageQuery) -> Result<Vec<UsageLine>, StoreError>;
-
-    /// Creates a conversation with its owner and lane policy. `Ok(None)` when the id is taken
-    /// (nothing is changed then).
-    async fn create_conversation(
-        &self,
-        conversation: &NewConversation,
-    ) -> Result<Option<SessionInfo>, StoreError>;
-
-    /// The platform conversation whose identity is `key`, if one was made (with
-    /// [`Store::create_platform_conversation`]). Found by the whole key, never by an id.
-    async fn platform_conversation(
-        &self,
-        key: &crate::platform::ConversationKey,
-    ) -> Result<Option<SessionInfo>, StoreError>;
-
-    /// Creates a conversation with the platform identity `key`, in one transaction. Its place
-    /// must be the key's (else [`StoreError::Conflict`]). `Ok(None)` when its id is taken or a
-    /// conversation has that key already (nothing is changed then).
-    async fn create_platform_conversation(
-        &self,
-        conversation: &NewConversation,
-        key: &crate::platform::ConversationKey,
-    ) -> Result<Option<SessionInfo>, StoreError>;
-
-    /// Conversations, newest first (by creation, then id), as `filter` says.
-    async fn list_conversations(
-        &self,
-        filter: &ConversationFilter,
-    ) -> Result<Vec<SessionInfo>, StoreError>;
-
     /// Up to `limit` messages of a session with a seq above `after`, in order.
     async fn messages_page(
         &self,
@@ -421,67 +371,9 @@ pub trait Store: Send + Sync {
         limit: usize,
     ) -> Result<Vec<StoredMessage>, StoreError>;
 
-    /// Runs, newest first (by start, then id), as `filter` says.
-    async fn find_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError>;
-
     /// The run's stored events with a seq (1-based, in the order emitted) above `after`.
     async fn events_after(&self, run_id: &str, after: u64)
     -> Result<Vec<(u64, Event)>, StoreError>;
-
-    /// Queues a run behind the session's lane, in one transaction: the queue row and a run
-    /// record in state `queued` (started at `enqueued_at`), unless the session's queue holds
-    /// `limit` runs already. The session must exist.
-    async fn enqueue_run(
-        &self,
-        run: &QueuedRun,
-        limit: usize,
-    ) -> Result<EnqueueOutcome, StoreError>;
-
-    /// The session's queued runs, oldest first. A run leaves the queue in its first commit
-    /// (the one that stores its message), or when cancelled before it started.
-    async fn queued_runs(&self, session_id: &str) -> Result<Vec<QueuedRun>, StoreError>;
-
-    /// Sessions with queued runs, the one with the oldest queued run first.
-    async fn queued_sessions(&self) -> Result<Vec<String>, StoreError>;
-
-    /// Cancels a run still in the queue: it leaves the queue and its record becomes
-    /// `cancelled`, finished at `at`. False when it is not queued (it started, or never was).
-    async fn cancel_queued(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError>;
-
-    /// Stores a new API key (its hash only).
-    async fn save_api_key(&self, key: &ApiKeyRecord) -> Result<(), StoreError>;
-
-    /// The key with this hash, revoked or not.
-    async fn api_key_by_hash(&self, hash: &str) -> Result<Option<ApiKeyRecord>, StoreError>;
-
-    /// Every stored key, oldest first.
-    async fn list_api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError>;
-
-    /// Revokes the key with this id at `at`. False when there is no such key or it was
-    /// revoked already.
-    async fn revoke_api_key(&self, id: &str, at: DateTime<Utc>) -> Result<bool, StoreError>;
-
-    /// Links a platform identity to a stored user. Linking it again to the same user is
-    /// nothing; to another user, or to a user not stored, an error (nothing changes).
-    async fn link_user(&self, link: &PlatformLink) -> Result<(), StoreError>;
-
-    /// The user a platform identity is linked to.
-    async fn user_by_link(
-        &self,
-        platform: &str,
-        platform_user_id: &str,
-    ) -> Result<Option<UserRecord>, StoreError>;
-
-    /// A user's platform links, by platform.
-    async fn user_links(&self, user_id: &str) -> Result<Vec<PlatformLink>, StoreError>;
-
-    /// Creates or replaces the persona with this name. A default persona makes any other one
-    /// not the default, in the same transaction; a second persona serving the same platform
-    /// and server is a [`StoreError::Conflict`] (nothing changes).
-    async fn save_persona(&self, persona: &Persona) -> Result<(), StoreError>;
-
-    /// Every persona, by name.
-    async fn personas(&self) -> Result<Vec<Persona>, StoreError>;
 
     /// Keeps a file: its content once per SHA-256 (the same bytes again add only a record)
     /// and its record, in one transaction. `content` must hash to `record.sha256`.
@@ -496,114 +388,10 @@ pub trait Store: Send + Sync {
     /// The files a run produced, oldest first.
     async fn run_files(&self, run_id: &str) -> Result<Vec<FileRecord>, StoreError>;
 
-    /// Every file of a conversation (its attachments and what its runs produced), oldest first.
-    async fn session_files(&self, session_id: &str) -> Result<Vec<FileRecord>, StoreError>;
-
-    /// Forgets the attachments kept for a message that was then refused, in one transaction:
-    /// their records (an attachment's only: a produced file, or one a run has taken, stays),
-    /// and each content no record keeps any more. The same content kept for another message,
-    /// before or at the same time, stays.
-    async fn forget_attachments(&self, files: &[FileRecord]) -> Result<(), StoreError>;
-
-    // — known facts (keel-memory) —
-
-    /// Stores a new fact, in one transaction: a current fact of the same user with the same
-    /// key is superseded by it (its `superseded_by` set to the new id). Returns the id of the
-    /// fact it superseded. An id already stored is a [`StoreError::Conflict`].
-    async fn save_fact(
-        &self,
-        fact: &crate::known_facts::Fact,
-    ) -> Result<Option<String>, StoreError>;
-
-    /// A user's facts, oldest first: the current ones only unless `with_superseded`.
-    async fn facts(
-        &self,
-        user_id: &str,
-        with_superseded: bool,
-    ) -> Result<Vec<crate::known_facts::Fact>, StoreError>;
-
-    /// Deletes one of `user_id`'s facts (and any it superseded, so nothing of it comes back).
-    /// False when that user has no such fact: another user's fact is never touched.
-    async fn forget_fact(&self, user_id: &str, fact_id: &str) -> Result<bool, StoreError>;
-
-    /// Full-text search over a user's current facts: up to `limit` that share a word with
-    /// `text`, best first (BM25). `text` is user text: it is never read as query syntax.
-    async fn search_facts(
-        &self,
-        user_id: &str,
-        text: &str,
-        limit: usize,
-    ) -> Result<Vec<crate::known_facts::FactHit>, StoreError>;
-    // --- Session search (`session_search`, issue 16) ---
-
-    /// The sessions that best match `search`, best first, each with its best passages: only
-    /// sessions of `search.owner` (see [`crate::session_search`] for whose those are), never
-    /// `search.exclude_session`. A query without search terms finds nothing.
-    async fn search_sessions(&self, search: &SessionSearch) -> Result<Vec<SessionHit>, StoreError>;
-
     /// Makes `user_id` the owner of session `session_id` when it has no owner and no messages
     /// yet (a new session a run for that user starts), so that user's later searches find it.
     /// Returns whether it did; a session with an owner or with messages is left as it is.
     async fn adopt_session(&self, session_id: &str, user_id: &str) -> Result<bool, StoreError>;
-
-    // --- Messages as memories (issue 17; see [`crate::known_facts::MessageMemory`]) ---
-    // A store without a message index (the in-memory store) recalls facts only: these
-    // default to finding and keeping nothing.
-
-    /// Up to `limit` messages of sessions of `owner` (`None`: sessions without one) other than
-    /// `exclude_session`, scored at least `min_importance` (unscored ones count as 0.3),
-    /// matching `text` by full text, best first.
-    async fn search_messages(
-        &self,
-        _owner: Option<&str>,
-        _text: &str,
-        _exclude_session: Option<&str>,
-        _min_importance: f32,
-        _limit: usize,
-    ) -> Result<Vec<crate::known_facts::MessageMemory>, StoreError> {
-        Ok(Vec::new())
-    }
-
-    /// Up to `limit` of `owner`'s messages (as for [`Store::search_messages`]) scored at
-    /// least `min_importance`, newest first. SQLite keeps an index of the messages scoring
-    /// 0.9 or more only, and finds no others.
-    async fn important_messages(
-        &self,
-        _owner: Option<&str>,
-        _min_importance: f32,
-        _exclude_session: Option<&str>,
-        _limit: usize,
-    ) -> Result<Vec<crate::known_facts::MessageMemory>, StoreError> {
-        Ok(Vec::new())
-    }
-
-    /// Replaces the importance of messages of `session_id`, by seq (a model's scores).
-    async fn set_message_importance(
-        &self,
-        _session_id: &str,
-        _scores: &[(u64, f32)],
-    ) -> Result<(), StoreError> {
-        Ok(())
-    }
-
-    /// Keeps the embeddings of messages of `session_id`, by seq, computed by `model`.
-    async fn save_message_embeddings(
-        &self,
-        _session_id: &str,
-        _model: &str,
-        _vectors: &[(u64, Vec<f32>)],
-    ) -> Result<(), StoreError> {
-        Ok(())
-    }
-
-    /// Every embedded message of `owner`'s sessions (as for [`Store::search_messages`], no
-    /// session left out), with its embedding, oldest first.
-    async fn message_embeddings(
-        &self,
-        _owner: Option<&str>,
-    ) -> Result<Vec<(crate::known_facts::MessageMemory, Vec<f32>)>, StoreError> {
-        Ok(Vec::new())
-    }
 }
 
 /// The seq of the last message the latest compaction summary of `messages` replaces.

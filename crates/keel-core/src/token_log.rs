@@ -1,9 +1,10 @@
 //! The token log (seed 003, step 8b): one row per model call — who, where, which model, how
 //! many tokens, what it cost. A run's boundary commit writes its calls' rows and adds them to
 //! the user's month in the same transaction, so the log always sums to the runs' usage and a
-//! monthly budget sees every call as soon as it is durable.
+//! monthly budget sees every call as soon as it is durable. Reading the log back (summed per user
+//! and model) is keel-platform's.
 
-use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Utc};
+use chrono::{DateTime, Datelike, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::provider::Usage;
@@ -23,38 +24,9 @@ pub struct TokenCharge {
     pub at: DateTime<Utc>,
 }
 
-/// Which part of the token log to sum.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct UsageQuery {
-    /// Only this user's calls.
-    pub user_id: Option<String>,
-    /// The month, `YYYY-MM` (UTC).
-    pub month: String,
-}
-
-/// The calls of one user with one model in a month, summed.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct UsageLine {
-    /// The user; `None` for runs for no user.
-    pub user_id: Option<String>,
-    /// The model.
-    pub model: String,
-    /// Model calls.
-    pub calls: u64,
-    /// Tokens.
-    pub usage: Usage,
-    /// Dollars.
-    pub cost: f64,
-}
-
 /// The month key usage is counted under: `YYYY-MM` in UTC. A new month starts from zero.
 pub fn usage_month(at: DateTime<Utc>) -> String {
     at.format("%Y-%m").to_string()
-}
-
-/// Whether `month` is a month key (`YYYY-MM`).
-pub fn is_usage_month(month: &str) -> bool {
-    month.len() == 7 && NaiveDate::parse_from_str(&format!("{month}-01"), "%Y-%m-%d").is_ok()
 }
 
 /// When the month of `at` ends and budgets reset: the first of the next month, 00:00 UTC.
@@ -86,13 +58,5 @@ mod tests {
             "2027-01-01T00:00:00+00:00"
         );
         assert_eq!(usage_month(december), "2026-12");
-    }
-
-    #[test]
-    fn month_keys_are_checked() {
-        assert!(is_usage_month("2026-11"));
-        for bad in ["2026-13", "2026-1", "26-11", "2026-11-01", "", "abcd-ef"] {
-            assert!(!is_usage_month(bad), "{bad}");
-        }
     }
 }

@@ -127,7 +127,7 @@ pub struct ToolContext {
     /// True when the conversation was started by an untrusted source (a trigger, an email).
     pub untrusted_source: bool,
     /// The conversation's place on a platform, when it has one.
-    pub place: Option<crate::platform::PlatformPlace>,
+    pub place: Option<crate::run_options::PlatformPlace>,
     /// Fires when the run is cancelled; long tools should stop early.
     pub cancel: CancellationToken,
 }

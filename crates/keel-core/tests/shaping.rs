@@ -10,8 +10,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use keel_core::RunOptions;
 use keel_core::event::MatchedSkill;
-use keel_core::platform::RunOptions;
 use keel_core::prompt_parts::{Placement, PromptPart, PromptRequest, PromptSection};
 use keel_core::routing::RoutingPolicy;
 use keel_core::{Agent, AgentState, EventKind, EventLog, ResumeOptions, RunRequest, Store};

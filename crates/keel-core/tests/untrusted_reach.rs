@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
+use keel_core::RunOptions;
 use keel_core::delegate::{DELEGATE_TASK, DelegationPolicy};
 use keel_core::known_facts::{Recall, Recalled};
 use keel_core::memory_notes::{InMemoryNotes, MEMORY, MemoryBackend, MemoryLimits, MemoryTarget};
-use keel_core::platform::RunOptions;
 use keel_core::{
     Agent, AgentState, Reach, RunRequest, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
 };

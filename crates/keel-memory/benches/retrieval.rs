@@ -19,10 +19,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keel_core::Store;
-use keel_core::known_facts::Fact;
 use keel_memory::Memory;
 use keel_memory::embedding::InProcess;
+use keel_platform::DaemonStore;
+use keel_platform::known_facts::Fact;
 use keel_store::SqliteStore;
 
 const MEMORIES: usize = 100_000;
@@ -56,12 +56,12 @@ fn text(i: usize) -> String {
 }
 
 /// 100,000 messages of [`USER`] in 1,000 sessions of 100, one in five a decision, embedded.
-async fn fill_messages(store: &Arc<dyn Store>) {
+async fn fill_messages(store: &Arc<dyn DaemonStore>) {
     const PER_SESSION: usize = 100;
     for session in 0..MEMORIES / PER_SESSION {
         let id = format!("past-{session:04}");
         store
-            .create_conversation(&keel_core::NewConversation {
+            .create_conversation(&keel_platform::NewConversation {
                 id: id.clone(),
                 owner: Some(USER.into()),
                 lane_policy: Default::default(),
@@ -112,7 +112,7 @@ async fn fill_messages(store: &Arc<dyn Store>) {
     fill_facts(store, 1000).await;
 }
 
-async fn fill_facts(store: &Arc<dyn Store>, count: usize) {
+async fn fill_facts(store: &Arc<dyn DaemonStore>, count: usize) {
     let now = chrono::Utc::now();
     for chunk in (0..count).collect::<Vec<_>>().chunks(1000) {
         let mut writes = tokio::task::JoinSet::new();
@@ -181,7 +181,7 @@ fn main() {
     runtime.block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("keel.db");
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
+        let store: Arc<dyn DaemonStore> = Arc::new(SqliteStore::open(&path).await.unwrap());
         let start = Instant::now();
         let kind = std::env::var("KEEL_BENCH_MEMORIES").unwrap_or_else(|_| "messages".into());
         match kind.as_str() {

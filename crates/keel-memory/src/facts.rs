@@ -7,7 +7,7 @@
 //! deploy target is eu-west-3" → `deploy target`). A new fact with the key of a current fact of
 //! the same user supersedes it; a fact without a key supersedes nothing.
 
-use keel_core::known_facts::MAX_FACT_CHARS;
+use keel_platform::known_facts::MAX_FACT_CHARS;
 
 /// What the caller knows about a fact to remember.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -12,8 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use keel_core::known_facts::{Fact, MessageMemory, Recall, Recalled, session_owner};
-use keel_core::{Clock, Store, SystemClock};
+use keel_core::known_facts::{Recall, Recalled};
+use keel_core::{Clock, SystemClock};
+use keel_platform::DaemonStore;
+use keel_platform::known_facts::{Fact, MessageMemory, session_owner};
 use serde_json::json;
 
 use crate::embedding::{Embedder, normalized};
@@ -117,7 +119,7 @@ pub const MESSAGE_PIECE_CHARS: usize = 400;
 
 /// A user's long-term memory.
 pub struct Memory {
-    store: Arc<dyn Store>,
+    store: Arc<dyn DaemonStore>,
     embedder: Option<Arc<dyn Embedder>>,
     scorer: Arc<dyn ImportanceScorer>,
     settings: RetrievalSettings,
@@ -130,7 +132,7 @@ pub struct Memory {
 impl Memory {
     /// Memory over `store`: full text and recency only, the rule-based importance scorer, the
     /// default retrieval settings.
-    pub fn new(store: Arc<dyn Store>) -> Self {
+    pub fn new(store: Arc<dyn DaemonStore>) -> Self {
         Memory {
             store,
             embedder: None,
@@ -168,7 +170,7 @@ impl Memory {
     }
 
     /// The store it reads and writes.
-    pub fn store(&self) -> &Arc<dyn Store> {
+    pub fn store(&self) -> &Arc<dyn DaemonStore> {
         &self.store
     }
 

@@ -71,7 +71,7 @@ pub struct Candidate {
 impl Candidate {
     /// A known fact as a candidate: its embedding normalized, pinned when its importance is
     /// at least `pinned_importance`.
-    pub fn fact(fact: keel_core::known_facts::Fact, pinned_importance: f32) -> Self {
+    pub fn fact(fact: keel_platform::known_facts::Fact, pinned_importance: f32) -> Self {
         Candidate {
             id: crate::fact_candidate_id(&fact.id),
             pinned: fact.importance >= pinned_importance,

@@ -184,7 +184,7 @@ impl Tool for ForgetTool {
 #[cfg(test)]
 mod tests {
     use keel_core::Reach;
-    use keel_core::platform::RunOptions;
+    use keel_core::RunOptions;
     use keel_store::MemoryStore;
 
     use super::*;

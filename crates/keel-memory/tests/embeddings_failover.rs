@@ -6,12 +6,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_core::Store;
 use keel_core::known_facts::{OWNER, Recall};
 use keel_core::recovery::RetryPolicy;
 use keel_memory::embedding::EmbedderChain;
 use keel_memory::{Memory, NewFact};
 use keel_mock::{MockServer, Script};
+use keel_platform::DaemonStore;
 use keel_providers::{OpenAiConfig, OpenAiEmbeddings};
 use keel_store::MemoryStore;
 
@@ -40,7 +40,7 @@ async fn a_dead_embeddings_endpoint_fails_over_to_the_next() {
         retry,
     )
     .unwrap();
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn DaemonStore> = Arc::new(MemoryStore::new());
     let memory = Memory::new(store).with_embedder(Arc::new(chain));
 
     let remembered = memory

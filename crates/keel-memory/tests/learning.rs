@@ -10,8 +10,10 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use keel_core::known_facts::{FinishedRun, Learn, Recall};
 use keel_core::provider::{ChatRequest, ChatResponse, DeltaSink, Provider, StopReason};
-use keel_core::{Message, NewConversation, ProviderError, Store, Usage};
+use keel_core::{Message, ProviderError, Usage};
 use keel_memory::{Learning, Memory};
+use keel_platform::DaemonStore;
+use keel_platform::NewConversation;
 use keel_store::SqliteStore;
 
 /// The mock's deterministic embeddings, computed in process.
@@ -48,7 +50,7 @@ impl Provider for Scripted {
     }
 }
 
-async fn said(store: &dyn Store, session: &str, owner: &str, texts: &[&str]) {
+async fn said(store: &dyn DaemonStore, session: &str, owner: &str, texts: &[&str]) {
     store
         .create_conversation(&NewConversation {
             id: session.into(),
@@ -79,7 +81,7 @@ async fn said(store: &dyn Store, session: &str, owner: &str, texts: &[&str]) {
         .unwrap();
 }
 
-async fn store() -> (Arc<dyn Store>, tempfile::TempDir) {
+async fn store() -> (Arc<dyn DaemonStore>, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("keel.db"))
         .await
@@ -89,7 +91,7 @@ async fn store() -> (Arc<dyn Store>, tempfile::TempDir) {
 
 async fn learn(
     memory: &Memory,
-    store: &dyn Store,
+    store: &dyn DaemonStore,
     session: &str,
     user: &str,
     trusted: bool,

@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use keel_core::known_facts::{OWNER, Recall};
-use keel_core::{Store, Tool, ToolContext, ToolErrorKind};
+use keel_core::{Tool, ToolContext, ToolErrorKind};
 use keel_memory::tools::{ForgetTool, RememberTool};
 use keel_memory::{Embedder, FactError, Memory, NewFact};
+use keel_platform::DaemonStore;
 use keel_store::MemoryStore;
 use serde_json::json;
 
@@ -53,7 +54,7 @@ fn context(user: Option<&str>) -> ToolContext {
 
 #[tokio::test]
 async fn another_users_facts_are_never_recalled() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn DaemonStore> = Arc::new(MemoryStore::new());
     let memory = Memory::new(store).with_embedder(Arc::new(mock_embedder()));
     memory
         .remember("ada", fact("Ada's deploy target is eu-west-3"))
@@ -77,7 +78,7 @@ async fn another_users_facts_are_never_recalled() {
 
 #[tokio::test]
 async fn a_dead_embeddings_endpoint_degrades_to_full_text_with_a_note() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn DaemonStore> = Arc::new(MemoryStore::new());
     let memory = Memory::new(store).with_embedder(Arc::new(DeadEmbedder));
     let remembered = memory
         .remember(OWNER, fact("my deploy target is eu-west-3"))
@@ -108,7 +109,7 @@ async fn a_dead_embeddings_endpoint_degrades_to_full_text_with_a_note() {
 
 #[tokio::test]
 async fn the_tools_reach_only_their_callers_facts() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn DaemonStore> = Arc::new(MemoryStore::new());
     let memory = Arc::new(Memory::new(store.clone()));
     let remember = RememberTool::new(memory.clone());
     let forget = ForgetTool::new(memory.clone());
@@ -154,11 +155,11 @@ async fn the_tools_reach_only_their_callers_facts() {
 
 #[tokio::test]
 async fn bad_facts_are_refused_and_nothing_is_stored() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn DaemonStore> = Arc::new(MemoryStore::new());
     let memory = Memory::new(store.clone());
     for bad in [
         fact("   "),
-        fact(&"x".repeat(keel_core::known_facts::MAX_FACT_CHARS + 1)),
+        fact(&"x".repeat(keel_platform::known_facts::MAX_FACT_CHARS + 1)),
         NewFact {
             key: Some("!!".into()),
             ..fact("fine text")
@@ -192,7 +193,7 @@ async fn bad_facts_are_refused_and_nothing_is_stored() {
 async fn a_remember_call_in_a_run_records_the_runs_message_as_its_source() {
     use keel_core::{Agent, RunRequest};
     use keel_mock::{ScriptedProvider, Step};
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn DaemonStore> = Arc::new(MemoryStore::new());
     let memory = Arc::new(Memory::new(store.clone()));
     let provider = Arc::new(ScriptedProvider::from_steps(vec![
         Step::tool_call(

@@ -10,9 +10,9 @@
 
 use std::sync::Arc;
 
-use keel_core::Store;
 use keel_memory::retrieval::{Candidate, RetrievalSettings, retrieve};
 use keel_memory::{Memory, NewFact, fact_candidate_id};
+use keel_platform::DaemonStore;
 use keel_store::SqliteStore;
 
 /// The mock's deterministic embeddings, computed in process.
@@ -269,7 +269,7 @@ struct Scores {
     fusion: usize,
 }
 
-async fn evaluate(store: &dyn Store, data: &DataSet) -> Scores {
+async fn evaluate(store: &dyn DaemonStore, data: &DataSet) -> Scores {
     let candidates: Vec<Candidate> = store
         .facts(USER, false)
         .await
@@ -320,7 +320,7 @@ async fn evaluate(store: &dyn Store, data: &DataSet) -> Scores {
 
 #[tokio::test]
 async fn fusion_recalls_at_least_as_well_as_full_text_or_vectors_alone() {
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_temporary().await.unwrap());
+    let store: Arc<dyn DaemonStore> = Arc::new(SqliteStore::open_temporary().await.unwrap());
     let memory = Memory::new(store.clone()).with_embedder(Arc::new(mock_embedder()));
     let data = build(&memory).await;
     assert!(data.facts >= 300 && data.questions.len() == 100);

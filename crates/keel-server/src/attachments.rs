@@ -2,8 +2,8 @@
 //! checked whole before anything is stored.
 
 use base64::Engine as _;
-use keel_core::platform::IncomingAttachment;
-use keel_core::platform::attachments::check_attachments;
+use keel_platform::IncomingAttachment;
+use keel_platform::attachments::check_attachments;
 use serde::Deserialize;
 use utoipa::ToSchema;
 

@@ -5,7 +5,7 @@
 use axum::extract::FromRequestParts;
 use axum::http::header;
 use axum::http::request::Parts;
-use keel_core::platform::SessionKind;
+use keel_core::SessionKind;
 use keel_core::{RunRecord, SessionInfo};
 
 use crate::error::ApiError;

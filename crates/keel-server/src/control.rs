@@ -5,10 +5,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
-use keel_core::platform::{MAX_TEXT_BYTES, register_attachments};
-use keel_core::{
-    AgentState, ApprovalDecision, LanePolicy, NewConversation, ResumeOptions, UnsafeCall,
-};
+use keel_core::{AgentState, ApprovalDecision, LanePolicy, ResumeOptions, UnsafeCall};
+use keel_platform::NewConversation;
+use keel_platform::{MAX_TEXT_BYTES, register_attachments};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;

@@ -112,11 +112,11 @@ impl From<StoreError> for ApiError {
     }
 }
 
-impl From<keel_core::platform::InboxError> for ApiError {
-    fn from(error: keel_core::platform::InboxError) -> Self {
+impl From<keel_platform::InboxError> for ApiError {
+    fn from(error: keel_platform::InboxError) -> Self {
         match error {
-            keel_core::platform::InboxError::Invalid(message) => ApiError::invalid(message),
-            keel_core::platform::InboxError::Store(error) => error.into(),
+            keel_platform::InboxError::Invalid(message) => ApiError::invalid(message),
+            keel_platform::InboxError::Store(error) => error.into(),
         }
     }
 }

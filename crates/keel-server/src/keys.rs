@@ -3,7 +3,7 @@
 //! byte by byte against a secret.
 
 use chrono::{DateTime, Utc};
-use keel_core::ApiKeyRecord;
+use keel_platform::ApiKeyRecord;
 use sha2::{Digest, Sha256};
 
 /// The prefix of every key keel makes, so a leaked one is recognisable.

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use keel_core::Store;
+use keel_platform::DaemonStore;
 
 use crate::engine::Engine;
 use crate::hub::Hub;
@@ -11,7 +11,7 @@ use crate::hub::Hub;
 #[derive(Clone)]
 pub struct AppState {
     /// Conversations, runs, keys.
-    pub store: Arc<dyn Store>,
+    pub store: Arc<dyn DaemonStore>,
     /// Runs the lanes: queues, workers, cancel, resume.
     pub engine: Arc<Engine>,
     /// Live events, for the SSE streams.
@@ -19,7 +19,7 @@ pub struct AppState {
     /// The largest request body accepted, in bytes.
     pub max_request_bytes: usize,
     /// The incoming-message pipeline (`POST /v1/messages`).
-    pub inbox: Arc<keel_core::platform::Inbox>,
+    pub inbox: Arc<keel_platform::Inbox>,
     /// The tool modules that exist, for checking personas.
     pub modules: Arc<[String]>,
 }

@@ -5,6 +5,7 @@
 
 mod common;
 
+use keel_platform::{ConversationStore, PlatformStore};
 use std::sync::Arc;
 
 use axum::body::Body;

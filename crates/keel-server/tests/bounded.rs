@@ -2,12 +2,14 @@
 //! and the live-event hub, and what they hold in memory, counted (paused time, in-memory
 //! store; the store keeps everything, as it must).
 
+use keel_platform::ConversationStore;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use keel_core::{Agent, AgentState, LanePolicy, NewConversation, SessionInfo, Store};
+use keel_core::{Agent, AgentState, LanePolicy, SessionInfo};
 use keel_mock::{Script, ScriptedProvider, Step};
+use keel_platform::NewConversation;
 use keel_server::engine::{Engine, EngineError, EngineOptions, EngineSizes};
 use keel_server::hub::{Hub, HubSizes};
 use keel_store::MemoryStore;

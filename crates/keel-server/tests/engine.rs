@@ -4,14 +4,14 @@
 //! shutdown leaves a run in a model call resumable for the next engine, which completes it, and
 //! a report comes only once its run is free to answer.
 
+use keel_platform::ConversationStore;
 use std::sync::{Arc, Mutex};
 
 use chrono::Utc;
 use keel_core::worker::{Liveness, Worker, WorkerProbe};
-use keel_core::{
-    Agent, AgentState, Event, EventKind, EventSink, LanePolicy, NewConversation, SessionInfo, Store,
-};
+use keel_core::{Agent, AgentState, Event, EventKind, EventSink, LanePolicy, SessionInfo, Store};
 use keel_mock::{Script, ScriptedProvider, Step};
+use keel_platform::NewConversation;
 use keel_server::engine::{Engine, EngineError, EngineOptions};
 use keel_server::live::LiveEvents;
 use keel_store::MemoryStore;

@@ -3,6 +3,7 @@
 //! is refused and leaves the question answerable; a run that panics ends `error (internal)`
 //! with the seed 003 answer, its waiter is answered, and its lane goes on.
 
+use keel_platform::ConversationStore;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,10 +11,11 @@ use async_trait::async_trait;
 use chrono::Utc;
 use keel_core::run::INTERNAL_ERROR_ANSWER;
 use keel_core::{
-    Agent, AgentState, ApprovalDecision, ApprovalNeed, ErrorReason, LanePolicy, NewConversation,
-    Provider, SessionInfo, Store, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    Agent, AgentState, ApprovalDecision, ApprovalNeed, ErrorReason, LanePolicy, Provider,
+    SessionInfo, Store, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 use keel_mock::{PanicsAt, Script, ScriptedProvider, Step};
+use keel_platform::NewConversation;
 use keel_server::engine::{Engine, EngineError, EngineOptions};
 use keel_server::live::LiveEvents;
 use keel_store::MemoryStore;

@@ -5,6 +5,7 @@
 
 mod common;
 
+use keel_platform::{ConversationStore, PlatformStore};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,10 +13,11 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use chrono::Utc;
 use http_body_util::BodyExt;
+use keel_core::PlatformPlace;
 use keel_core::Store;
 use keel_core::files::{FileOrigin, FileRecord};
-use keel_core::platform::{ConversationKey, PlatformPlace, Source};
 use keel_mock::{Script, ScriptedProvider, Step};
+use keel_platform::{ConversationKey, Source};
 use keel_server::engine::EngineOptions;
 use keel_server::keys::new_key;
 use keel_server::{AppState, router};

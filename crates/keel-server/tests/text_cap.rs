@@ -6,7 +6,7 @@ mod common;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
-use keel_core::platform::MAX_TEXT_BYTES;
+use keel_platform::MAX_TEXT_BYTES;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 

@@ -5,6 +5,7 @@
 
 mod common;
 
+use keel_platform::PlatformStore;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -13,9 +14,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use chrono::Utc;
 use http_body_util::BodyExt;
-use keel_core::{
-    ApprovalNeed, Permission, Store, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
-};
+use keel_core::{ApprovalNeed, Permission, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use keel_mock::{Script, ScriptedProvider, Step};
 use keel_server::engine::EngineOptions;
 use keel_server::keys::new_key;

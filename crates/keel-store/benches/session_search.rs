@@ -9,7 +9,8 @@
 //! `cargo bench -p keel-store --bench session_search -- --warm-up-time 1 --measurement-time 3`
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use keel_core::{Message, NewConversation, SessionSearch, Store};
+use keel_core::{Message, Store};
+use keel_platform::{ConversationStore, MemoryIndex, NewConversation, SessionSearch};
 use keel_store::SqliteStore;
 
 const SESSIONS: usize = 1_000;

@@ -4,10 +4,10 @@
 //! transaction that counts the lane's queue, so its limit holds across processes.
 
 use chrono::{DateTime, Utc};
-use keel_core::platform::ConversationKey;
-use keel_core::{
-    AgentState, ApiKeyRecord, ConversationFilter, EnqueueOutcome, Event, NewConversation,
-    QueuedRun, RunFilter, RunRecord, SessionInfo, StoreError, StoredMessage,
+use keel_core::{AgentState, Event, RunRecord, SessionInfo, StoreError, StoredMessage};
+use keel_platform::ConversationKey;
+use keel_platform::{
+    ApiKeyRecord, ConversationFilter, EnqueueOutcome, NewConversation, QueuedRun, RunFilter,
 };
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
@@ -485,8 +485,7 @@ fn decode_queued(row: &SqliteRow) -> Result<QueuedRun, StoreError> {
         enqueued_at: time_column(row, "enqueued_at", place)?,
         provider: column(row, "provider", place)?,
         model: column(row, "model", place)?,
-        options: json_column::<keel_core::platform::RunOptions>(row, "options", place)?
-            .unwrap_or_default(),
+        options: json_column::<keel_core::RunOptions>(row, "options", place)?.unwrap_or_default(),
     })
 }
 

@@ -2,7 +2,7 @@
 //! over their text searched with BM25, and embeddings as BLOBs of little-endian `f32`s.
 
 use keel_core::StoreError;
-use keel_core::known_facts::{Fact, FactHit, fts_match};
+use keel_platform::known_facts::{Fact, FactHit, fts_match};
 use sqlx::sqlite::SqliteRow;
 
 use crate::OrBackend;

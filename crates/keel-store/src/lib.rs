@@ -1,8 +1,8 @@
 //! keel-store owns keel's durable state: sessions, their messages and runs, what makes a run
 //! survive its worker (checkpoints, the tool-call envelope, run events, run journals, heartbeats
 //! and cancel requests), and the session lanes that keep one active run per session
-//! ([`lanes`]), behind the [`keel_core::Store`] trait. SQLite ([`SqliteStore`]) is the embedded default; PostgreSQL (many
-//! workers) will come later behind the same trait, so the SQL here stays portable where that costs
+//! ([`lanes`]), behind the [`keel_core::Store`] trait. SQLite ([`SqliteStore`]) is the embedded default;
+//! PostgreSQL (many workers) will come later behind the same trait, so the SQL here stays portable where that costs
 //! nothing: `$1` placeholders, `ON CONFLICT … DO UPDATE`, `BIGINT` counters, text ids. What is
 //! SQLite's own is kept to the connection setup and the write path: one writer thread that runs
 //! each boundary's statements, and those of every other boundary waiting, as one `BEGIN
@@ -13,8 +13,14 @@
 //! the tables and the storage conventions (RFC 3339 UTC timestamps with nine fractional digits,
 //! JSON text for tool calls, reasoning and message metadata).
 //!
-//! It depends on no keel crate but keel-core: the loop, adapters and tools never see SQL, and this
-//! crate never sees them.
+//! Beside the kernel's [`keel_core::Store`] it implements keel-platform's store traits, each in
+//! files of its own concept: [`keel_platform::PlatformStore`] (`platform.rs`: links, keys,
+//! personas, the token log report), [`keel_platform::ConversationStore`] (`conversations.rs`)
+//! and [`keel_platform::MemoryIndex`] (`memory_index.rs`: facts, messages as memories, session
+//! search); the in-memory store ([`MemoryStore`]) implements the same.
+//!
+//! It depends on keel-core and keel-platform only: the loop, adapters and tools never see SQL,
+//! and this crate never sees them.
 
 #![warn(missing_docs)]
 
@@ -23,15 +29,18 @@ mod batch;
 mod checkpointer;
 mod codec;
 mod connections;
+mod conversations;
 mod daemon;
 mod durability;
 mod facts;
 mod files;
 mod lanes;
 mod memory;
+mod memory_index;
 mod message_memory;
 mod param;
 mod personas;
+mod platform;
 mod schema;
 mod search_index;
 mod session_search;

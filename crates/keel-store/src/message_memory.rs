@@ -1,10 +1,10 @@
 //! Messages as memories on SQL (`migrations/0018_message_memory.sql`): full-text matches over
 //! the session-search index with each message's importance, a user's most important messages
 //! through a partial index, model scores written into the messages' metadata, and embeddings
-//! kept beside the messages (see [`keel_core::known_facts::MessageMemory`]).
+//! kept beside the messages (see [`keel_platform::known_facts::MessageMemory`]).
 
 use keel_core::StoreError;
-use keel_core::known_facts::{MessageMemory, fts_match};
+use keel_platform::known_facts::{MessageMemory, fts_match};
 use sqlx::sqlite::SqliteRow;
 
 use crate::OrBackend;

@@ -1,7 +1,7 @@
 //! Personas on SQL (`migrations/0011_platform.sql`).
 
 use keel_core::StoreError;
-use keel_core::platform::Persona;
+use keel_platform::Persona;
 use sqlx::sqlite::SqliteRow;
 
 use crate::OrBackend;

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use keel_core::StoreError;
-use keel_core::session_search::{
+use keel_platform::session_search::{
     MAX_SESSION_HITS, SNIPPETS_PER_SESSION, SessionHit, SessionSearch, fts5_query, search_terms,
 };
 use sqlx::sqlite::SqliteConnection;

@@ -14,13 +14,10 @@ use std::path::Path;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use keel_core::files::FileRecord;
-use keel_core::platform::Persona;
 use keel_core::store::{Commit, CommitOutcome};
 use keel_core::{
-    ApiKeyRecord, Checkpoint, ConversationFilter, EnqueueOutcome, Event, Journal, LaneClaim,
-    LaneOutcome, Message, NewConversation, PlatformLink, QueuedRun, RunFilter, RunRecord,
-    SessionInfo, Store, StoreError, StoredMessage, ToolCallRecord, Usage, UsageLine, UsageQuery,
-    UserRecord,
+    Checkpoint, Event, Journal, LaneClaim, LaneOutcome, Message, RunRecord, SessionInfo, Store,
+    StoreError, StoredMessage, ToolCallRecord, Usage, UserRecord,
 };
 
 use crate::batch::{self, Batch};
@@ -157,7 +154,7 @@ const SAVE_USER: &str = "INSERT INTO users \
 /// share the same connections.
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
-    conns: Connections,
+    pub(crate) conns: Connections,
 }
 
 impl SqliteStore {
@@ -360,10 +357,6 @@ impl Store for SqliteStore {
         crate::token_log::monthly_usage(&mut *self.conns.reader().await?, user_id, month).await
     }
 
-    async fn usage_lines(&self, query: &UsageQuery) -> Result<Vec<UsageLine>, StoreError> {
-        crate::token_log::usage_lines(&mut *self.conns.reader().await?, query).await
-    }
-
     async fn messages_since(
         &self,
         session_id: &str,
@@ -424,41 +417,6 @@ impl Store for SqliteStore {
         lanes::release(&self.conns, session_id, run_id).await
     }
 
-    async fn create_conversation(
-        &self,
-        conversation: &NewConversation,
-    ) -> Result<Option<SessionInfo>, StoreError> {
-        if !daemon::create_conversation(&self.conns, conversation).await? {
-            return Ok(None);
-        }
-        self.session(&conversation.id).await
-    }
-
-    async fn platform_conversation(
-        &self,
-        key: &keel_core::platform::ConversationKey,
-    ) -> Result<Option<SessionInfo>, StoreError> {
-        daemon::platform_conversation(&self.conns, key).await
-    }
-
-    async fn create_platform_conversation(
-        &self,
-        conversation: &NewConversation,
-        key: &keel_core::platform::ConversationKey,
-    ) -> Result<Option<SessionInfo>, StoreError> {
-        if !daemon::create_platform_conversation(&self.conns, conversation, key).await? {
-            return Ok(None);
-        }
-        self.session(&conversation.id).await
-    }
-
-    async fn list_conversations(
-        &self,
-        filter: &ConversationFilter,
-    ) -> Result<Vec<SessionInfo>, StoreError> {
-        daemon::list_conversations(&self.conns, filter).await
-    }
-
     async fn messages_page(
         &self,
         session_id: &str,
@@ -468,76 +426,12 @@ impl Store for SqliteStore {
         daemon::messages_page(&self.conns, session_id, after, limit).await
     }
 
-    async fn find_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
-        daemon::find_runs(&self.conns, filter).await
-    }
-
     async fn events_after(
         &self,
         run_id: &str,
         after: u64,
     ) -> Result<Vec<(u64, Event)>, StoreError> {
         daemon::events_after(&self.conns, run_id, after).await
-    }
-
-    async fn enqueue_run(
-        &self,
-        run: &QueuedRun,
-        limit: usize,
-    ) -> Result<EnqueueOutcome, StoreError> {
-        daemon::enqueue(&self.conns, run, limit).await
-    }
-
-    async fn queued_runs(&self, session_id: &str) -> Result<Vec<QueuedRun>, StoreError> {
-        daemon::queued_runs(&self.conns, session_id).await
-    }
-
-    async fn queued_sessions(&self) -> Result<Vec<String>, StoreError> {
-        daemon::queued_sessions(&self.conns).await
-    }
-
-    async fn cancel_queued(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
-        daemon::cancel_queued(&self.conns, run_id, at).await
-    }
-
-    async fn save_api_key(&self, key: &ApiKeyRecord) -> Result<(), StoreError> {
-        daemon::save_key(&self.conns, key).await
-    }
-
-    async fn api_key_by_hash(&self, hash: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
-        daemon::key_by_hash(&self.conns, hash).await
-    }
-
-    async fn list_api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError> {
-        daemon::list_keys(&self.conns).await
-    }
-
-    async fn revoke_api_key(&self, id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
-        daemon::revoke_key(&self.conns, id, at).await
-    }
-
-    async fn link_user(&self, link: &PlatformLink) -> Result<(), StoreError> {
-        crate::user_links::link(&self.conns, link).await
-    }
-
-    async fn user_by_link(
-        &self,
-        platform: &str,
-        platform_user_id: &str,
-    ) -> Result<Option<UserRecord>, StoreError> {
-        crate::user_links::user_by_link(&self.conns, platform, platform_user_id).await
-    }
-
-    async fn user_links(&self, user_id: &str) -> Result<Vec<PlatformLink>, StoreError> {
-        crate::user_links::links(&self.conns, user_id).await
-    }
-
-    async fn save_persona(&self, persona: &Persona) -> Result<(), StoreError> {
-        crate::personas::save(&self.conns, persona).await
-    }
-
-    async fn personas(&self) -> Result<Vec<Persona>, StoreError> {
-        crate::personas::list(&self.conns).await
     }
 
     async fn session_approvals(&self, session_id: &str) -> Result<Vec<String>, StoreError> {
@@ -557,10 +451,6 @@ impl Store for SqliteStore {
         crate::files::save(&self.conns, record, content).await
     }
 
-    async fn forget_attachments(&self, files: &[FileRecord]) -> Result<(), StoreError> {
-        crate::files::forget_attachments(&self.conns, files).await
-    }
-
     async fn file(&self, file_id: &str) -> Result<Option<FileRecord>, StoreError> {
         crate::files::file(&self.conns, file_id).await
     }
@@ -573,40 +463,6 @@ impl Store for SqliteStore {
         crate::files::of_run(&self.conns, run_id).await
     }
 
-    async fn session_files(&self, session_id: &str) -> Result<Vec<FileRecord>, StoreError> {
-        crate::files::of_session(&self.conns, session_id).await
-    }
-
-    // — known facts (keel-memory) —
-
-    async fn save_fact(
-        &self,
-        fact: &keel_core::known_facts::Fact,
-    ) -> Result<Option<String>, StoreError> {
-        crate::facts::save(&self.conns, fact).await
-    }
-
-    async fn facts(
-        &self,
-        user_id: &str,
-        with_superseded: bool,
-    ) -> Result<Vec<keel_core::known_facts::Fact>, StoreError> {
-        crate::facts::list(&self.conns, user_id, with_superseded).await
-    }
-
-    async fn forget_fact(&self, user_id: &str, fact_id: &str) -> Result<bool, StoreError> {
-        crate::facts::forget(&self.conns, user_id, fact_id).await
-    }
-
-    async fn search_facts(
-        &self,
-        user_id: &str,
-        text: &str,
-        limit: usize,
-    ) -> Result<Vec<keel_core::known_facts::FactHit>, StoreError> {
-        crate::facts::search(&self.conns, user_id, text, limit).await
-    }
-
     async fn active_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
         let rows = sqlx::query(ACTIVE_RUNS)
             .fetch_all(&mut *self.conns.reader().await?)
@@ -615,71 +471,8 @@ impl Store for SqliteStore {
         rows.iter().map(codec::decode_run).collect()
     }
 
-    // --- Session search (`session_search`, issue 16) ---
-
-    async fn search_sessions(
-        &self,
-        search: &keel_core::SessionSearch,
-    ) -> Result<Vec<keel_core::SessionHit>, StoreError> {
-        crate::session_search::search(&mut *self.conns.reader().await?, search).await
-    }
-
     async fn adopt_session(&self, session_id: &str, user_id: &str) -> Result<bool, StoreError> {
         crate::session_search::adopt(&self.conns, session_id, user_id).await
-    }
-
-    async fn search_messages(
-        &self,
-        owner: Option<&str>,
-        text: &str,
-        exclude_session: Option<&str>,
-        min_importance: f32,
-        limit: usize,
-    ) -> Result<Vec<keel_core::known_facts::MessageMemory>, StoreError> {
-        crate::message_memory::search(
-            &self.conns,
-            owner,
-            text,
-            exclude_session,
-            min_importance,
-            limit,
-        )
-        .await
-    }
-
-    async fn important_messages(
-        &self,
-        owner: Option<&str>,
-        min_importance: f32,
-        exclude_session: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<keel_core::known_facts::MessageMemory>, StoreError> {
-        crate::message_memory::important(&self.conns, owner, min_importance, exclude_session, limit)
-            .await
-    }
-
-    async fn set_message_importance(
-        &self,
-        session_id: &str,
-        scores: &[(u64, f32)],
-    ) -> Result<(), StoreError> {
-        crate::message_memory::set_importance(&self.conns, session_id, scores).await
-    }
-
-    async fn save_message_embeddings(
-        &self,
-        session_id: &str,
-        model: &str,
-        vectors: &[(u64, Vec<f32>)],
-    ) -> Result<(), StoreError> {
-        crate::message_memory::save_embeddings(&self.conns, session_id, model, vectors).await
-    }
-
-    async fn message_embeddings(
-        &self,
-        owner: Option<&str>,
-    ) -> Result<Vec<(keel_core::known_facts::MessageMemory, Vec<f32>)>, StoreError> {
-        crate::message_memory::embedded(&self.conns, owner).await
     }
 }
 

@@ -1,8 +1,9 @@
 //! The token log on SQL (`migrations/0010_token_log.sql`): a commit's model calls become rows,
 //! each added to its user's running month total in `usage_log` in the same transaction.
 
-use keel_core::token_log::{TokenCharge, UsageLine, UsageQuery, usage_month};
+use keel_core::token_log::{TokenCharge, usage_month};
 use keel_core::{StoreError, Usage};
+use keel_platform::usage::{UsageLine, UsageQuery};
 use sqlx::sqlite::SqliteConnection;
 
 use crate::OrBackend;

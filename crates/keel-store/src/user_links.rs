@@ -1,6 +1,7 @@
 //! Platform links on SQL (`migrations/0009_user_links.sql`): who a platform identity is.
 
-use keel_core::{PlatformLink, StoreError, UserRecord};
+use keel_core::{StoreError, UserRecord};
+use keel_platform::PlatformLink;
 
 use crate::OrBackend;
 use crate::batch::Batch;

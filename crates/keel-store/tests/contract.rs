@@ -7,9 +7,10 @@ use common::{memory, sqlite_file, sqlite_in_memory};
 use keel_core::store::session_title;
 use keel_core::tokens::Encoding;
 use keel_core::{
-    AgentState, ErrorReason, InternalReason, Message, Reasoning, RunRecord, SeqRange, Store,
-    TokenCount, ToolCall, Usage, UserRecord,
+    AgentState, ErrorReason, InternalReason, Message, Reasoning, RunRecord, SeqRange, TokenCount,
+    ToolCall, Usage, UserRecord,
 };
+use keel_platform::DaemonStore;
 use serde_json::json;
 
 /// Runs every contract check on a fresh store made by `make`.
@@ -140,7 +141,7 @@ fn every_shape() -> Vec<Message> {
     ]
 }
 
-async fn every_message_shape_round_trips_on(store: &dyn Store) {
+async fn every_message_shape_round_trips_on(store: &dyn DaemonStore) {
     let written = every_shape();
     store
         .append_messages("shapes", Some("run-1"), &written)
@@ -158,7 +159,7 @@ async fn every_message_shape_round_trips_on(store: &dyn Store) {
     assert_eq!(info.title.as_deref(), Some("Héllo wörld 👋 — 日本語"));
 }
 
-async fn seq_numbering_on(store: &dyn Store) {
+async fn seq_numbering_on(store: &dyn DaemonStore) {
     store
         .append_messages("a", None, &[Message::user("1"), Message::assistant("2")])
         .await
@@ -195,7 +196,7 @@ async fn seq_numbering_on(store: &dyn Store) {
     assert!(store.messages("nobody").await.unwrap().is_empty());
 }
 
-async fn long_batch_on(store: &dyn Store) {
+async fn long_batch_on(store: &dyn DaemonStore) {
     // Long enough to be written in several statements by a SQL store.
     let mut batch: Vec<Message> = (0..300)
         .map(|i| Message::assistant(format!("step {i}")))
@@ -219,7 +220,7 @@ async fn long_batch_on(store: &dyn Store) {
     assert_eq!(info.title.as_deref(), Some("the first real question"));
 }
 
-async fn sessions_on(store: &dyn Store) {
+async fn sessions_on(store: &dyn DaemonStore) {
     assert!(store.session("s1").await.unwrap().is_none());
     assert!(store.list_sessions(10).await.unwrap().is_empty());
 
@@ -301,7 +302,7 @@ async fn sessions_on(store: &dyn Store) {
     assert!(store.list_sessions(0).await.unwrap().is_empty());
 }
 
-async fn run_upsert_on(store: &dyn Store) {
+async fn run_upsert_on(store: &dyn DaemonStore) {
     assert!(store.run("r1").await.unwrap().is_none());
     let mut run = run_record("r1", "s", at(0));
     store
@@ -366,7 +367,7 @@ async fn run_upsert_on(store: &dyn Store) {
     }
 }
 
-async fn run_listing_on(store: &dyn Store) {
+async fn run_listing_on(store: &dyn DaemonStore) {
     for (id, session, minute) in [
         ("r-a1", "a", 1),
         ("r-b1", "b", 2),
@@ -414,7 +415,7 @@ fn summary(first: u64, last: u64) -> Message {
 
 /// Checks that the context of `session` is exactly its stored messages from seq `from` on, and
 /// returns their seqs.
-async fn context_from(store: &dyn Store, session: &str, from: u64) -> Vec<u64> {
+async fn context_from(store: &dyn DaemonStore, session: &str, from: u64) -> Vec<u64> {
     let context = store.context_messages(session).await.unwrap();
     let mut expected = store.messages(session).await.unwrap();
     expected.retain(|stored| stored.seq >= from);
@@ -422,7 +423,7 @@ async fn context_from(store: &dyn Store, session: &str, from: u64) -> Vec<u64> {
     context.iter().map(|stored| stored.seq).collect()
 }
 
-async fn context_messages_on(store: &dyn Store) {
+async fn context_messages_on(store: &dyn DaemonStore) {
     assert!(store.context_messages("nobody").await.unwrap().is_empty());
     store.ensure_session("empty").await.unwrap();
     assert!(store.context_messages("empty").await.unwrap().is_empty());
@@ -586,7 +587,7 @@ fn run_record(id: &str, session_id: &str, started_at: DateTime<Utc>) -> RunRecor
     }
 }
 
-async fn users_and_usage_on(store: &dyn Store) {
+async fn users_and_usage_on(store: &dyn DaemonStore) {
     assert_eq!(store.user("ada").await.unwrap(), None);
     let mut ada = UserRecord {
         id: "ada".into(),
@@ -661,7 +662,7 @@ async fn users_and_usage_on(store: &dyn Store) {
         120
     );
     let lines = store
-        .usage_lines(&keel_core::UsageQuery {
+        .usage_lines(&keel_platform::UsageQuery {
             user_id: None,
             month: "2026-11".into(),
         })
@@ -689,7 +690,7 @@ async fn users_and_usage_on(store: &dyn Store) {
     );
     assert!((lines.iter().map(|line| line.cost).sum::<f64>() - 1.0).abs() < 1e-9);
     let ada_december = store
-        .usage_lines(&keel_core::UsageQuery {
+        .usage_lines(&keel_platform::UsageQuery {
             user_id: Some("ada".into()),
             month: "2026-12".into(),
         })

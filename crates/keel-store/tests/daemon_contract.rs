@@ -5,9 +5,10 @@
 
 use chrono::{DateTime, Utc};
 use keel_core::store::Commit;
-use keel_core::{
-    AgentState, ApiKeyRecord, ConversationFilter, EnqueueOutcome, EventKind, LanePolicy, Message,
-    NewConversation, QueuedRun, RunFilter, Store,
+use keel_core::{AgentState, EventKind, LanePolicy, Message};
+use keel_platform::DaemonStore;
+use keel_platform::{
+    ApiKeyRecord, ConversationFilter, EnqueueOutcome, NewConversation, QueuedRun, RunFilter,
 };
 
 mod common;
@@ -76,12 +77,12 @@ fn queued(run_id: &str, session_id: &str, enqueued_at: DateTime<Utc>) -> QueuedR
         provider: "mock".into(),
         model: "m".into(),
         // What the pipeline chose travels with the queued run.
-        options: keel_core::platform::RunOptions {
+        options: keel_core::RunOptions {
             persona: Some("helper".into()),
             temperature: Some(0.5),
             allowed_modules: Some(vec!["files".into()]),
             untrusted: true,
-            place: Some(keel_core::platform::PlatformPlace {
+            place: Some(keel_core::PlatformPlace {
                 platform: "slack".into(),
                 channel_id: "C1".into(),
                 thread_id: Some("17.5".into()),
@@ -92,7 +93,7 @@ fn queued(run_id: &str, session_id: &str, enqueued_at: DateTime<Utc>) -> QueuedR
     }
 }
 
-async fn conversations_on(store: &dyn Store) {
+async fn conversations_on(store: &dyn DaemonStore) {
     for i in 0..5 {
         let owner = if i % 2 == 0 { "ann" } else { "bob" };
         let made = store
@@ -160,7 +161,7 @@ async fn conversations_on(store: &dyn Store) {
     assert!(unknown.is_empty(), "an unknown cursor is an empty page");
 }
 
-async fn queue_on(store: &dyn Store) {
+async fn queue_on(store: &dyn DaemonStore) {
     store
         .create_conversation(&conversation("c", Some("ann"), 0))
         .await
@@ -231,7 +232,7 @@ async fn queue_on(store: &dyn Store) {
     );
 }
 
-async fn cancel_on(store: &dyn Store) {
+async fn cancel_on(store: &dyn DaemonStore) {
     store
         .create_conversation(&conversation("c", None, 0))
         .await
@@ -274,7 +275,7 @@ fn key(id: &str, hash: &str, user: Option<&str>, admin: bool) -> ApiKeyRecord {
     }
 }
 
-async fn keys_on(store: &dyn Store) {
+async fn keys_on(store: &dyn DaemonStore) {
     store
         .save_api_key(&key("k1", "h1", Some("ann"), false))
         .await
@@ -315,7 +316,7 @@ async fn keys_on(store: &dyn Store) {
     assert_eq!(ids, ["k1", "k2"]);
 }
 
-async fn runs_on(store: &dyn Store) {
+async fn runs_on(store: &dyn DaemonStore) {
     store
         .create_conversation(&conversation("a", Some("ann"), 0))
         .await

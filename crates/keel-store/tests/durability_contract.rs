@@ -6,9 +6,10 @@
 use chrono::{DateTime, Utc};
 use keel_core::store::Commit;
 use keel_core::{
-    AgentState, Boundary, Checkpoint, Event, EventKind, Journal, Message, RunRecord, Store,
-    StreamDelta, ToolCall, ToolCallRecord,
+    AgentState, Boundary, Checkpoint, Event, EventKind, Journal, Message, RunRecord, StreamDelta,
+    ToolCall, ToolCallRecord,
 };
+use keel_platform::DaemonStore;
 use serde_json::json;
 
 mod common;
@@ -145,7 +146,7 @@ fn journal(objective: &str) -> Journal {
     }
 }
 
-async fn whole_boundary_on(store: &dyn Store) {
+async fn whole_boundary_on(store: &dyn DaemonStore) {
     let mut run = run_record("r1", "s1", at(0));
     run.cost = 0.012_345_678_9;
     run.heartbeat_at = Some(at(1));
@@ -223,7 +224,7 @@ async fn whole_boundary_on(store: &dyn Store) {
     assert!(store.save_run(&run, &[]).await.is_ok());
 }
 
-async fn cancel_ownership_on(store: &dyn Store) {
+async fn cancel_ownership_on(store: &dyn DaemonStore) {
     assert!(!store.request_cancel("nobody", at(1)).await.unwrap());
     assert!(store.run("nobody").await.unwrap().is_none());
 
@@ -255,7 +256,7 @@ async fn cancel_ownership_on(store: &dyn Store) {
     assert!(!outcome.cancel_requested);
 }
 
-async fn checkpoints_on(store: &dyn Store) {
+async fn checkpoints_on(store: &dyn DaemonStore) {
     assert!(store.checkpoints("r1").await.unwrap().is_empty());
     assert_eq!(store.latest_checkpoint("r1").await.unwrap(), None);
     let run = run_record("r1", "s1", at(0));
@@ -303,7 +304,7 @@ async fn checkpoints_on(store: &dyn Store) {
 
 /// A stalled worker's checkpoint (a seq below the latest, not taken) lands among the others in
 /// order of seq, and the latest stays the highest; its seq again is refused.
-async fn out_of_order_checkpoints_on(store: &dyn Store) {
+async fn out_of_order_checkpoints_on(store: &dyn DaemonStore) {
     let run = run_record("r1", "s1", at(0));
     let write = |seq| checkpoint("r1", seq, Boundary::ToolResult);
     for seq in [1, 2, 5, 4] {
@@ -335,7 +336,7 @@ async fn out_of_order_checkpoints_on(store: &dyn Store) {
     ));
 }
 
-async fn envelope_on(store: &dyn Store) {
+async fn envelope_on(store: &dyn DaemonStore) {
     assert!(store.tool_calls("r1").await.unwrap().is_empty());
     store.record_tool_calls(&[]).await.unwrap();
     let run = run_record("r1", "s1", at(0));
@@ -384,7 +385,7 @@ async fn envelope_on(store: &dyn Store) {
     assert_eq!(store.tool_calls("r3").await.unwrap(), many);
 }
 
-async fn events_on(store: &dyn Store) {
+async fn events_on(store: &dyn DaemonStore) {
     let run = run_record("r1", "s1", at(0));
     let other = run_record("r2", "s1", at(0));
     let events = many_events(&run);
@@ -416,7 +417,7 @@ async fn events_on(store: &dyn Store) {
     assert!(store.events("nobody").await.unwrap().is_empty());
 }
 
-async fn journals_on(store: &dyn Store) {
+async fn journals_on(store: &dyn DaemonStore) {
     assert_eq!(store.journal("s1").await.unwrap(), None);
     let run = run_record("r1", "s1", at(0));
     let first = journal("first");
@@ -450,7 +451,7 @@ async fn journals_on(store: &dyn Store) {
     assert_eq!(store.journal("s1").await.unwrap(), Some(Journal::default()));
 }
 
-async fn messages_since_on(store: &dyn Store) {
+async fn messages_since_on(store: &dyn DaemonStore) {
     assert!(store.messages_since("s1", 1).await.unwrap().is_empty());
     let messages: Vec<Message> = (1..=5).map(|i| Message::user(i.to_string())).collect();
     store.append_messages("s1", None, &messages).await.unwrap();
@@ -474,7 +475,7 @@ async fn messages_since_on(store: &dyn Store) {
     assert_eq!(store.messages_since("s2", 2).await.unwrap().len(), 1);
 }
 
-async fn heartbeat_on(store: &dyn Store) {
+async fn heartbeat_on(store: &dyn DaemonStore) {
     assert!(!store.heartbeat("nobody", at(1)).await.unwrap());
     assert!(store.run("nobody").await.unwrap().is_none());
 
@@ -493,7 +494,7 @@ async fn heartbeat_on(store: &dyn Store) {
     assert_eq!(store.run("r1").await.unwrap(), Some(expected));
 }
 
-async fn active_runs_on(store: &dyn Store) {
+async fn active_runs_on(store: &dyn DaemonStore) {
     assert!(store.active_runs().await.unwrap().is_empty());
     let states = [
         ("a", AgentState::Running, 5),

@@ -3,8 +3,8 @@
 //! facts by their words without ever reading user text as query syntax. Run against SQLite (in
 //! memory and on a file) and `MemoryStore`.
 
-use keel_core::Store;
-use keel_core::known_facts::Fact;
+use keel_platform::DaemonStore;
+use keel_platform::known_facts::Fact;
 
 mod common;
 use common::{at, memory, sqlite_file, sqlite_in_memory};
@@ -56,7 +56,7 @@ fn fact(id: &str, user: &str, text: &str, key: Option<&str>, secs: i64) -> Fact 
     }
 }
 
-async fn supersede_on(store: &dyn Store) {
+async fn supersede_on(store: &dyn DaemonStore) {
     let old = fact(
         "f1",
         "ada",
@@ -104,7 +104,7 @@ async fn supersede_on(store: &dyn Store) {
     assert_eq!(left, ["f2"]);
 }
 
-async fn isolation_on(store: &dyn Store) {
+async fn isolation_on(store: &dyn DaemonStore) {
     store
         .save_fact(&fact(
             "a1",
@@ -139,7 +139,7 @@ async fn isolation_on(store: &dyn Store) {
     assert!(!store.forget_fact("ada", "nope").await.unwrap());
 }
 
-async fn search_on(store: &dyn Store) {
+async fn search_on(store: &dyn DaemonStore) {
     let texts = [
         "the staging database runs postgres 15",
         "my deploy target is eu-west-3",

@@ -6,6 +6,7 @@
 use chrono::{DateTime, Duration, Utc};
 use keel_core::store::Commit;
 use keel_core::{AgentState, LaneClaim, LaneHolder, LaneOutcome, Message, Store, StoreError};
+use keel_platform::DaemonStore;
 use keel_store::SqliteStore;
 
 mod common;
@@ -66,7 +67,7 @@ fn busy_with(outcome: LaneOutcome) -> LaneHolder {
     }
 }
 
-async fn one_run_at_a_time_on(store: &dyn Store) {
+async fn one_run_at_a_time_on(store: &dyn DaemonStore) {
     assert_eq!(
         store.claim_session(&claim("a", at(0))).await.unwrap(),
         LaneOutcome::Claimed
@@ -127,7 +128,7 @@ async fn one_run_at_a_time_on(store: &dyn Store) {
     );
 }
 
-async fn takeover_on(store: &dyn Store) {
+async fn takeover_on(store: &dyn DaemonStore) {
     // Claimed, never stored: its claim is its only sign of life.
     store.claim_session(&claim("a", at(0))).await.unwrap();
     busy_with(
@@ -194,7 +195,7 @@ async fn takeover_on(store: &dyn Store) {
     assert_eq!(texts, ["no run", "from c"]);
 }
 
-async fn paused_on(store: &dyn Store) {
+async fn paused_on(store: &dyn DaemonStore) {
     store.claim_session(&claim("a", at(0))).await.unwrap();
     let mut run = run_record("a", "s", at(0));
     run.state = AgentState::WaitingOnHuman;
@@ -213,7 +214,7 @@ async fn paused_on(store: &dyn Store) {
     );
 }
 
-async fn superseded_on(store: &dyn Store) {
+async fn superseded_on(store: &dyn DaemonStore) {
     let run = run_record("a", "s", at(0));
     let checkpoint = keel_core::Checkpoint {
         run_id: "a".into(),

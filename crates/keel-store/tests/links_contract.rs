@@ -2,7 +2,9 @@
 //! at most one user, a user may have links on several platforms, and a user's permission is
 //! stored with them. Run against SQLite (in memory and on a file) and `MemoryStore`.
 
-use keel_core::{Permission, PlatformLink, Store, UserRecord};
+use keel_core::{Permission, UserRecord};
+use keel_platform::DaemonStore;
+use keel_platform::PlatformLink;
 
 mod common;
 use common::{at, memory, sqlite_file, sqlite_in_memory};
@@ -45,7 +47,7 @@ fn link(platform: &str, platform_user_id: &str, user_id: &str) -> PlatformLink {
     }
 }
 
-async fn links_on(store: &dyn Store) {
+async fn links_on(store: &dyn DaemonStore) {
     store
         .save_user(&user("ada", Permission::Guest))
         .await

@@ -4,9 +4,16 @@
 
 mod common;
 use common::sqlite_file;
-use keel_core::{Message, NewConversation, Store};
+use keel_core::{Message, Store};
+use keel_platform::NewConversation;
+use keel_platform::{DaemonStore, MemoryIndex};
 
-async fn conversation(store: &dyn Store, id: &str, owner: Option<&str>, messages: &[Message]) {
+async fn conversation(
+    store: &dyn DaemonStore,
+    id: &str,
+    owner: Option<&str>,
+    messages: &[Message],
+) {
     store
         .create_conversation(&NewConversation {
             id: id.into(),

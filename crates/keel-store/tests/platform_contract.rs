@@ -3,9 +3,12 @@
 //! content, and a refused message's attachments forgotten (issue 31, item 10). Run against SQLite (in
 //! memory and on a file) and `MemoryStore`.
 
+use keel_core::PlatformPlace;
 use keel_core::files::{FileOrigin, FileRecord};
-use keel_core::platform::{Persona, PlatformPlace};
-use keel_core::{LanePolicy, NewConversation, Store, StoreError};
+use keel_core::{LanePolicy, StoreError};
+use keel_platform::DaemonStore;
+use keel_platform::NewConversation;
+use keel_platform::Persona;
 
 mod common;
 use common::{at, memory, sqlite_file, sqlite_in_memory};
@@ -62,7 +65,7 @@ fn persona(name: &str, platform: Option<&str>, server: Option<&str>, default: bo
     }
 }
 
-async fn personas_on(store: &dyn Store) {
+async fn personas_on(store: &dyn DaemonStore) {
     store
         .save_persona(&persona("first", None, None, true))
         .await
@@ -118,7 +121,7 @@ async fn personas_on(store: &dyn Store) {
     assert_eq!(personas[0].allowed_modules, None);
 }
 
-async fn places_on(store: &dyn Store) {
+async fn places_on(store: &dyn DaemonStore) {
     let place = PlatformPlace {
         platform: "slack".into(),
         channel_id: "C1".into(),
@@ -151,7 +154,7 @@ async fn places_on(store: &dyn Store) {
     assert!(plain.trusted && plain.place.is_none());
 }
 
-async fn files_on(store: &dyn Store) {
+async fn files_on(store: &dyn DaemonStore) {
     store.ensure_session("s1").await.unwrap();
     let content = b"the same bytes".to_vec();
     let mut first = FileRecord::new(
@@ -231,7 +234,7 @@ fn attachment(name: &str, content: &[u8], session: &str) -> FileRecord {
     )
 }
 
-async fn forget_on(store: &dyn Store) {
+async fn forget_on(store: &dyn DaemonStore) {
     store.ensure_session("s1").await.unwrap();
     // An accepted message's attachment, and the refused message's: one of the same bytes, one
     // of its own.

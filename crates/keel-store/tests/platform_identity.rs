@@ -10,11 +10,13 @@
 use std::sync::Arc;
 
 use chrono::Utc;
-use keel_core::platform::{
-    ConversationKey, Inbox, InboxError, InboxSettings, IncomingMessage, PlatformPlace, Prepared,
-    Source,
+use keel_core::PlatformPlace;
+use keel_core::{LanePolicy, Message, SessionInfo, StoreError};
+use keel_platform::DaemonStore;
+use keel_platform::NewConversation;
+use keel_platform::{
+    ConversationKey, Inbox, InboxError, InboxSettings, IncomingMessage, Prepared, Source,
 };
-use keel_core::{LanePolicy, Message, NewConversation, SessionInfo, Store, StoreError};
 
 mod common;
 use common::{at, memory, sqlite_file, sqlite_in_memory};
@@ -107,7 +109,7 @@ async fn prepare(inbox: &Inbox, incoming: &IncomingMessage) -> Prepared {
 }
 
 /// Says `secret` in session `id` (creating it the CLI's way when it does not exist).
-async fn say(store: &dyn Store, id: &str, secret: &str) {
+async fn say(store: &dyn DaemonStore, id: &str, secret: &str) {
     store
         .append_messages(id, None, &[Message::user(secret)])
         .await
@@ -115,7 +117,7 @@ async fn say(store: &dyn Store, id: &str, secret: &str) {
 }
 
 /// Whether anything of session `id` reads `secret`.
-async fn holds(store: &dyn Store, id: &str, secret: &str) -> bool {
+async fn holds(store: &dyn DaemonStore, id: &str, secret: &str) -> bool {
     store
         .messages(id)
         .await
@@ -125,7 +127,7 @@ async fn holds(store: &dyn Store, id: &str, secret: &str) -> bool {
 }
 
 /// `prepared` is a conversation of `incoming`'s own place, with nothing of `secret` in it.
-async fn own_and_clean(store: &dyn Store, incoming: &IncomingMessage, prepared: &Prepared) {
+async fn own_and_clean(store: &dyn DaemonStore, incoming: &IncomingMessage, prepared: &Prepared) {
     let conversation = &prepared.conversation;
     assert_eq!(
         conversation.place.as_ref(),
@@ -139,7 +141,7 @@ async fn own_and_clean(store: &dyn Store, incoming: &IncomingMessage, prepared: 
     }
 }
 
-async fn cross_platform_on(store: Arc<dyn Store>) {
+async fn cross_platform_on(store: Arc<dyn DaemonStore>) {
     let inbox = Inbox::new(store.clone(), InboxSettings::default());
     let from_slack = message("slack", "U1", "C1", None);
     let slack = prepare(&inbox, &from_slack).await;
@@ -177,7 +179,7 @@ async fn cross_platform_on(store: Arc<dyn Store>) {
     );
 }
 
-async fn colons_on(store: Arc<dyn Store>) {
+async fn colons_on(store: Arc<dyn DaemonStore>) {
     let inbox = Inbox::new(store.clone(), InboxSettings::default());
     // Channel C1, thread T first: the channel `C1:T` is another conversation.
     let thread = prepare(&inbox, &message("slack", "U1", "C1", Some("T"))).await;
@@ -201,7 +203,7 @@ async fn colons_on(store: Arc<dyn Store>) {
     assert_ne!(one.conversation.place, two.conversation.place);
 }
 
-async fn servers_on(store: Arc<dyn Store>) {
+async fn servers_on(store: Arc<dyn DaemonStore>) {
     let inbox = Inbox::new(store.clone(), InboxSettings::default());
     let first = on_server(message("discord", "D1", "42", None), "G1");
     let made = prepare(&inbox, &first).await;
@@ -230,7 +232,7 @@ async fn servers_on(store: Arc<dyn Store>) {
     assert_eq!(prepare(&inbox, &first).await.conversation.id, "discord:42");
 }
 
-async fn other_sessions_on(store: Arc<dyn Store>) {
+async fn other_sessions_on(store: Arc<dyn DaemonStore>) {
     let inbox = Inbox::new(store.clone(), InboxSettings::default());
     // A CLI session, one named like a platform conversation, an event, a sub-agent, an email
     // trigger conversation of before (shared by a whole channel), all holding secrets.
@@ -288,7 +290,7 @@ async fn other_sessions_on(store: Arc<dyn Store>) {
     }
 }
 
-async fn redelivered_on(store: Arc<dyn Store>) {
+async fn redelivered_on(store: Arc<dyn DaemonStore>) {
     let inbox = Inbox::new(store.clone(), InboxSettings::default());
     let chat = on_server(message("slack", "U1", "C1", Some("17.5")), "W1");
     // Delivered twice at the same moment, then again: one conversation.
@@ -346,7 +348,7 @@ async fn redelivered_on(store: Arc<dyn Store>) {
     own_and_clean(store.as_ref(), &sub, &first).await;
 }
 
-async fn senders_on(store: Arc<dyn Store>) {
+async fn senders_on(store: Arc<dyn DaemonStore>) {
     let inbox = Inbox::new(store.clone(), InboxSettings::default());
     let ann = prepare(&inbox, &email("email", "ann@example.com", "inbox")).await;
     let bob = prepare(&inbox, &email("email", "bob@example.com", "inbox")).await;
@@ -408,7 +410,7 @@ fn new_conversation(id: &str, place: Option<PlatformPlace>) -> NewConversation {
     }
 }
 
-async fn key_contract_on(store: &dyn Store) {
+async fn key_contract_on(store: &dyn DaemonStore) {
     let slack = place("slack", "C1");
     let key = ConversationKey::of(&Source::Chat, &slack, "U1").unwrap();
     assert_eq!(store.platform_conversation(&key).await.unwrap(), None);
@@ -566,7 +568,7 @@ async fn conversations_made_before_version_26_keep_their_place_and_nothing_else(
     insert_v25(&mut conn, "work", None, true, 1).await;
     conn.close().await.unwrap();
 
-    let store: Arc<dyn Store> = Arc::new(keel_store::SqliteStore::open(&path).await.unwrap());
+    let store: Arc<dyn DaemonStore> = Arc::new(keel_store::SqliteStore::open(&path).await.unwrap());
     let inbox = Inbox::new(store.clone(), InboxSettings::default());
     // Chats find the conversations they made before, with their history.
     for (incoming, id) in [

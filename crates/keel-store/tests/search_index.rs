@@ -8,7 +8,9 @@ use common::{assert_search_index_consistent, run_record};
 use std::path::Path;
 
 use keel_core::store::Commit;
-use keel_core::{InternalReason, Message, SessionSearch, Store};
+use keel_core::{InternalReason, Message, Store};
+use keel_platform::MemoryIndex;
+use keel_platform::SessionSearch;
 use keel_store::SqliteStore;
 use rusqlite::Connection;
 

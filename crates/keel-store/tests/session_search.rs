@@ -4,9 +4,9 @@
 
 mod common;
 use common::{memory, sqlite_file, sqlite_in_memory};
-use keel_core::{
-    InternalReason, Message, NewConversation, SessionHit, SessionSearch, Store, ToolCall,
-};
+use keel_core::{InternalReason, Message, ToolCall};
+use keel_platform::DaemonStore;
+use keel_platform::{NewConversation, SessionHit, SessionSearch};
 
 macro_rules! search_tests {
     ($module:ident, $make:expr) => {
@@ -50,7 +50,7 @@ search_tests!(sqlite_memory, sqlite_in_memory());
 search_tests!(sqlite_on_file, sqlite_file());
 search_tests!(memory_store, memory());
 
-async fn conversation(store: &dyn Store, id: &str, owner: Option<&str>, texts: &[&str]) {
+async fn conversation(store: &dyn DaemonStore, id: &str, owner: Option<&str>, texts: &[&str]) {
     let made = store
         .create_conversation(&NewConversation {
             id: id.into(),
@@ -83,12 +83,12 @@ fn search(query: &str, owner: Option<&str>) -> SessionSearch {
     }
 }
 
-async fn ids(store: &dyn Store, search: &SessionSearch) -> Vec<String> {
+async fn ids(store: &dyn DaemonStore, search: &SessionSearch) -> Vec<String> {
     let hits: Vec<SessionHit> = store.search_sessions(search).await.unwrap();
     hits.into_iter().map(|hit| hit.session_id).collect()
 }
 
-async fn ranking_on(store: &dyn Store) {
+async fn ranking_on(store: &dyn DaemonStore) {
     conversation(
         store,
         "pets",
@@ -134,7 +134,7 @@ async fn ranking_on(store: &dyn Store) {
     assert!(ids(store, &one).await.is_empty());
 }
 
-async fn ownership_on(store: &dyn Store) {
+async fn ownership_on(store: &dyn DaemonStore) {
     conversation(store, "ann-1", Some("ann"), &["the vault code is 4711"]).await;
     conversation(store, "ann-2", Some("ann"), &["vault inventory"]).await;
     conversation(store, "bob-1", Some("bob"), &["the vault code is 0000"]).await;
@@ -157,7 +157,7 @@ async fn ownership_on(store: &dyn Store) {
     assert_eq!(ids(store, &here).await, ["ann-2"]);
 }
 
-async fn hostile_queries_on(store: &dyn Store) {
+async fn hostile_queries_on(store: &dyn DaemonStore) {
     conversation(store, "mine", Some("ann"), &["alpha beta gamma"]).await;
     conversation(
         store,
@@ -213,7 +213,7 @@ async fn hostile_queries_on(store: &dyn Store) {
     assert_eq!(ids(store, &search(&long, Some("ann"))).await, ["mine"]);
 }
 
-async fn what_is_searched_on(store: &dyn Store) {
+async fn what_is_searched_on(store: &dyn DaemonStore) {
     conversation(store, "s", None, &["hello there"]).await;
     let mut calls = Message::assistant("");
     calls.tool_calls.push(ToolCall {
@@ -239,7 +239,7 @@ async fn what_is_searched_on(store: &dyn Store) {
     assert_eq!(ids(store, &search("ordinary", None)).await, ["s"]);
 }
 
-async fn adoption_on(store: &dyn Store) {
+async fn adoption_on(store: &dyn DaemonStore) {
     store.ensure_session("new").await.unwrap();
     assert!(store.adopt_session("new", "ann").await.unwrap());
     assert!(!store.adopt_session("new", "bob").await.unwrap());

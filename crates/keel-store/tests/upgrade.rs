@@ -16,6 +16,7 @@ use keel_core::{
     AgentState, Event, EventKind, InternalReason, Message, RunRecord, SeqRange, Store, StoreError,
     TokenCount, Usage,
 };
+use keel_platform::MemoryIndex;
 use keel_store::SqliteStore;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
@@ -389,7 +390,7 @@ async fn messages_stored_before_version_16_are_found_by_session_search_after_the
     conn.close().await.unwrap();
 
     let store = SqliteStore::open(&path).await.unwrap();
-    let search = keel_core::SessionSearch {
+    let search = keel_platform::SessionSearch {
         query: "bike".into(),
         owner: None,
         exclude_session: None,
@@ -434,7 +435,7 @@ async fn a_search_index_kept_by_the_insert_trigger_is_kept_and_extended_after_ve
 
     let store = SqliteStore::open(&path).await.unwrap();
     common::assert_search_index_consistent(&path);
-    let mut search = keel_core::SessionSearch {
+    let mut search = keel_platform::SessionSearch {
         query: "canoe".into(),
         owner: None,
         exclude_session: None,

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use keel_core::files::{FileOrigin, FileRecord};
-use keel_core::platform::READ_ATTACHMENT;
-use keel_core::{Permission, Reach, Store, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use keel_core::{Permission, Reach, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use keel_platform::{DaemonStore, READ_ATTACHMENT};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -39,13 +39,13 @@ struct ReadAttachmentArgs {
 
 /// The `read_attachment` tool: idempotent, for any caller, confined to the conversation.
 pub struct ReadAttachment {
-    store: Arc<dyn Store>,
+    store: Arc<dyn DaemonStore>,
     spec: ToolSpec,
 }
 
 impl ReadAttachment {
     /// A `read_attachment` tool reading the files `store` keeps.
-    pub fn new(store: Arc<dyn Store>) -> Self {
+    pub fn new(store: Arc<dyn DaemonStore>) -> Self {
         let mut spec = ToolSpec::new(
             READ_ATTACHMENT,
             DESCRIPTION,
@@ -156,6 +156,7 @@ impl Tool for ReadAttachment {
 mod tests {
     use super::*;
     use chrono::Utc;
+    use keel_core::Store;
     use keel_store::MemoryStore;
     use serde_json::json;
     use tokio_util::sync::CancellationToken;

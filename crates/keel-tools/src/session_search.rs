@@ -7,8 +7,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use keel_core::session_search::{MAX_QUERY_TERMS, SessionHit, SessionSearch, search_terms};
-use keel_core::{Permission, Reach, Store, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use keel_core::{Permission, Reach, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use keel_platform::DaemonStore;
+use keel_platform::session_search::{MAX_QUERY_TERMS, SessionHit, SessionSearch, search_terms};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -47,13 +48,13 @@ struct SessionSearchArgs {
 
 /// The `session_search` tool: idempotent, for any caller, confined to the caller's sessions.
 pub struct SessionSearchTool {
-    store: Arc<dyn Store>,
+    store: Arc<dyn DaemonStore>,
     spec: ToolSpec,
 }
 
 impl SessionSearchTool {
     /// A `session_search` tool over the sessions `store` keeps.
-    pub fn new(store: Arc<dyn Store>) -> Self {
+    pub fn new(store: Arc<dyn DaemonStore>) -> Self {
         let mut spec = ToolSpec::new(
             SESSION_SEARCH,
             DESCRIPTION,
@@ -151,7 +152,9 @@ fn describe(query: &str, hits: &[SessionHit]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use keel_core::{Message, NewConversation};
+    use keel_core::Message;
+    use keel_core::Store;
+    use keel_platform::{ConversationStore, NewConversation};
     use keel_store::MemoryStore;
     use serde_json::json;
     use tokio_util::sync::CancellationToken;

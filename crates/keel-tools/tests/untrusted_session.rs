@@ -9,8 +9,9 @@
 use std::net::TcpListener;
 use std::sync::Arc;
 
-use keel_core::{Agent, AgentState, Reach, RunReport, RunRequest, Store, Tool, ToolSpec};
+use keel_core::{Agent, AgentState, Reach, RunReport, RunRequest, Tool, ToolSpec};
 use keel_mock::{ScriptedProvider, Step};
+use keel_platform::DaemonStore;
 use keel_store::MemoryStore;
 use keel_tools::{
     HttpGet, HttpGetConfig, ReadAttachment, SessionSearchTool, SkillSet, Workspace, file_tools,
@@ -47,7 +48,7 @@ impl Setup {
 
     fn tools(&self) -> Vec<Arc<dyn Tool>> {
         let workspace = Arc::new(Workspace::new(self.workspace.path()).unwrap());
-        let store: Arc<dyn Store> = self.store.clone();
+        let store: Arc<dyn DaemonStore> = self.store.clone();
         let mut tools = file_tools(workspace);
         tools.push(Arc::new(HttpGet::new(HttpGetConfig {
             allow_private: true,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use keel_core::Store;
 use keel_core::reconcile::{ReconcilePolicy, ReconcileReport};
+use keel_platform::DaemonStore;
 use keel_store::SqliteStore;
 
 use crate::config;
@@ -23,8 +24,8 @@ pub fn load_settings(
 }
 
 /// Opens the SQLite store at `$KEEL_HOME/keel.db`, to be closed by [`close_stores`].
-pub async fn open_store(home: &Path) -> anyhow::Result<Arc<dyn Store>> {
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&home.join("keel.db")).await?);
+pub async fn open_store(home: &Path) -> anyhow::Result<Arc<dyn DaemonStore>> {
+    let store: Arc<dyn DaemonStore> = Arc::new(SqliteStore::open(&home.join("keel.db")).await?);
     OPENED
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -70,7 +71,7 @@ pub fn reconcile_policy(config_file: Option<&Path>, home: &Path) -> ReconcilePol
 }
 
 /// The stores this invocation opened, closed when it ends ([`close_stores`]).
-static OPENED: std::sync::Mutex<Vec<Arc<dyn Store>>> = std::sync::Mutex::new(Vec::new());
+static OPENED: std::sync::Mutex<Vec<Arc<dyn DaemonStore>>> = std::sync::Mutex::new(Vec::new());
 
 /// Closes every store this invocation opened: for SQLite, the write-ahead log is copied back
 /// into the database file, so a clean exit leaves no log behind. Called once, at the end.

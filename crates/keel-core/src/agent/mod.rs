@@ -74,7 +74,7 @@ pub struct RunRequest {
     pub run_id: Option<String>,
     /// What the incoming-message pipeline chose: persona settings, allowed tool modules, the
     /// session's trust and place.
-    pub options: crate::platform::RunOptions,
+    pub options: crate::run_options::RunOptions,
 }
 
 impl RunRequest {
@@ -288,7 +288,7 @@ impl Agent {
         // persona's and the per-message sections.
         let base_prompt_hash = crate::run::prompt_hash(self.settings.system_prompt.as_deref());
         let untrusted_session = settings.untrusted
-            || crate::platform::SessionKind::of(&session_id).untrusted()
+            || crate::session_kind::SessionKind::of(&session_id).untrusted()
             || session.as_ref().is_some_and(|session| !session.trusted);
         let shaping::Shaped {
             events: shaped,
@@ -308,7 +308,7 @@ impl Agent {
             .await;
         // A session is untrusted by its kind (`email_trigger`, `event_…`) or as stored.
         settings.untrusted = settings.untrusted
-            || crate::platform::SessionKind::of(&session_id).untrusted()
+            || crate::session_kind::SessionKind::of(&session_id).untrusted()
             || session.as_ref().is_some_and(|session| !session.trusted);
         if settings.place.is_none() {
             settings.place = session.and_then(|session| session.place);

@@ -4,7 +4,8 @@
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use keel_core::{AgentState, ConversationFilter, RunFilter};
+use keel_core::AgentState;
+use keel_platform::{ConversationFilter, RunFilter};
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;

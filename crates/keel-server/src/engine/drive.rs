@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use keel_core::{AgentError, AgentState, LaneClaim, LaneOutcome, QueuedRun, RunReport, RunRequest};
+use keel_core::{AgentError, AgentState, LaneClaim, LaneOutcome, RunReport, RunRequest};
+use keel_platform::QueuedRun;
 
 use super::{Continue, Engine, RunControl, stored_report};
 

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use keel_core::QueuedRun;
+use keel_platform::QueuedRun;
 
 /// One conversation's lane.
 #[derive(Debug, Default)]

@@ -16,13 +16,15 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use chrono::Utc;
-use keel_core::platform::RunOptions;
+use keel_core::RunOptions;
 use keel_core::reconcile::{ReconcilePolicy, ReconcileReport, reconcile_with};
 use keel_core::worker::{NoProbe, WorkerProbe};
 use keel_core::{
-    Agent, AgentState, ApprovalDecision, EnqueueOutcome, EventSink, LanePolicy, QueuedRun,
-    ResumeOptions, RunFilter, RunRecord, RunReport, SessionInfo, Store, StoreError,
+    Agent, AgentState, ApprovalDecision, EventSink, LanePolicy, ResumeOptions, RunRecord,
+    RunReport, SessionInfo, StoreError,
 };
+use keel_platform::DaemonStore;
+use keel_platform::{EnqueueOutcome, QueuedRun, RunFilter};
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -135,7 +137,7 @@ enum Continue {
 
 /// The engine: lanes, workers, the reconciler. Shared behind an `Arc`.
 pub struct Engine {
-    store: Arc<dyn Store>,
+    store: Arc<dyn DaemonStore>,
     live: Arc<dyn LiveEvents>,
     options: EngineOptions,
     agent: OnceLock<Arc<Agent>>,
@@ -153,7 +155,7 @@ impl Engine {
     /// An engine on `store` telling `live` about its runs. Give the agent that runs them to
     /// [`Engine::start`]; that agent must have [`Engine::sink`] among its event sinks.
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn DaemonStore>,
         live: Arc<dyn LiveEvents>,
         options: EngineOptions,
     ) -> Arc<Self> {

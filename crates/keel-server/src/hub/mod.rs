@@ -15,7 +15,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use keel_core::{AgentState, Event, EventSink, Store};
+use keel_core::{AgentState, Event, EventSink};
+use keel_platform::DaemonStore;
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
@@ -99,7 +100,7 @@ type Followed = Mutex<HashMap<String, broadcast::Sender<Arc<Frame>>>>;
 
 /// The live-event hub: an event sink of the agent, and the source of the SSE streams.
 pub struct Hub {
-    store: Arc<dyn Store>,
+    store: Arc<dyn DaemonStore>,
     retention: Duration,
     max_stopped: usize,
     runs: Arc<Mutex<Kept>>,
@@ -124,18 +125,22 @@ pub(crate) struct Snapshot {
 
 impl Hub {
     /// A hub reading stored events from `store`.
-    pub fn new(store: Arc<dyn Store>) -> Self {
+    pub fn new(store: Arc<dyn DaemonStore>) -> Self {
         Self::with_retention(store, RETENTION)
     }
 
     /// A hub keeping a stopped run's events for `retention`, of [`MAX_STOPPED`] runs at most.
-    pub fn with_retention(store: Arc<dyn Store>, retention: Duration) -> Self {
+    pub fn with_retention(store: Arc<dyn DaemonStore>, retention: Duration) -> Self {
         Self::with_limits(store, retention, MAX_STOPPED)
     }
 
     /// A hub keeping a stopped run's events for `retention`, of `max_stopped` runs at most
     /// (at least one).
-    pub fn with_limits(store: Arc<dyn Store>, retention: Duration, max_stopped: usize) -> Self {
+    pub fn with_limits(
+        store: Arc<dyn DaemonStore>,
+        retention: Duration,
+        max_stopped: usize,
+    ) -> Self {
         Hub {
             store,
             retention,
@@ -148,7 +153,7 @@ impl Hub {
     }
 
     /// The store it reads stored events from.
-    pub fn store(&self) -> &Arc<dyn Store> {
+    pub fn store(&self) -> &Arc<dyn DaemonStore> {
         &self.store
     }
 

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures::Stream;
-use keel_core::{AgentState, Event, RunFilter, RunRecord};
+use keel_core::{AgentState, Event, RunRecord};
+use keel_platform::RunFilter;
 use tokio::sync::{broadcast, mpsc};
 
 use super::{EventId, Frame, Hub};

@@ -9,9 +9,10 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use keel_core::RunOptions;
 use keel_core::SessionInfo;
 use keel_core::files::FileRecord;
-use keel_core::platform::{IncomingMessage, RunOptions, Source};
+use keel_platform::{IncomingMessage, Source};
 use serde::Deserialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;

@@ -2,8 +2,9 @@
 
 use axum::extract::State;
 use chrono::Utc;
-use keel_core::UsageQuery;
-use keel_core::token_log::{is_usage_month, usage_month};
+use keel_core::token_log::usage_month;
+use keel_platform::UsageQuery;
+use keel_platform::usage::is_usage_month;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;

@@ -4,10 +4,11 @@
 
 #![allow(dead_code)]
 
+use keel_platform::PlatformStore;
 use std::sync::Arc;
 
 use chrono::Utc;
-use keel_core::{Agent, AgentBuilder, Store};
+use keel_core::{Agent, AgentBuilder};
 use keel_mock::{Script, ScriptedProvider, Step};
 use keel_server::AppState;
 use keel_server::engine::{Engine, EngineOptions};
@@ -36,9 +37,9 @@ pub async fn state_with(
         engine,
         hub,
         max_request_bytes: 64 * 1024,
-        inbox: Arc::new(keel_core::platform::Inbox::new(
+        inbox: Arc::new(keel_platform::Inbox::new(
             store.clone(),
-            keel_core::platform::InboxSettings::default(),
+            keel_platform::InboxSettings::default(),
         )),
         modules: Vec::new().into(),
     };

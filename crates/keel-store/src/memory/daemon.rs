@@ -4,16 +4,22 @@
 use chrono::{DateTime, Utc};
 
 use super::Data;
-use keel_core::api_key::ApiKeyRecord;
-use keel_core::conversation::{
-    ConversationFilter, EnqueueOutcome, NewConversation, QueuedRun, RunFilter,
-};
+use async_trait::async_trait;
 use keel_core::event::Event;
+use keel_core::files::FileRecord;
 use keel_core::lane::{LaneClaim, LaneHolder, LaneOutcome, lane_is_held};
-use keel_core::platform::ConversationKey;
 use keel_core::provider::Usage;
 use keel_core::state::AgentState;
-use keel_core::store::{PlatformLink, RunRecord, SessionInfo, StoreError, StoredMessage};
+use keel_core::store::{RunRecord, SessionInfo, StoreError, StoredMessage};
+use keel_platform::ConversationKey;
+use keel_platform::ConversationStore;
+use keel_platform::PlatformLink;
+use keel_platform::api_key::ApiKeyRecord;
+use keel_platform::conversation::{
+    ConversationFilter, EnqueueOutcome, NewConversation, QueuedRun, RunFilter,
+};
+
+use super::MemoryStore;
 
 impl Data {
     /// Takes the session's lane for a run unless another run holds it (see
@@ -386,5 +392,82 @@ impl Data {
             (&a.platform, &a.platform_user_id).cmp(&(&b.platform, &b.platform_user_id))
         });
         links
+    }
+}
+
+#[async_trait]
+impl ConversationStore for MemoryStore {
+    async fn create_conversation(
+        &self,
+        conversation: &NewConversation,
+    ) -> Result<Option<SessionInfo>, StoreError> {
+        self.lock()?.create_conversation(conversation)
+    }
+
+    async fn platform_conversation(
+        &self,
+        key: &keel_platform::ConversationKey,
+    ) -> Result<Option<SessionInfo>, StoreError> {
+        Ok(self.lock()?.platform_conversation(key))
+    }
+
+    async fn create_platform_conversation(
+        &self,
+        conversation: &NewConversation,
+        key: &keel_platform::ConversationKey,
+    ) -> Result<Option<SessionInfo>, StoreError> {
+        self.lock()?.create_platform_conversation(conversation, key)
+    }
+
+    async fn list_conversations(
+        &self,
+        filter: &ConversationFilter,
+    ) -> Result<Vec<SessionInfo>, StoreError> {
+        Ok(self.lock()?.list_conversations(filter))
+    }
+
+    async fn find_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
+        Ok(self.lock()?.find_runs(filter))
+    }
+
+    async fn enqueue_run(
+        &self,
+        run: &QueuedRun,
+        limit: usize,
+    ) -> Result<EnqueueOutcome, StoreError> {
+        self.lock()?.enqueue_run(run, limit)
+    }
+
+    async fn queued_runs(&self, session_id: &str) -> Result<Vec<QueuedRun>, StoreError> {
+        Ok(self
+            .lock()?
+            .queue
+            .iter()
+            .filter(|queued| queued.session_id == session_id)
+            .cloned()
+            .collect())
+    }
+
+    async fn queued_sessions(&self) -> Result<Vec<String>, StoreError> {
+        Ok(self.lock()?.queued_sessions())
+    }
+
+    async fn cancel_queued(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
+        self.lock()?.cancel_queued(run_id, at)
+    }
+
+    async fn session_files(&self, session_id: &str) -> Result<Vec<FileRecord>, StoreError> {
+        let data = self.lock()?;
+        Ok(data
+            .files
+            .iter()
+            .filter(|file| file.session_id == session_id)
+            .cloned()
+            .collect())
+    }
+
+    async fn forget_attachments(&self, files: &[FileRecord]) -> Result<(), StoreError> {
+        self.lock()?.forget_attachments(files);
+        Ok(())
     }
 }

@@ -4,8 +4,12 @@
 use std::collections::HashMap;
 
 use super::Data;
-use keel_core::known_facts::{Fact, FactHit, query_terms};
+use async_trait::async_trait;
 use keel_core::store::StoreError;
+use keel_platform::MemoryIndex;
+use keel_platform::known_facts::{Fact, FactHit, query_terms};
+
+use super::MemoryStore;
 
 /// BM25's term-frequency saturation and length normalization (FTS5's defaults).
 const K1: f64 = 1.2;
@@ -109,4 +113,42 @@ fn words(text: &str) -> Vec<String> {
         .filter(|word| !word.is_empty())
         .map(str::to_lowercase)
         .collect()
+}
+
+#[async_trait]
+impl MemoryIndex for MemoryStore {
+    async fn save_fact(
+        &self,
+        fact: &keel_platform::known_facts::Fact,
+    ) -> Result<Option<String>, StoreError> {
+        self.lock()?.save_fact(fact)
+    }
+
+    async fn facts(
+        &self,
+        user_id: &str,
+        with_superseded: bool,
+    ) -> Result<Vec<keel_platform::known_facts::Fact>, StoreError> {
+        Ok(self.lock()?.facts(user_id, with_superseded))
+    }
+
+    async fn forget_fact(&self, user_id: &str, fact_id: &str) -> Result<bool, StoreError> {
+        Ok(self.lock()?.forget_fact(user_id, fact_id))
+    }
+
+    async fn search_facts(
+        &self,
+        user_id: &str,
+        text: &str,
+        limit: usize,
+    ) -> Result<Vec<keel_platform::known_facts::FactHit>, StoreError> {
+        Ok(self.lock()?.search_facts(user_id, text, limit))
+    }
+
+    async fn search_sessions(
+        &self,
+        search: &keel_platform::session_search::SessionSearch,
+    ) -> Result<Vec<keel_platform::session_search::SessionHit>, StoreError> {
+        Ok(self.lock()?.search_sessions(search))
+    }
 }

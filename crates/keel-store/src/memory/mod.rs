@@ -8,22 +8,22 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use keel_core::message::{Message, Role};
 
-use keel_core::api_key::ApiKeyRecord;
 use keel_core::checkpoint::{Checkpoint, ToolCallRecord};
-use keel_core::conversation::{
-    ConversationFilter, EnqueueOutcome, LanePolicy, NewConversation, QueuedRun, RunFilter,
-};
 use keel_core::event::Event;
 use keel_core::files::FileRecord;
 use keel_core::journal::Journal;
+use keel_core::lane::LanePolicy;
 use keel_core::lane::{LaneClaim, LaneHolder, LaneOutcome};
-use keel_core::platform::Persona;
 use keel_core::provider::Usage;
 use keel_core::store::{
-    Commit, CommitOutcome, PlatformLink, RunRecord, SessionInfo, Store, StoreError, StoredMessage,
-    UserRecord, session_title,
+    Commit, CommitOutcome, RunRecord, SessionInfo, Store, StoreError, StoredMessage, UserRecord,
+    session_title,
 };
-use keel_core::token_log::{TokenCharge, UsageLine, UsageQuery};
+use keel_core::token_log::TokenCharge;
+use keel_platform::Persona;
+use keel_platform::PlatformLink;
+use keel_platform::api_key::ApiKeyRecord;
+use keel_platform::conversation::QueuedRun;
 
 mod daemon;
 mod facts;
@@ -54,14 +54,14 @@ struct Data {
     token_log: Vec<(String, String, TokenCharge)>,
     /// Personas by name.
     personas: std::collections::BTreeMap<String, Persona>,
-    /// Platform conversations' ids by key (see [`keel_core::platform::ConversationKey`]).
-    platform_keys: HashMap<keel_core::platform::ConversationKey, String>,
+    /// Platform conversations' ids by key (see [`keel_platform::ConversationKey`]).
+    platform_keys: HashMap<keel_platform::ConversationKey, String>,
     /// File records, oldest first.
     files: Vec<FileRecord>,
     /// File contents by SHA-256.
     blobs: HashMap<String, Vec<u8>>,
     /// Known facts, oldest first.
-    facts: Vec<keel_core::known_facts::Fact>,
+    facts: Vec<keel_platform::known_facts::Fact>,
 }
 
 /// Keeps sessions, messages and runs in memory; everything is lost when it is dropped.
@@ -326,18 +326,6 @@ impl Store for MemoryStore {
             .unwrap_or_default())
     }
 
-    async fn usage_lines(&self, query: &UsageQuery) -> Result<Vec<UsageLine>, StoreError> {
-        Ok(self.lock()?.usage_lines(query))
-    }
-
-    async fn save_persona(&self, persona: &Persona) -> Result<(), StoreError> {
-        self.lock()?.save_persona(persona)
-    }
-
-    async fn personas(&self) -> Result<Vec<Persona>, StoreError> {
-        Ok(self.lock()?.personas.values().cloned().collect())
-    }
-
     async fn save_file(&self, record: &FileRecord, content: &[u8]) -> Result<(), StoreError> {
         self.lock()?.save_file(record, content)
     }
@@ -349,51 +337,6 @@ impl Store for MemoryStore {
 
     async fn file_content(&self, sha256: &str) -> Result<Option<Vec<u8>>, StoreError> {
         Ok(self.lock()?.blobs.get(sha256).cloned())
-    }
-
-    async fn forget_attachments(&self, files: &[FileRecord]) -> Result<(), StoreError> {
-        self.lock()?.forget_attachments(files);
-        Ok(())
-    }
-
-    async fn session_files(&self, session_id: &str) -> Result<Vec<FileRecord>, StoreError> {
-        let data = self.lock()?;
-        Ok(data
-            .files
-            .iter()
-            .filter(|file| file.session_id == session_id)
-            .cloned()
-            .collect())
-    }
-
-    // — known facts (keel-memory) —
-
-    async fn save_fact(
-        &self,
-        fact: &keel_core::known_facts::Fact,
-    ) -> Result<Option<String>, StoreError> {
-        self.lock()?.save_fact(fact)
-    }
-
-    async fn facts(
-        &self,
-        user_id: &str,
-        with_superseded: bool,
-    ) -> Result<Vec<keel_core::known_facts::Fact>, StoreError> {
-        Ok(self.lock()?.facts(user_id, with_superseded))
-    }
-
-    async fn forget_fact(&self, user_id: &str, fact_id: &str) -> Result<bool, StoreError> {
-        Ok(self.lock()?.forget_fact(user_id, fact_id))
-    }
-
-    async fn search_facts(
-        &self,
-        user_id: &str,
-        text: &str,
-        limit: usize,
-    ) -> Result<Vec<keel_core::known_facts::FactHit>, StoreError> {
-        Ok(self.lock()?.search_facts(user_id, text, limit))
     }
 
     async fn run_files(&self, run_id: &str) -> Result<Vec<FileRecord>, StoreError> {
@@ -508,35 +451,6 @@ impl Store for MemoryStore {
         Ok(self.lock()?.active_runs())
     }
 
-    async fn create_conversation(
-        &self,
-        conversation: &NewConversation,
-    ) -> Result<Option<SessionInfo>, StoreError> {
-        self.lock()?.create_conversation(conversation)
-    }
-
-    async fn platform_conversation(
-        &self,
-        key: &keel_core::platform::ConversationKey,
-    ) -> Result<Option<SessionInfo>, StoreError> {
-        Ok(self.lock()?.platform_conversation(key))
-    }
-
-    async fn create_platform_conversation(
-        &self,
-        conversation: &NewConversation,
-        key: &keel_core::platform::ConversationKey,
-    ) -> Result<Option<SessionInfo>, StoreError> {
-        self.lock()?.create_platform_conversation(conversation, key)
-    }
-
-    async fn list_conversations(
-        &self,
-        filter: &ConversationFilter,
-    ) -> Result<Vec<SessionInfo>, StoreError> {
-        Ok(self.lock()?.list_conversations(filter))
-    }
-
     async fn messages_page(
         &self,
         session_id: &str,
@@ -546,93 +460,12 @@ impl Store for MemoryStore {
         Ok(self.lock()?.messages_page(session_id, after, limit))
     }
 
-    async fn find_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
-        Ok(self.lock()?.find_runs(filter))
-    }
-
     async fn events_after(
         &self,
         run_id: &str,
         after: u64,
     ) -> Result<Vec<(u64, Event)>, StoreError> {
         Ok(self.lock()?.events_after(run_id, after))
-    }
-
-    async fn enqueue_run(
-        &self,
-        run: &QueuedRun,
-        limit: usize,
-    ) -> Result<EnqueueOutcome, StoreError> {
-        self.lock()?.enqueue_run(run, limit)
-    }
-
-    async fn queued_runs(&self, session_id: &str) -> Result<Vec<QueuedRun>, StoreError> {
-        Ok(self
-            .lock()?
-            .queue
-            .iter()
-            .filter(|queued| queued.session_id == session_id)
-            .cloned()
-            .collect())
-    }
-
-    async fn queued_sessions(&self) -> Result<Vec<String>, StoreError> {
-        Ok(self.lock()?.queued_sessions())
-    }
-
-    async fn cancel_queued(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
-        self.lock()?.cancel_queued(run_id, at)
-    }
-
-    async fn save_api_key(&self, key: &ApiKeyRecord) -> Result<(), StoreError> {
-        self.lock()?.save_api_key(key)
-    }
-
-    async fn api_key_by_hash(&self, hash: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
-        Ok(self
-            .lock()?
-            .api_keys
-            .iter()
-            .find(|k| k.hash == hash)
-            .cloned())
-    }
-
-    async fn list_api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError> {
-        Ok(self.lock()?.api_keys.clone())
-    }
-
-    async fn revoke_api_key(&self, id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
-        self.lock()?.revoke_api_key(id, at)
-    }
-
-    async fn link_user(&self, link: &PlatformLink) -> Result<(), StoreError> {
-        self.lock()?.link_user(link)
-    }
-
-    async fn user_by_link(
-        &self,
-        platform: &str,
-        platform_user_id: &str,
-    ) -> Result<Option<UserRecord>, StoreError> {
-        let data = self.lock()?;
-        Ok(data
-            .links
-            .get(&(platform.to_string(), platform_user_id.to_string()))
-            .and_then(|link| data.users.get(&link.user_id))
-            .cloned())
-    }
-
-    async fn user_links(&self, user_id: &str) -> Result<Vec<PlatformLink>, StoreError> {
-        Ok(self.lock()?.user_links(user_id))
-    }
-
-    // --- Session search (`session_search`, issue 16) ---
-
-    async fn search_sessions(
-        &self,
-        search: &keel_core::session_search::SessionSearch,
-    ) -> Result<Vec<keel_core::session_search::SessionHit>, StoreError> {
-        Ok(self.lock()?.search_sessions(search))
     }
 
     async fn adopt_session(&self, session_id: &str, user_id: &str) -> Result<bool, StoreError> {

@@ -4,11 +4,18 @@
 use std::collections::BTreeMap;
 
 use super::Data;
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use keel_core::files::{FileOrigin, FileRecord};
-use keel_core::platform::Persona;
 use keel_core::store::RunRecord;
 use keel_core::store::StoreError;
-use keel_core::token_log::{TokenCharge, UsageLine, UsageQuery, usage_month};
+use keel_core::store::UserRecord;
+use keel_core::token_log::{TokenCharge, usage_month};
+use keel_platform::Persona;
+use keel_platform::usage::{UsageLine, UsageQuery};
+use keel_platform::{ApiKeyRecord, PlatformLink, PlatformStore};
+
+use super::MemoryStore;
 
 impl Data {
     /// Keeps a file (see [`keel_core::Store::save_file`]).
@@ -111,5 +118,62 @@ impl Data {
             line.cost += charge.cost;
         }
         lines.into_values().collect()
+    }
+}
+
+#[async_trait]
+impl PlatformStore for MemoryStore {
+    async fn link_user(&self, link: &PlatformLink) -> Result<(), StoreError> {
+        self.lock()?.link_user(link)
+    }
+
+    async fn user_by_link(
+        &self,
+        platform: &str,
+        platform_user_id: &str,
+    ) -> Result<Option<UserRecord>, StoreError> {
+        let data = self.lock()?;
+        Ok(data
+            .links
+            .get(&(platform.to_string(), platform_user_id.to_string()))
+            .and_then(|link| data.users.get(&link.user_id))
+            .cloned())
+    }
+
+    async fn user_links(&self, user_id: &str) -> Result<Vec<PlatformLink>, StoreError> {
+        Ok(self.lock()?.user_links(user_id))
+    }
+
+    async fn save_api_key(&self, key: &ApiKeyRecord) -> Result<(), StoreError> {
+        self.lock()?.save_api_key(key)
+    }
+
+    async fn api_key_by_hash(&self, hash: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
+        Ok(self
+            .lock()?
+            .api_keys
+            .iter()
+            .find(|k| k.hash == hash)
+            .cloned())
+    }
+
+    async fn list_api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError> {
+        Ok(self.lock()?.api_keys.clone())
+    }
+
+    async fn revoke_api_key(&self, id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
+        self.lock()?.revoke_api_key(id, at)
+    }
+
+    async fn save_persona(&self, persona: &Persona) -> Result<(), StoreError> {
+        self.lock()?.save_persona(persona)
+    }
+
+    async fn personas(&self) -> Result<Vec<Persona>, StoreError> {
+        Ok(self.lock()?.personas.values().cloned().collect())
+    }
+
+    async fn usage_lines(&self, query: &UsageQuery) -> Result<Vec<UsageLine>, StoreError> {
+        Ok(self.lock()?.usage_lines(query))
     }
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use super::Data;
 use keel_core::message::{Message, Role};
-use keel_core::session_search::{
+use keel_platform::session_search::{
     MAX_SESSION_HITS, SNIPPETS_PER_SESSION, SessionHit, SessionSearch, search_terms,
 };
 
@@ -150,9 +150,9 @@ fn snippet(text: &str, terms: &[String]) -> String {
 mod tests {
     use super::*;
     use crate::MemoryStore;
-    use keel_core::NewConversation;
     use keel_core::message::InternalReason;
     use keel_core::store::Store;
+    use keel_platform::{ConversationStore, MemoryIndex, NewConversation};
 
     async fn session(store: &MemoryStore, id: &str, owner: Option<&str>, texts: &[&str]) {
         store

@@ -21,7 +21,7 @@ pub async fn keys(args: KeysArgs) -> anyhow::Result<ExitCode> {
             platform,
         } => {
             for name in &platform {
-                keel_core::platform::place::check_platform_text("--platform", name, true)
+                keel_platform::place::check_platform_text("--platform", name, true)
                     .map_err(ConfigError)?;
             }
             let now = Utc::now();

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use chrono::Utc;
-use keel_core::platform::Persona;
+use keel_platform::Persona;
 
 use crate::cli::{PersonaFields, PersonasAction, PersonasArgs};
 use crate::config::{ConfigError, keel_home};

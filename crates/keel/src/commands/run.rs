@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use keel_core::reconcile::ReconcileReport;
 use keel_core::{AgentState, EventSink, Message, RunReport, RunRequest, Store};
+use keel_platform::DaemonStore;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{AgentArgs, RunArgs};
@@ -212,7 +213,7 @@ pub struct SettingsSource<'a> {
 /// config-fallback notice. Returns the agent and the user the runs are for.
 pub fn build(
     source: SettingsSource<'_>,
-    store: Arc<dyn Store>,
+    store: Arc<dyn DaemonStore>,
     output: Arc<TerminalOutput>,
     session_id: &str,
     human: Option<Arc<dyn keel_core::HumanChannel>>,

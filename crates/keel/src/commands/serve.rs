@@ -97,9 +97,9 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         .await
         .with_context(|| format!("cannot listen on {bind}"))?;
     println!("keel serve: listening on http://{}", listener.local_addr()?);
-    let inbox = keel_core::platform::Inbox::new(
+    let inbox = keel_platform::Inbox::new(
         store.clone(),
-        keel_core::platform::InboxSettings {
+        keel_platform::InboxSettings {
             guest_monthly_tokens: Some(serve.guest_monthly_tokens),
             default_modules: serve.default_modules.clone(),
             lane_policy: serve.lane_policy,

@@ -3,8 +3,10 @@
 use std::process::ExitCode;
 
 use chrono::Utc;
-use keel_core::token_log::{is_usage_month, usage_month};
-use keel_core::{Usage, UsageQuery};
+use keel_core::Usage;
+use keel_core::token_log::usage_month;
+use keel_platform::UsageQuery;
+use keel_platform::usage::is_usage_month;
 
 use crate::cli::UsageArgs;
 use crate::config::{ConfigError, keel_home};

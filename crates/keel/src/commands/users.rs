@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 use chrono::Utc;
 use keel_core::store::usage_month;
-use keel_core::{Permission, PlatformLink, UserRecord};
+use keel_core::{Permission, UserRecord};
+use keel_platform::PlatformLink;
 
 use crate::cli::{UsersAction, UsersArgs};
 use crate::config::{ConfigError, keel_home};

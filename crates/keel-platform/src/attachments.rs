@@ -5,10 +5,10 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::files::{
+use keel_core::files::{
     FileOrigin, FileRecord, MAX_ATTACHMENTS, check_file_name, check_media_type, guess_media_type,
 };
-use crate::store::{Store, StoreError};
+use keel_core::store::{Store, StoreError};
 
 /// The tool that reads an attachment.
 pub const READ_ATTACHMENT: &str = "read_attachment";

@@ -1,6 +1,7 @@
 //! Where a message comes from: a platform's channel and thread, the conversation it belongs to
 //! ([`ConversationKey`], its identity; the session id only names it), and whether that session is
-//! trusted.
+//! trusted. [`PlatformPlace`] and [`SessionKind`] are keel-core's (a run and its tools know
+//! them); this module makes and reads the ids and keys of platform conversations.
 //!
 //! A platform conversation is found by its key — kind, platform, server, channel, thread and,
 //! for an email trigger, the sender — stored with it and compared as a tuple, never by its id:
@@ -11,23 +12,8 @@
 
 use std::borrow::Cow;
 
+use keel_core::{PlatformPlace, SessionKind};
 use serde::{Deserialize, Serialize};
-
-/// A conversation's place on a platform: conversations are unique per `(platform, channel,
-/// thread)`; a thread is its own conversation.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct PlatformPlace {
-    /// The platform, e.g. `telegram`, `slack`, `discord`.
-    pub platform: String,
-    /// The channel (a Telegram chat id, a Slack or Discord channel).
-    pub channel_id: String,
-    /// The thread in the channel, when the message is in one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub thread_id: Option<String>,
-    /// The server (a Slack workspace, a Discord guild), when the platform has them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_id: Option<String>,
-}
 
 /// Where a message comes from, which decides its session's kind and trust (seed 000).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,51 +31,6 @@ pub enum Source {
         /// The parent conversation.
         parent: String,
     },
-}
-
-/// What kind of session an id names, read from its format (seed 000).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SessionKind {
-    /// A chat (a Telegram chat id, `slack:…`, `discord:…`, any other id): trusted.
-    Chat,
-    /// `email_trigger` or `email_trigger:…`: untrusted.
-    EmailTrigger,
-    /// `event_{uuid}`: untrusted.
-    Event,
-    /// `sub-{depth}-{uuid}`: inherits its parent's trust.
-    SubAgent {
-        /// How deep under its root conversation.
-        depth: u32,
-    },
-}
-
-impl SessionKind {
-    /// The kind of session `id` names.
-    pub fn of(id: &str) -> SessionKind {
-        if id == "email_trigger" || id.starts_with("email_trigger:") {
-            return SessionKind::EmailTrigger;
-        }
-        if id
-            .strip_prefix("event_")
-            .is_some_and(|rest| !rest.is_empty())
-        {
-            return SessionKind::Event;
-        }
-        if let Some(rest) = id.strip_prefix("sub-")
-            && let Some((depth, uuid)) = rest.split_once('-')
-            && !uuid.is_empty()
-            && let Ok(depth) = depth.parse::<u32>()
-        {
-            return SessionKind::SubAgent { depth };
-        }
-        SessionKind::Chat
-    }
-
-    /// Whether a session of this kind is untrusted by its kind alone (a sub-agent's trust is
-    /// its parent's, stored with its conversation).
-    pub fn untrusted(self) -> bool {
-        matches!(self, SessionKind::EmailTrigger | SessionKind::Event)
-    }
 }
 
 /// Which conversations of a place a [`ConversationKey`] names.
@@ -404,23 +345,6 @@ mod tests {
             "U2",
         );
         assert_eq!(SessionKind::of(&deeper), SessionKind::SubAgent { depth: 2 });
-    }
-
-    #[test]
-    fn kinds_and_trust_read_from_ids() {
-        for (id, kind) in [
-            ("email_trigger", SessionKind::EmailTrigger),
-            ("event_0193", SessionKind::Event),
-            ("event_", SessionKind::Chat),
-            ("sub-3-abc", SessionKind::SubAgent { depth: 3 }),
-            ("sub-x-abc", SessionKind::Chat),
-            ("12345", SessionKind::Chat),
-            ("slack:C1:17.5", SessionKind::Chat),
-        ] {
-            assert_eq!(SessionKind::of(id), kind, "{id}");
-        }
-        assert!(SessionKind::EmailTrigger.untrusted() && SessionKind::Event.untrusted());
-        assert!(!SessionKind::Chat.untrusted());
     }
 
     #[test]

@@ -1,13 +1,28 @@
 //! What the incoming-message pipeline decides for a run beyond its message: the persona's
 //! prompt and model settings, which tool modules it may use, and the session's trust and place.
 //! It travels with a queued run, so a run started after a restart is the run that was accepted.
+//! keel-platform's persona cascade fills it in; the run only applies it.
 
 use serde::{Deserialize, Serialize};
 
-use super::persona::Persona;
-use super::place::PlatformPlace;
 use crate::run_settings::RunSettings;
 use crate::tool::ToolSpec;
+
+/// A conversation's place on a platform: conversations are unique per `(platform, channel,
+/// thread)`; a thread is its own conversation.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PlatformPlace {
+    /// The platform, e.g. `telegram`, `slack`, `discord`.
+    pub platform: String,
+    /// The channel (a Telegram chat id, a Slack or Discord channel).
+    pub channel_id: String,
+    /// The thread in the channel, when the message is in one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    /// The server (a Slack workspace, a Discord guild), when the platform has them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_id: Option<String>,
+}
 
 /// Per-run choices on top of the agent's settings.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -40,25 +55,6 @@ pub struct RunOptions {
 }
 
 impl RunOptions {
-    /// Options carrying `persona`'s choices (or none), `allowed_modules` when it has none.
-    pub fn from_persona(persona: Option<&Persona>, default_modules: Option<&[String]>) -> Self {
-        match persona {
-            None => RunOptions {
-                allowed_modules: default_modules.map(<[String]>::to_vec),
-                ..RunOptions::default()
-            },
-            Some(persona) => RunOptions {
-                persona: Some(persona.name.clone()),
-                system_prompt: Some(persona.system_prompt.clone()),
-                model: persona.model.clone(),
-                max_tokens: persona.max_tokens,
-                temperature: persona.temperature,
-                allowed_modules: persona.allowed_modules.clone(),
-                ..RunOptions::default()
-            },
-        }
-    }
-
     /// Applies the options to a run's settings.
     pub fn apply(&self, settings: &mut RunSettings) {
         if let Some(prompt) = &self.system_prompt {

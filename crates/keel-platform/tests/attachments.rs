@@ -4,9 +4,7 @@
 use chrono::Utc;
 use keel_core::Store;
 use keel_core::files::MAX_ATTACHMENTS;
-use keel_core::platform::attachments::{
-    IncomingAttachment, check_attachments, register_attachments,
-};
+use keel_platform::attachments::{IncomingAttachment, check_attachments, register_attachments};
 use keel_store::MemoryStore;
 
 fn attachment(name: &str, content: &[u8]) -> IncomingAttachment {

@@ -4,7 +4,9 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::place::check_platform_text;
+use keel_core::{RunOptions, StoreError};
+
+use crate::place::check_platform_text;
 
 /// Longest system prompt a persona may hold, in bytes.
 pub const MAX_PROMPT_BYTES: usize = 64 * 1024;
@@ -99,8 +101,8 @@ impl Persona {
 
 impl Persona {
     /// The error of saving this persona while `other` serves the same platform and server.
-    pub fn conflict_with(&self, other: &str) -> crate::store::StoreError {
-        crate::store::StoreError::Conflict(format!(
+    pub fn conflict_with(&self, other: &str) -> StoreError {
+        StoreError::Conflict(format!(
             "persona `{other}` already serves {}{}; change that one, or give this one another \
              place",
             self.platform.as_deref().unwrap_or_default(),
@@ -129,6 +131,25 @@ pub fn choose_persona<'a>(
         .and_then(|server| serving(Some(server)))
         .or_else(|| serving(None))
         .or_else(|| personas.iter().find(|persona| persona.is_default))
+}
+
+/// Run options carrying `persona`'s choices (or none), `default_modules` when it has none.
+pub fn run_options(persona: Option<&Persona>, default_modules: Option<&[String]>) -> RunOptions {
+    match persona {
+        None => RunOptions {
+            allowed_modules: default_modules.map(<[String]>::to_vec),
+            ..RunOptions::default()
+        },
+        Some(persona) => RunOptions {
+            persona: Some(persona.name.clone()),
+            system_prompt: Some(persona.system_prompt.clone()),
+            model: persona.model.clone(),
+            max_tokens: persona.max_tokens,
+            temperature: persona.temperature,
+            allowed_modules: persona.allowed_modules.clone(),
+            ..RunOptions::default()
+        },
+    }
 }
 
 #[cfg(test)]

@@ -1,39 +1,12 @@
-//! Conversations as the daemon sees them: who owns one, how a new message treats a running
-//! run ([`LanePolicy`]), and the queue of runs waiting for the conversation's lane
-//! ([`QueuedRun`]). The lane itself (one active run per conversation) is [`crate::lane`].
+//! Conversations as the daemon sees them: who owns one, the queue of runs waiting for the
+//! conversation's lane ([`QueuedRun`]), and how conversations and runs are listed. The lane
+//! itself (one active run per conversation) and how a new message treats a running run
+//! ([`LanePolicy`]) are keel-core's ([`keel_core::lane`]).
 
 use chrono::{DateTime, Utc};
+use keel_core::lane::LanePolicy;
+use keel_core::{PlatformPlace, RunOptions};
 use serde::{Deserialize, Serialize};
-
-/// What a message for a conversation that is running does (seeds 001 and 004).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LanePolicy {
-    /// Wait in the lane's FIFO queue until the runs before it end (seed 001).
-    #[default]
-    Queue,
-    /// Cancel the running run at its next safe point, then run (seed 004).
-    Interrupt,
-}
-
-impl LanePolicy {
-    /// The policy's name, as stored and as the API writes it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LanePolicy::Queue => "queue",
-            LanePolicy::Interrupt => "interrupt",
-        }
-    }
-
-    /// The policy named `name` (`queue` or `interrupt`).
-    pub fn parse(name: &str) -> Option<LanePolicy> {
-        match name {
-            "queue" => Some(LanePolicy::Queue),
-            "interrupt" => Some(LanePolicy::Interrupt),
-            _ => None,
-        }
-    }
-}
 
 /// A conversation to create.
 #[derive(Clone, Debug, PartialEq)]
@@ -47,8 +20,8 @@ pub struct NewConversation {
     /// When it is created.
     pub at: DateTime<Utc>,
     /// Its place on a platform, for one an incoming platform message makes.
-    pub place: Option<crate::platform::PlatformPlace>,
-    /// False for a conversation from an untrusted source (see [`crate::SessionInfo::trusted`]).
+    pub place: Option<PlatformPlace>,
+    /// False for a conversation from an untrusted source (see [`keel_core::SessionInfo::trusted`]).
     pub trusted: bool,
 }
 
@@ -72,10 +45,10 @@ pub struct QueuedRun {
     pub model: String,
     /// What the incoming-message pipeline chose for the run (persona, trust, place).
     #[serde(default)]
-    pub options: crate::platform::RunOptions,
+    pub options: RunOptions,
 }
 
-/// What [`crate::Store::enqueue_run`] did.
+/// What [`crate::ConversationStore::enqueue_run`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EnqueueOutcome {
     /// The run is queued; `ahead` queued runs of the same conversation are before it.
@@ -107,7 +80,7 @@ pub struct RunFilter {
     /// Only runs of this conversation.
     pub session_id: Option<String>,
     /// Only runs in this state.
-    pub state: Option<crate::state::AgentState>,
+    pub state: Option<keel_core::AgentState>,
     /// Only runs of conversations this user owns.
     pub owner: Option<String>,
     /// Only runs older than the one with this id (the previous page's last).

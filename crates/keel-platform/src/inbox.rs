@@ -14,17 +14,19 @@ use std::sync::Arc;
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 
-use super::attachments::{IncomingAttachment, check_attachments, register_attachments};
-use super::options::RunOptions;
-use super::persona::{Persona, choose_persona};
-use super::place::{
-    ConversationKey, PlatformPlace, SessionKind, Source, check_platform_text, session_id_for,
-};
-use crate::agent::{Agent, AgentError, RunReport, RunRequest};
-use crate::conversation::{LanePolicy, NewConversation};
-use crate::files::{DEFAULT_MAX_FILE_BYTES, FileRecord};
-use crate::store::{PlatformLink, SessionInfo, Store, StoreError, UserRecord};
-use crate::tool::Permission;
+use keel_core::agent::{Agent, AgentError, RunReport, RunRequest};
+use keel_core::files::{DEFAULT_MAX_FILE_BYTES, FileRecord};
+use keel_core::lane::LanePolicy;
+use keel_core::store::{SessionInfo, StoreError, UserRecord};
+use keel_core::tool::Permission;
+use keel_core::{PlatformPlace, RunOptions, SessionKind};
+
+use crate::attachments::{IncomingAttachment, check_attachments, register_attachments};
+use crate::conversation::NewConversation;
+use crate::link::PlatformLink;
+use crate::persona::{Persona, choose_persona, run_options};
+use crate::place::{ConversationKey, Source, check_platform_text, session_id_for};
+use crate::store::DaemonStore;
 
 /// Longest message text, in bytes.
 pub const MAX_TEXT_BYTES: usize = 256 * 1024;
@@ -163,13 +165,13 @@ pub enum InboxError {
 
 /// The incoming-message pipeline over a store.
 pub struct Inbox {
-    store: Arc<dyn Store>,
+    store: Arc<dyn DaemonStore>,
     settings: InboxSettings,
 }
 
 impl Inbox {
     /// A pipeline writing to `store`.
-    pub fn new(store: Arc<dyn Store>, settings: InboxSettings) -> Self {
+    pub fn new(store: Arc<dyn DaemonStore>, settings: InboxSettings) -> Self {
         Inbox { store, settings }
     }
 
@@ -203,12 +205,11 @@ impl Inbox {
         let conversation = self
             .resolve_conversation(incoming, &place, &user, untrusted)
             .await?;
-        let mut options =
-            RunOptions::from_persona(persona.as_ref(), self.settings.default_modules.as_deref());
+        let mut options = run_options(persona.as_ref(), self.settings.default_modules.as_deref());
         options.untrusted = untrusted || !conversation.trusted;
         options.place = Some(place);
         let (text, files) = register_attachments(
-            self.store.as_ref(),
+            self.store.as_ref() as &dyn keel_core::Store,
             incoming.text.clone(),
             &incoming.attachments,
             &conversation.id,
@@ -244,8 +245,7 @@ impl Inbox {
             }
             None => None,
         };
-        let mut options =
-            RunOptions::from_persona(persona.as_ref(), self.settings.default_modules.as_deref());
+        let mut options = run_options(persona.as_ref(), self.settings.default_modules.as_deref());
         options.untrusted = !conversation.trusted || SessionKind::of(&conversation.id).untrusted();
         options.place = conversation.place.clone();
         Ok(options)

@@ -1,0 +1,229 @@
+//! The daemon's store traits, by concept, beside keel-core's kernel [`Store`]: platform
+//! identity ([`PlatformStore`]: links, API keys, personas, the token log report), conversations
+//! ([`ConversationStore`]: creating and finding them, listing them and their runs, the lane
+//! queue, their attachments) and what memory finds ([`MemoryIndex`]: known facts, messages as
+//! memories, session search). The daemon holds one store that is all of them: [`DaemonStore`].
+//! keel-store implements every one for SQLite and in memory.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use keel_core::files::FileRecord;
+use keel_core::store::{RunRecord, SessionInfo, Store, StoreError, UserRecord};
+
+use crate::api_key::ApiKeyRecord;
+use crate::conversation::{
+    ConversationFilter, EnqueueOutcome, NewConversation, QueuedRun, RunFilter,
+};
+use crate::known_facts::{Fact, FactHit, MessageMemory};
+use crate::link::PlatformLink;
+use crate::persona::Persona;
+use crate::place::ConversationKey;
+use crate::session_search::{SessionHit, SessionSearch};
+use crate::usage::{UsageLine, UsageQuery};
+
+/// Who is who on the platforms: users' platform links, the daemon's API keys, personas, and
+/// the token log read back per user and model.
+#[async_trait]
+pub trait PlatformStore: Send + Sync {
+    /// Links a platform identity to a stored user. Linking it again to the same user is
+    /// nothing; to another user, or to a user not stored, an error (nothing changes).
+    async fn link_user(&self, link: &PlatformLink) -> Result<(), StoreError>;
+
+    /// The user a platform identity is linked to.
+    async fn user_by_link(
+        &self,
+        platform: &str,
+        platform_user_id: &str,
+    ) -> Result<Option<UserRecord>, StoreError>;
+
+    /// A user's platform links, by platform.
+    async fn user_links(&self, user_id: &str) -> Result<Vec<PlatformLink>, StoreError>;
+
+    /// Stores a new API key (its hash only).
+    async fn save_api_key(&self, key: &ApiKeyRecord) -> Result<(), StoreError>;
+
+    /// The key with this hash, revoked or not.
+    async fn api_key_by_hash(&self, hash: &str) -> Result<Option<ApiKeyRecord>, StoreError>;
+
+    /// Every stored key, oldest first.
+    async fn list_api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError>;
+
+    /// Revokes the key with this id at `at`. False when there is no such key or it was
+    /// revoked already.
+    async fn revoke_api_key(&self, id: &str, at: DateTime<Utc>) -> Result<bool, StoreError>;
+
+    /// Creates or replaces the persona with this name. A default persona makes any other one
+    /// not the default, in the same transaction; a second persona serving the same platform
+    /// and server is a [`StoreError::Conflict`] (nothing changes).
+    async fn save_persona(&self, persona: &Persona) -> Result<(), StoreError>;
+
+    /// Every persona, by name.
+    async fn personas(&self) -> Result<Vec<Persona>, StoreError>;
+
+    /// The token log of a month, summed per user and model (by user, then model).
+    async fn usage_lines(&self, query: &UsageQuery) -> Result<Vec<UsageLine>, StoreError>;
+}
+
+/// Conversations as the daemon keeps them: made for a user or a platform place, listed with
+/// their runs, the queue of runs waiting for a conversation's lane, and the attachments sent
+/// to them.
+#[async_trait]
+pub trait ConversationStore: Send + Sync {
+    /// Creates a conversation with its owner and lane policy. `Ok(None)` when the id is taken
+    /// (nothing is changed then).
+    async fn create_conversation(
+        &self,
+        conversation: &NewConversation,
+    ) -> Result<Option<SessionInfo>, StoreError>;
+
+    /// The platform conversation whose identity is `key`, if one was made (with
+    /// [`ConversationStore::create_platform_conversation`]). Found by the whole key, never by an id.
+    async fn platform_conversation(
+        &self,
+        key: &ConversationKey,
+    ) -> Result<Option<SessionInfo>, StoreError>;
+
+    /// Creates a conversation with the platform identity `key`, in one transaction. Its place
+    /// must be the key's (else [`StoreError::Conflict`]). `Ok(None)` when its id is taken or a
+    /// conversation has that key already (nothing is changed then).
+    async fn create_platform_conversation(
+        &self,
+        conversation: &NewConversation,
+        key: &ConversationKey,
+    ) -> Result<Option<SessionInfo>, StoreError>;
+
+    /// Conversations, newest first (by creation, then id), as `filter` says.
+    async fn list_conversations(
+        &self,
+        filter: &ConversationFilter,
+    ) -> Result<Vec<SessionInfo>, StoreError>;
+
+    /// Runs, newest first (by start, then id), as `filter` says.
+    async fn find_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError>;
+
+    /// Queues a run behind the session's lane, in one transaction: the queue row and a run
+    /// record in state `queued` (started at `enqueued_at`), unless the session's queue holds
+    /// `limit` runs already. The session must exist.
+    async fn enqueue_run(
+        &self,
+        run: &QueuedRun,
+        limit: usize,
+    ) -> Result<EnqueueOutcome, StoreError>;
+
+    /// The session's queued runs, oldest first. A run leaves the queue in its first commit
+    /// (the one that stores its message), or when cancelled before it started.
+    async fn queued_runs(&self, session_id: &str) -> Result<Vec<QueuedRun>, StoreError>;
+
+    /// Sessions with queued runs, the one with the oldest queued run first.
+    async fn queued_sessions(&self) -> Result<Vec<String>, StoreError>;
+
+    /// Cancels a run still in the queue: it leaves the queue and its record becomes
+    /// `cancelled`, finished at `at`. False when it is not queued (it started, or never was).
+    async fn cancel_queued(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError>;
+
+    /// Every file of a conversation (its attachments and what its runs produced), oldest first.
+    async fn session_files(&self, session_id: &str) -> Result<Vec<FileRecord>, StoreError>;
+
+    /// Forgets the attachments kept for a message that was then refused, in one transaction:
+    /// their records (an attachment's only: a produced file, or one a run has taken, stays),
+    /// and each content no record keeps any more. The same content kept for another message,
+    /// before or at the same time, stays.
+    async fn forget_attachments(&self, files: &[FileRecord]) -> Result<(), StoreError>;
+}
+
+/// What memory finds: known facts about users, stored messages as memories (their importance
+/// and embeddings), and full-text search over past sessions.
+#[async_trait]
+pub trait MemoryIndex: Send + Sync {
+    /// Stores a new fact, in one transaction: a current fact of the same user with the same
+    /// key is superseded by it (its `superseded_by` set to the new id). Returns the id of the
+    /// fact it superseded. An id already stored is a [`StoreError::Conflict`].
+    async fn save_fact(&self, fact: &Fact) -> Result<Option<String>, StoreError>;
+
+    /// A user's facts, oldest first: the current ones only unless `with_superseded`.
+    async fn facts(&self, user_id: &str, with_superseded: bool) -> Result<Vec<Fact>, StoreError>;
+
+    /// Deletes one of `user_id`'s facts (and any it superseded, so nothing of it comes back).
+    /// False when that user has no such fact: another user's fact is never touched.
+    async fn forget_fact(&self, user_id: &str, fact_id: &str) -> Result<bool, StoreError>;
+
+    /// Full-text search over a user's current facts: up to `limit` that share a word with
+    /// `text`, best first (BM25). `text` is user text: it is never read as query syntax.
+    async fn search_facts(
+        &self,
+        user_id: &str,
+        text: &str,
+        limit: usize,
+    ) -> Result<Vec<FactHit>, StoreError>;
+    // --- Session search (`session_search`, issue 16) ---
+
+    /// The sessions that best match `search`, best first, each with its best passages: only
+    /// sessions of `search.owner` (see [`crate::session_search`] for whose those are), never
+    /// `search.exclude_session`. A query without search terms finds nothing.
+    async fn search_sessions(&self, search: &SessionSearch) -> Result<Vec<SessionHit>, StoreError>;
+
+    // A store without a message index (the in-memory store) recalls facts only: the message
+    // methods below default to finding and keeping nothing.
+
+    /// Up to `limit` messages of sessions of `owner` (`None`: sessions without one) other than
+    /// `exclude_session`, scored at least `min_importance` (unscored ones count as 0.3),
+    /// matching `text` by full text, best first.
+    async fn search_messages(
+        &self,
+        _owner: Option<&str>,
+        _text: &str,
+        _exclude_session: Option<&str>,
+        _min_importance: f32,
+        _limit: usize,
+    ) -> Result<Vec<MessageMemory>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// Up to `limit` of `owner`'s messages (as for [`MemoryIndex::search_messages`]) scored at
+    /// least `min_importance`, newest first. SQLite keeps an index of the messages scoring
+    /// 0.9 or more only, and finds no others.
+    async fn important_messages(
+        &self,
+        _owner: Option<&str>,
+        _min_importance: f32,
+        _exclude_session: Option<&str>,
+        _limit: usize,
+    ) -> Result<Vec<MessageMemory>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// Replaces the importance of messages of `session_id`, by seq (a model's scores).
+    async fn set_message_importance(
+        &self,
+        _session_id: &str,
+        _scores: &[(u64, f32)],
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Keeps the embeddings of messages of `session_id`, by seq, computed by `model`.
+    async fn save_message_embeddings(
+        &self,
+        _session_id: &str,
+        _model: &str,
+        _vectors: &[(u64, Vec<f32>)],
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Every embedded message of `owner`'s sessions (as for [`MemoryIndex::search_messages`], no
+    /// session left out), with its embedding, oldest first.
+    async fn message_embeddings(
+        &self,
+        _owner: Option<&str>,
+    ) -> Result<Vec<(MessageMemory, Vec<f32>)>, StoreError> {
+        Ok(Vec::new())
+    }
+}
+
+/// Everything the daemon keeps: the kernel's [`Store`] and each of keel-platform's. Any type
+/// that is all of them is one; an `Arc<dyn DaemonStore>` upcasts to the `Arc<dyn Store>` an
+/// agent runs on.
+pub trait DaemonStore: Store + PlatformStore + ConversationStore + MemoryIndex {}
+
+impl<T: Store + PlatformStore + ConversationStore + MemoryIndex + ?Sized> DaemonStore for T {}
