@@ -3,24 +3,17 @@
 
 use async_trait::async_trait;
 use keel_core::StoreError;
-use keel_platform::*;
+use keel_platform::{Fact, FactHit, MemoryIndex, MessageMemory, SessionHit, SessionSearch};
 
 use crate::SqliteStore;
 
 #[async_trait]
 impl MemoryIndex for SqliteStore {
-    async fn save_fact(
-        &self,
-        fact: &keel_platform::known_facts::Fact,
-    ) -> Result<Option<String>, StoreError> {
+    async fn save_fact(&self, fact: &Fact) -> Result<Option<String>, StoreError> {
         crate::facts::save(&self.conns, fact).await
     }
 
-    async fn facts(
-        &self,
-        user_id: &str,
-        with_superseded: bool,
-    ) -> Result<Vec<keel_platform::known_facts::Fact>, StoreError> {
+    async fn facts(&self, user_id: &str, with_superseded: bool) -> Result<Vec<Fact>, StoreError> {
         crate::facts::list(&self.conns, user_id, with_superseded).await
     }
 
@@ -33,14 +26,11 @@ impl MemoryIndex for SqliteStore {
         user_id: &str,
         text: &str,
         limit: usize,
-    ) -> Result<Vec<keel_platform::known_facts::FactHit>, StoreError> {
+    ) -> Result<Vec<FactHit>, StoreError> {
         crate::facts::search(&self.conns, user_id, text, limit).await
     }
 
-    async fn search_sessions(
-        &self,
-        search: &keel_platform::SessionSearch,
-    ) -> Result<Vec<keel_platform::SessionHit>, StoreError> {
+    async fn search_sessions(&self, search: &SessionSearch) -> Result<Vec<SessionHit>, StoreError> {
         crate::session_search::search(&mut *self.conns.reader().await?, search).await
     }
 
@@ -51,7 +41,7 @@ impl MemoryIndex for SqliteStore {
         exclude_session: Option<&str>,
         min_importance: f32,
         limit: usize,
-    ) -> Result<Vec<keel_platform::known_facts::MessageMemory>, StoreError> {
+    ) -> Result<Vec<MessageMemory>, StoreError> {
         crate::message_memory::search(
             &self.conns,
             owner,
@@ -69,7 +59,7 @@ impl MemoryIndex for SqliteStore {
         min_importance: f32,
         exclude_session: Option<&str>,
         limit: usize,
-    ) -> Result<Vec<keel_platform::known_facts::MessageMemory>, StoreError> {
+    ) -> Result<Vec<MessageMemory>, StoreError> {
         crate::message_memory::important(&self.conns, owner, min_importance, exclude_session, limit)
             .await
     }
@@ -94,7 +84,7 @@ impl MemoryIndex for SqliteStore {
     async fn message_embeddings(
         &self,
         owner: Option<&str>,
-    ) -> Result<Vec<(keel_platform::known_facts::MessageMemory, Vec<f32>)>, StoreError> {
+    ) -> Result<Vec<(MessageMemory, Vec<f32>)>, StoreError> {
         crate::message_memory::embedded(&self.conns, owner).await
     }
 }

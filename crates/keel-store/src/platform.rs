@@ -1,12 +1,101 @@
 //! The SQLite store's platform identity: users' platform links, API keys, personas and the
-//! token log report ([`PlatformStore`]).
+//! token log report ([`PlatformStore`]); the API keys' SQL is here, the links' and personas'
+//! in `user_links.rs` and `personas.rs`.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use keel_core::{StoreError, UserRecord};
-use keel_platform::*;
+use keel_platform::{ApiKeyRecord, Persona, PlatformLink, PlatformStore, UsageLine, UsageQuery};
 
-use crate::{SqliteStore, daemon};
+use sqlx::sqlite::SqliteRow;
+
+use crate::batch::Batch;
+use crate::codec::{
+    Place, column, json_column, optional_json, optional_time_column, time_column, timestamp,
+};
+use crate::connections::Connections;
+use crate::{OrBackend, SqliteStore};
+
+const SAVE_KEY: &str = "INSERT INTO api_keys \
+     (id, hash, user_id, admin, created_at, revoked_at, platforms) VALUES ($1, $2, $3, $4, $5, $6, $7)";
+
+const KEY_BY_HASH: &str = "SELECT id, hash, user_id, admin, created_at, revoked_at, platforms \
+     FROM api_keys WHERE hash = $1";
+
+const LIST_KEYS: &str = "SELECT id, hash, user_id, admin, created_at, revoked_at, platforms \
+     FROM api_keys ORDER BY created_at, id";
+
+const REVOKE_KEY: &str =
+    "UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL RETURNING 1";
+
+/// Stores a key.
+pub(crate) async fn save_key(conns: &Connections, key: &ApiKeyRecord) -> Result<(), StoreError> {
+    let batch = Batch::of(SAVE_KEY)
+        .bind(&key.id)
+        .bind(&key.hash)
+        .bind(key.user_id.as_deref())
+        .bind(key.admin)
+        .bind(timestamp(key.created_at))
+        .bind(key.revoked_at.map(timestamp))
+        .bind(optional_json(
+            (!key.platforms.is_empty()).then_some(&key.platforms),
+            "platforms",
+        )?);
+    conns
+        .transaction(vec![batch])
+        .await
+        .map(drop)
+        .or_backend(|| format!("cannot save API key `{}`", key.id))
+}
+
+/// The key with this hash.
+pub(crate) async fn key_by_hash(
+    conns: &Connections,
+    hash: &str,
+) -> Result<Option<ApiKeyRecord>, StoreError> {
+    let row = sqlx::query(KEY_BY_HASH)
+        .bind(hash)
+        .fetch_optional(&mut *conns.reader().await?)
+        .await
+        .or_backend(|| "cannot read an API key".into())?;
+    row.as_ref().map(decode_key).transpose()
+}
+
+/// Every key.
+pub(crate) async fn list_keys(conns: &Connections) -> Result<Vec<ApiKeyRecord>, StoreError> {
+    let rows = sqlx::query(LIST_KEYS)
+        .fetch_all(&mut *conns.reader().await?)
+        .await
+        .or_backend(|| "cannot list API keys".into())?;
+    rows.iter().map(decode_key).collect()
+}
+
+/// Revokes a key; false when it does not exist or was revoked already.
+pub(crate) async fn revoke_key(
+    conns: &Connections,
+    id: &str,
+    at: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let batch = Batch::of(REVOKE_KEY).bind(id).bind(timestamp(at));
+    let revoked = conns
+        .transaction(vec![batch])
+        .await
+        .or_backend(|| format!("cannot revoke API key `{id}`"))?;
+    Ok(revoked.is_some())
+}
+
+fn decode_key(row: &SqliteRow) -> Result<ApiKeyRecord, StoreError> {
+    let place = Place::Table("api_keys");
+    Ok(ApiKeyRecord {
+        id: column(row, "id", place)?,
+        hash: column(row, "hash", place)?,
+        user_id: column(row, "user_id", place)?,
+        admin: column(row, "admin", place)?,
+        platforms: json_column(row, "platforms", place)?.unwrap_or_default(),
+        created_at: time_column(row, "created_at", place)?,
+        revoked_at: optional_time_column(row, "revoked_at", place)?,
+    })
+}
 
 #[async_trait]
 impl PlatformStore for SqliteStore {
@@ -27,19 +116,19 @@ impl PlatformStore for SqliteStore {
     }
 
     async fn save_api_key(&self, key: &ApiKeyRecord) -> Result<(), StoreError> {
-        daemon::save_key(&self.conns, key).await
+        save_key(&self.conns, key).await
     }
 
     async fn api_key_by_hash(&self, hash: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
-        daemon::key_by_hash(&self.conns, hash).await
+        key_by_hash(&self.conns, hash).await
     }
 
     async fn list_api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError> {
-        daemon::list_keys(&self.conns).await
+        list_keys(&self.conns).await
     }
 
     async fn revoke_api_key(&self, id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
-        daemon::revoke_key(&self.conns, id, at).await
+        revoke_key(&self.conns, id, at).await
     }
 
     async fn save_persona(&self, persona: &Persona) -> Result<(), StoreError> {

@@ -23,7 +23,7 @@ use keel_core::{
 use crate::batch::{self, Batch};
 use crate::codec::{self, timestamp};
 use crate::connections::Connections;
-use crate::{OrBackend, daemon, durability, lanes};
+use crate::{OrBackend, durability, lanes};
 
 /// Every column of `runs` that a [`RunRecord`] holds.
 macro_rules! run_columns {
@@ -423,7 +423,7 @@ impl Store for SqliteStore {
         after: u64,
         limit: usize,
     ) -> Result<Vec<StoredMessage>, StoreError> {
-        daemon::messages_page(&self.conns, session_id, after, limit).await
+        crate::pages::messages_page(&self.conns, session_id, after, limit).await
     }
 
     async fn events_after(
@@ -431,7 +431,7 @@ impl Store for SqliteStore {
         run_id: &str,
         after: u64,
     ) -> Result<Vec<(u64, Event)>, StoreError> {
-        daemon::events_after(&self.conns, run_id, after).await
+        crate::pages::events_after(&self.conns, run_id, after).await
     }
 
     async fn session_approvals(&self, session_id: &str) -> Result<Vec<String>, StoreError> {

@@ -10,16 +10,12 @@
 use std::sync::Arc;
 
 use chrono::Utc;
-use keel_core::PlatformPlace;
-use keel_core::{LanePolicy, Message, SessionInfo, StoreError};
+use keel_core::Message;
 use keel_platform::DaemonStore;
-use keel_platform::NewConversation;
-use keel_platform::{
-    ConversationKey, Inbox, InboxError, InboxSettings, IncomingMessage, Prepared, Source,
-};
+use keel_platform::{Inbox, InboxError, InboxSettings, IncomingMessage, Prepared, Source};
 
 mod common;
-use common::{at, memory, sqlite_file, sqlite_in_memory};
+use common::{memory, sqlite_file, sqlite_in_memory};
 
 macro_rules! identity_tests {
     ($module:ident, $make:expr) => {
@@ -60,12 +56,6 @@ macro_rules! identity_tests {
             async fn every_email_sender_has_a_conversation_and_approvals_of_their_own() {
                 let (store, _guard) = $make.await;
                 senders_on(Arc::new(store)).await;
-            }
-
-            #[tokio::test]
-            async fn a_key_names_one_conversation_at_its_own_place() {
-                let (store, _guard) = $make.await;
-                key_contract_on(&store).await;
             }
         }
     };
@@ -388,103 +378,6 @@ async fn senders_on(store: Arc<dyn DaemonStore>) {
     let landed = prepare(&inbox, &forged).await;
     assert_ne!(landed.conversation.id, ann.conversation.id);
     own_and_clean(store.as_ref(), &forged, &landed).await;
-}
-
-fn place(platform: &str, channel: &str) -> PlatformPlace {
-    PlatformPlace {
-        platform: platform.into(),
-        channel_id: channel.into(),
-        thread_id: None,
-        server_id: None,
-    }
-}
-
-fn new_conversation(id: &str, place: Option<PlatformPlace>) -> NewConversation {
-    NewConversation {
-        id: id.into(),
-        owner: None,
-        lane_policy: LanePolicy::Queue,
-        at: at(1),
-        place,
-        trusted: true,
-    }
-}
-
-async fn key_contract_on(store: &dyn DaemonStore) {
-    let slack = place("slack", "C1");
-    let key = ConversationKey::of(&Source::Chat, &slack, "U1").unwrap();
-    assert_eq!(store.platform_conversation(&key).await.unwrap(), None);
-    let made: SessionInfo = store
-        .create_platform_conversation(&new_conversation("slack:C1", Some(slack.clone())), &key)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(made.place.as_ref(), Some(&slack));
-    assert_eq!(store.platform_conversation(&key).await.unwrap(), Some(made));
-    // The key is taken: under another id, nothing is made.
-    assert_eq!(
-        store
-            .create_platform_conversation(
-                &new_conversation("slack:C1~2", Some(slack.clone())),
-                &key
-            )
-            .await
-            .unwrap(),
-        None
-    );
-    assert_eq!(store.session("slack:C1~2").await.unwrap(), None);
-    // The id is taken by a session without a key: nothing is made, and that session never
-    // gets the key.
-    store.ensure_session("slack:C2").await.unwrap();
-    let c2 = ConversationKey::of(&Source::Chat, &place("slack", "C2"), "U1").unwrap();
-    assert_eq!(
-        store
-            .create_platform_conversation(
-                &new_conversation("slack:C2", Some(place("slack", "C2"))),
-                &c2
-            )
-            .await
-            .unwrap(),
-        None
-    );
-    assert_eq!(store.platform_conversation(&c2).await.unwrap(), None);
-    assert_eq!(
-        store.session("slack:C2").await.unwrap().unwrap().place,
-        None
-    );
-    // A key whose place is not the conversation's is refused.
-    match store
-        .create_platform_conversation(&new_conversation("x", Some(place("telegram", "C2"))), &c2)
-        .await
-    {
-        Err(StoreError::Conflict(_)) => {}
-        other => panic!("{other:?}"),
-    }
-    assert_eq!(store.session("x").await.unwrap(), None);
-    // Every part of the key counts.
-    let email = |sender: &str| ConversationKey::of(&Source::EmailTrigger, &slack, sender).unwrap();
-    let ann = store
-        .create_platform_conversation(
-            &new_conversation("email_trigger:slack:C1:ann", Some(slack.clone())),
-            &email("ann"),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        store.platform_conversation(&email("ann")).await.unwrap(),
-        Some(ann)
-    );
-    assert_eq!(
-        store.platform_conversation(&email("bob")).await.unwrap(),
-        None
-    );
-    let mut on_server = key.clone();
-    on_server.server_id = Some("W1".into());
-    assert_eq!(store.platform_conversation(&on_server).await.unwrap(), None);
-    let mut in_thread = key.clone();
-    in_thread.thread_id = Some("T".into());
-    assert_eq!(store.platform_conversation(&in_thread).await.unwrap(), None);
 }
 
 /// Creates the database at `path` as keel at schema version 25 left it: the migrations in
