@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use keel_extensions::AgentBuilderExt;
+
 use keel_core::redact::{RedactingProvider, Redactor};
 use keel_core::{Agent, EventSink, HumanChannel, Provider};
 use keel_platform::DaemonStore;
@@ -143,6 +145,7 @@ pub fn agent(
         &crate::sandbox_settings::for_owner_commands(own_files, workspace.root()),
     );
     let mut builder = Agent::builder()
+        .standard_extensions()
         .launch(launch.to_json())
         .worker_probe(Arc::new(ProcProbe::new()))
         .provider(provider(&settings.provider)?)
@@ -170,6 +173,10 @@ pub fn agent(
         .heartbeat_interval(settings.heartbeat)
         .reconcile_policy(settings.reconcile)
         .hooks(hooks);
+    // Routing decides the model before the prompt's sections are written (its event first).
+    if let Some(policy) = &settings.routing {
+        builder = builder.routing(policy.clone());
+    }
     // The workspace's AGENTS.md (or its kin) goes into the system prompt.
     builder = builder.prompt_part(Arc::new(keel_tools::ProjectContext::new(workspace.clone())));
     if settings.shell.enabled {
@@ -189,9 +196,6 @@ pub fn agent(
                 skills,
                 settings.skills.max_tokens,
             )));
-    }
-    if let Some(policy) = &settings.routing {
-        builder = builder.routing(policy.clone());
     }
     if let Some(notes) = settings.memory.backend() {
         builder = builder.memory(notes, settings.memory.limits);

@@ -1,4 +1,4 @@
-//! `[memory]` of keel.toml: the `memory` tool's notes (see [`keel_core::memory_notes`]) and,
+//! `[memory]` of keel.toml: the `memory` tool's notes (see [`keel_extensions::memory_notes`]) and,
 //! when `facts = true`, known facts recalled into each run's system prompt (the `keel-memory`
 //! crate) with the `remember` and `forget` tools.
 //!
@@ -31,8 +31,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use keel_core::memory_notes::MemoryLimits;
 use keel_core::recovery::RetryPolicy;
+use keel_extensions::memory_notes::MemoryLimits;
 use keel_memory::embedding::EmbedderChain;
 use keel_memory::{Memory, RetrievalSettings};
 use keel_platform::DaemonStore;

@@ -116,7 +116,7 @@ pub struct Settings {
     /// Skills in the system prompt.
     pub skills: crate::skills_routing::SkillsSettings,
     /// A model per tier of message; `None` when none is configured or `--model` names one.
-    pub routing: Option<keel_core::routing::RoutingPolicy>,
+    pub routing: Option<keel_extensions::routing::RoutingPolicy>,
     /// How runs may delegate to sub-agents; no `delegate_task` when `None`.
     pub delegation: Option<keel_core::delegate::DelegationPolicy>,
     /// The `memory` tool's notes, and known facts.

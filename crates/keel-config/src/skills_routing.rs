@@ -14,7 +14,7 @@
 
 use std::path::PathBuf;
 
-use keel_core::routing::RoutingPolicy;
+use keel_extensions::routing::RoutingPolicy;
 use serde::Deserialize;
 
 /// The default budget of the matched skills, in tokens.

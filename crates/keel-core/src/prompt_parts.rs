@@ -63,6 +63,38 @@ pub trait PromptPart: Send + Sync {
     }
 }
 
+/// A [`PromptPart`] plugged in as an extension (see [`crate::AgentBuilder::prompt_part`]): its
+/// section goes into the run's system prompt or turn context when the run starts.
+pub struct PartExtension(pub std::sync::Arc<dyn PromptPart>);
+
+#[async_trait]
+impl crate::extension::Extension for PartExtension {
+    fn name(&self) -> &'static str {
+        "prompt_part"
+    }
+
+    async fn prepare(&self, start: &mut crate::extension::RunStart<'_>) {
+        let request = PromptRequest {
+            session_id: start.session_id,
+            user_id: start.user_id,
+            message: start.message,
+            untrusted: start.settings.untrusted,
+        };
+        let Some(mut section) = self.0.section(&request).await else {
+            return;
+        };
+        start.events.extend(section.event.take());
+        let sections = std::slice::from_ref(&section);
+        match self.0.placement() {
+            Placement::System => {
+                start.settings.system_prompt =
+                    compose(start.settings.system_prompt.as_deref(), sections);
+            }
+            Placement::Turn => start.turn_sections.extend(compose(None, sections)),
+        }
+    }
+}
+
 /// `base` followed by each section under its heading.
 pub fn compose(base: Option<&str>, sections: &[PromptSection]) -> Option<String> {
     if sections.is_empty() {

@@ -125,6 +125,10 @@ pub struct RunSettings {
     /// The process driving the run, copied to the run's record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker: Option<Worker>,
+    /// The agent's extensions, in registration order: not in checkpoints (a resumed run gets
+    /// the resuming agent's).
+    #[serde(skip)]
+    pub extensions: crate::extension::ExtensionSet,
     /// How far the run may delegate (`delegate_task`); no delegation when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delegation: Option<crate::delegate::DelegationPolicy>,
@@ -159,6 +163,7 @@ impl RunSettings {
             provider: provider.into(),
             model: model.into(),
             fallbacks: Vec::new(),
+            extensions: Default::default(),
             system_prompt: None,
             max_iterations: DEFAULT_MAX_ITERATIONS,
             iteration_cap: DEFAULT_ITERATION_CAP,

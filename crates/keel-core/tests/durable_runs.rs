@@ -14,6 +14,7 @@ use keel_core::{
     Agent, AgentState, Boundary, Clock, ErrorReason, HumanChannel, ResumeOptions, RunRequest,
     Store, UnsafeCall,
 };
+use keel_extensions::AgentBuilderExt;
 use keel_mock::{ScriptedProvider, Step};
 use keel_store::MemoryStore;
 use serde_json::json;
@@ -469,6 +470,7 @@ async fn the_journal_survives_an_iteration_limit_into_the_next_turn() {
         Step::text("Counted docs and src: 9 files."),
     ]));
     let agent = Agent::builder()
+        .standard_extensions()
         .provider(provider.clone())
         .model("m")
         .store(store.clone())

@@ -90,7 +90,7 @@ async fn fill_messages(store: &Arc<dyn DaemonStore>) {
                 } else {
                     keel_core::Message::assistant(text.clone())
                 };
-                message.meta.importance = Some(keel_core::importance::importance(text));
+                message.meta.importance = Some(keel_extensions::importance::importance(text));
                 message
             })
             .collect();

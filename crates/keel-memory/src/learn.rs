@@ -1,7 +1,7 @@
 //! What memory learns from a run once it has ended ([`keel_core::known_facts::Learn`]):
 //!
 //! - **scores** — with `[memory] importance = "model"`, the model rates the run's messages in
-//!   one call and the ratings replace the rules' (`keel_core::importance`);
+//!   one call and the ratings replace the rules' (`keel_extensions::importance`);
 //! - **embeddings** — the messages that matter (importance ≥ [`EMBEDDED_IMPORTANCE`]) are
 //!   embedded once, in one call, and kept, for vector recall in later sessions;
 //! - **facts** — with `[memory] extract = true`, the model reads what the user said in the

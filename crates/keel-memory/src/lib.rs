@@ -16,7 +16,7 @@ pub mod embedding;
 pub mod facts;
 pub mod fusion;
 pub mod learn;
-pub use keel_core::importance;
+pub use keel_extensions::importance;
 mod memory;
 pub mod retrieval;
 pub mod tools;

@@ -71,7 +71,7 @@ async fn said(store: &dyn DaemonStore, session: &str, owner: &str, texts: &[&str
             } else {
                 Message::assistant(*text)
             };
-            message.meta.importance = Some(keel_core::importance::importance(text));
+            message.meta.importance = Some(keel_extensions::importance::importance(text));
             message
         })
         .collect();
@@ -313,7 +313,7 @@ async fn untrusted_runs_and_nonsense_answers_teach_nothing() {
     let stored = store.messages("s1").await.unwrap();
     assert_eq!(
         stored[0].message.meta.importance,
-        Some(keel_core::importance::importance(
+        Some(keel_extensions::importance::importance(
             "my favourite editor is helix"
         ))
     );
@@ -396,7 +396,7 @@ async fn a_remembered_fact_stands_for_its_own_message_only() {
         Message::user("We decided: from now on always use British spelling in ~/docs/README.md"),
     ];
     for message in &mut later {
-        message.meta.importance = Some(keel_core::importance::importance(&message.content));
+        message.meta.importance = Some(keel_extensions::importance::importance(&message.content));
     }
     store
         .append_messages("ada-1", Some("run-ada-1"), &later)

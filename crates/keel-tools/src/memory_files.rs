@@ -1,4 +1,4 @@
-//! The `memory` tool's notes as files (see [`keel_core::memory_notes`]): `<dir>/<user>/MEMORY.md` and `USER.md` (`dir` is `$KEEL_HOME/memory`), a
+//! The `memory` tool's notes as files (see [`keel_extensions::memory_notes`]): `<dir>/<user>/MEMORY.md` and `USER.md` (`dir` is `$KEEL_HOME/memory`), a
 //! person can read and edit them. A user id becomes a directory name by escaping every byte
 //! but ASCII letters, digits and `-` (`../../etc` is `%2E%2E%2F%2E%2E%2Fetc`), so no id leaves
 //! `dir` or reaches another user's; runs with no user use `_local`, which no id escapes to.
@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 
-use keel_core::memory_notes::{MemoryBackend, MemoryError, MemoryTarget, NoteEdit};
+use keel_extensions::memory_notes::{MemoryBackend, MemoryError, MemoryTarget, NoteEdit};
 
 /// The directory of the runs with no user.
 const LOCAL: &str = "_local";
@@ -126,8 +126,8 @@ impl MemoryBackend for FileMemory {
 mod tests {
     use std::sync::Arc;
 
-    use keel_core::memory_notes::{MemoryLimits, MemoryTool, entries};
     use keel_core::{Tool, ToolContext};
+    use keel_extensions::memory_notes::{MemoryLimits, MemoryTool, entries};
     use serde_json::json;
 
     use super::*;

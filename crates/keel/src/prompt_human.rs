@@ -37,7 +37,7 @@ impl HumanChannel for PromptHuman {
             loop {
                 eprint!("choose 1-{}, or type your own answer › ", choices.len());
                 let line = read_line()?;
-                match keel_core::clarify::resolve(&line, &choices) {
+                match keel_core::human::resolve(&line, &choices) {
                     Ok(answer) => return Some(answer.text().to_string()),
                     Err(reason) => eprintln!("  {reason}"),
                 }

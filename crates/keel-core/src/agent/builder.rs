@@ -8,6 +8,7 @@ use super::{Agent, AgentError};
 use crate::budget::{Budgets, PriceTable};
 use crate::clock::Clock;
 use crate::event::EventSink;
+use crate::extension::{Extension, ExtensionSet};
 use crate::heartbeat::HeartbeatTicker;
 use crate::human::HumanChannel;
 use crate::loop_guard::GuardConfig;
@@ -47,11 +48,8 @@ pub struct AgentBuilder {
     pub(super) tune: Vec<SettingsChange>,
     pub(super) workers: Arc<dyn WorkerProbe>,
     pub(super) hooks: crate::tool_hooks::ToolHooks,
-    pub(super) shaping: super::shaping::Shaping,
-    pub(super) memory: Option<Arc<dyn crate::memory_notes::MemoryBackend>>,
-    pub(super) recall: Option<Arc<dyn crate::known_facts::Recall>>,
-    pub(super) learn: Option<Arc<dyn crate::known_facts::Learn>>,
-    pub(super) clarify: Option<crate::clarify::ClarifyHandler>,
+    pub(super) extensions: Vec<Arc<dyn Extension>>,
+    pub(super) clarify: Option<crate::human::ClarifyHandler>,
 }
 
 impl AgentBuilder {
@@ -281,33 +279,17 @@ impl AgentBuilder {
         self.tune(move |s| s.delegation = Some(policy))
     }
 
-    /// Durable memory: the `memory` tool on `backend` within `limits`, and each session's
-    /// system prompt showing the notes as they were when it started (default: none).
-    pub fn memory(
-        mut self,
-        backend: Arc<dyn crate::memory_notes::MemoryBackend>,
-        limits: crate::memory_notes::MemoryLimits,
-    ) -> Self {
-        self.tools
-            .push(Arc::new(crate::memory_notes::MemoryTool::new(
-                backend.clone(),
-                limits,
-            )));
-        self.memory = Some(backend);
+    /// Plugs a feature into every run (see [`crate::extension`]): extensions are asked in the
+    /// order they were added.
+    pub fn extension(mut self, extension: Arc<dyn Extension>) -> Self {
+        self.extensions.push(extension);
         self
     }
 
-    /// Recalls what each run should know about its user (known facts) into its system prompt
-    /// before it starts (see `keel-memory`).
-    pub fn recall(mut self, recall: Arc<dyn crate::known_facts::Recall>) -> Self {
-        self.recall = Some(recall);
-        self
-    }
-
-    /// Learns from each run once it has ended (see [`crate::known_facts::Learn`]).
-    pub fn learn(mut self, learn: Arc<dyn crate::known_facts::Learn>) -> Self {
-        self.learn = Some(learn);
-        self
+    /// Adds a section source to every run's system prompt or turn context, after the base
+    /// prompt and the sections added before it (an extension, in the order added).
+    pub fn prompt_part(self, part: Arc<dyn crate::prompt_parts::PromptPart>) -> Self {
+        self.extension(Arc::new(crate::prompt_parts::PartExtension(part)))
     }
 
     /// A handler that answers the questions the model asks the human: `clarify` (with its
@@ -372,6 +354,9 @@ impl AgentBuilder {
             policy.validate().map_err(AgentError::Config)?;
         }
         settings.worker = self.workers.this_process();
+        let extensions = ExtensionSet::new(self.extensions);
+        check_loop_tools(&extensions, &settings)?;
+        settings.extensions = extensions.clone();
         let mut providers: HashMap<String, Arc<dyn Provider>> = HashMap::new();
         providers.insert(provider.name().to_string(), provider.clone());
         for (fallback_provider, model) in self.fallbacks {
@@ -396,7 +381,7 @@ impl AgentBuilder {
             settings,
             chat_session: Mutex::new(None),
             human: match self.clarify {
-                Some(handler) => Some(Arc::new(crate::clarify::HandlerChannel {
+                Some(handler) => Some(Arc::new(crate::human::HandlerChannel {
                     handler,
                     fallback: self.human,
                 })),
@@ -406,10 +391,7 @@ impl AgentBuilder {
             reconcile: self.reconcile,
             workers: self.workers,
             hooks: self.hooks,
-            shaping: self.shaping,
-            memory: self.memory,
-            recall: self.recall,
-            learn: self.learn,
+            extensions,
         })
     }
 
@@ -446,4 +428,29 @@ fn register(
     }
     providers.insert(name.clone(), provider);
     Ok(ModelTarget::new(name, model))
+}
+
+/// Refuses two extensions that offer a loop tool of the same name (or one named `ask_human`):
+/// the model could not tell which one it calls.
+fn check_loop_tools(extensions: &ExtensionSet, settings: &RunSettings) -> Result<(), AgentError> {
+    let mut names: Vec<(String, &'static str)> = Vec::new();
+    for extension in extensions.iter() {
+        for spec in extension.loop_tools(settings) {
+            if spec.name == crate::agent_tools::ASK_HUMAN {
+                return Err(AgentError::Config(format!(
+                    "extension `{}` offers `ask_human`, which the loop answers itself",
+                    extension.name()
+                )));
+            }
+            if let Some((_, other)) = names.iter().find(|(name, _)| *name == spec.name) {
+                return Err(AgentError::Config(format!(
+                    "extensions `{other}` and `{}` both offer the tool `{}`",
+                    extension.name(),
+                    spec.name
+                )));
+            }
+            names.push((spec.name, extension.name()));
+        }
+    }
+    Ok(())
 }

@@ -57,6 +57,7 @@ impl Delegator for Agent {
                 task.tools.as_deref(),
                 depth + 1,
                 policy.max_depth,
+                &|name| call.settings.extensions.is_loop_tool(name, call.settings),
             ) {
                 Ok(tools) => tools,
                 Err(why) => {

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::{Clock, SystemClock};
 use crate::driver::Driver;
 use crate::event::{Emitter, EventSink};
+use crate::extension::{ExtensionSet, FinishedRun, RunStart};
 use crate::human::HumanChannel;
 use crate::message::Message;
 use crate::provider::{Provider, Usage};
@@ -24,9 +25,7 @@ use crate::store::{Store, StoreError, usage_month};
 mod builder;
 mod delegate;
 mod internal;
-mod memory;
 mod resume;
-mod shaping;
 
 pub use builder::AgentBuilder;
 pub use resume::{ResumeOptions, UnsafeCall};
@@ -194,11 +193,8 @@ pub struct Agent {
     settings: RunSettings,
     chat_session: Mutex<Option<String>>,
     hooks: crate::tool_hooks::ToolHooks,
-    shaping: shaping::Shaping,
-    /// Where the `memory` tool keeps its notes, for the sessions' snapshots.
-    memory: Option<Arc<dyn crate::memory_notes::MemoryBackend>>,
-    recall: Option<Arc<dyn crate::known_facts::Recall>>,
-    learn: Option<Arc<dyn crate::known_facts::Learn>>,
+    /// The features plugged into every run, in order.
+    extensions: ExtensionSet,
 }
 
 impl Agent {
@@ -225,10 +221,7 @@ impl Agent {
             reconcile: crate::reconcile::ReconcilePolicy::default(),
             workers: Arc::new(crate::worker::NoProbe),
             hooks: crate::tool_hooks::ToolHooks::default(),
-            shaping: shaping::Shaping::default(),
-            memory: None,
-            recall: None,
-            learn: None,
+            extensions: Vec::new(),
             clarify: None,
         }
     }
@@ -287,73 +280,49 @@ impl Agent {
         // The prompt the run is checked against on resume is the configured one, before the
         // persona's and the per-message sections.
         let base_prompt_hash = crate::run::prompt_hash(self.settings.system_prompt.as_deref());
-        let untrusted_session = settings.untrusted
-            || crate::session_kind::SessionKind::of(&session_id).untrusted()
-            || session.as_ref().is_some_and(|session| !session.trusted);
-        let shaping::Shaped {
-            events: shaped,
-            turn: turn_sections,
-        } = self
-            .shaping
-            .shape(
-                &mut settings,
-                request.options.model.is_some(),
-                crate::prompt_parts::PromptRequest {
-                    session_id: &session_id,
-                    user_id: request.user_id.as_deref(),
-                    message: &request.message,
-                    untrusted: untrusted_session,
-                },
-            )
-            .await;
         // A session is untrusted by its kind (`email_trigger`, `event_…`) or as stored.
         settings.untrusted = settings.untrusted
             || crate::session_kind::SessionKind::of(&session_id).untrusted()
             || session.as_ref().is_some_and(|session| !session.trusted);
         if settings.place.is_none() {
-            settings.place = session.and_then(|session| session.place);
+            settings.place = session.as_ref().and_then(|session| session.place.clone());
         }
         // A tool source (an MCP server) still starting is waited for, within its own bound.
         self.registry.ready().await;
-        let tools = self
+        let tools: Vec<_> = self
             .registry
             .specs()
             .into_iter()
             .filter(|tool| tool.required_permission <= settings.permission)
             .filter(|tool| request.options.allows(tool))
             .collect();
-        let journal = self.store.journal(&session_id).await?.unwrap_or_default();
-        let tools: Vec<_> = tools;
-        // An untrusted session is shown nothing of the user's private memory: no notes, no
-        // known facts, no messages of their other conversations.
-        let private = !settings.untrusted;
-        // The session's memory, as it was when the session started, follows the sections.
-        let snapshot = match private {
-            true => {
-                self.memory_snapshot(&journal, &tools, request.user_id.as_deref())
-                    .await
-            }
-            false => None,
+        let mut journal = self.store.journal(&session_id).await?.unwrap_or_default();
+        let mut start = RunStart {
+            session_id: &session_id,
+            session: session.as_ref(),
+            user_id: request.user_id.as_deref(),
+            message: &request.message,
+            model_named: request.options.model.is_some(),
+            settings: &mut settings,
+            tools: &tools,
+            journal: &mut journal,
+            journal_changed: false,
+            turn_sections: Vec::new(),
+            events: Vec::new(),
+            opening_events: Vec::new(),
+            refusal: over_budget,
         };
-        settings.system_prompt = Self::prompt_with_memory(
-            settings.system_prompt,
-            snapshot.as_ref().map(|(snapshot, _)| snapshot),
-        );
-        let recalled = match (&self.recall, &over_budget) {
-            (Some(recall), None) if private => {
-                let user = request.user_id.as_deref();
-                Some(
-                    recall
-                        .recall(
-                            user.unwrap_or(crate::known_facts::OWNER),
-                            &session_id,
-                            &request.message,
-                        )
-                        .await,
-                )
-            }
-            _ => None,
-        };
+        for extension in self.extensions.iter() {
+            extension.prepare(&mut start).await;
+        }
+        let RunStart {
+            journal_changed,
+            turn_sections,
+            events: shaped,
+            opening_events,
+            refusal: over_budget,
+            ..
+        } = start;
         let mut run = Run::new(
             run_id.clone(),
             session_id.clone(),
@@ -366,12 +335,12 @@ impl Agent {
         .with_journal(journal)
         .with_user(request.user_id.clone())
         .with_prompt_hash(base_prompt_hash)
-        .with_turn_sections(turn_sections);
-        if let Some((snapshot, true)) = snapshot {
-            run = run.with_new_memory_snapshot(snapshot);
+        .with_opening_events(opening_events);
+        if journal_changed {
+            run = run.with_journal_changed();
         }
-        if let Some(recalled) = recalled {
-            run = run.with_known_facts(recalled);
+        for section in turn_sections {
+            run = run.with_turn_sections(section);
         }
         let emitter = self.emitter(&run_id, &session_id);
         for kind in shaped {
@@ -393,12 +362,12 @@ impl Agent {
         Ok(RunReport::of(&run, self.store.as_ref()).await?)
     }
 
-    /// Hands a run that has ended to the learner, with the messages it stored. Its outcome is
-    /// final: what fails here is said in the event, never in the run.
+    /// Hands a run that has ended to the extensions, with the messages it stored. Its outcome
+    /// is final: what they do is said in their events, never in the run.
     async fn learn_from(&self, run: &Run, stored_before: u64, emitter: &Emitter) {
-        let Some(learn) = &self.learn else {
+        if self.extensions.is_empty() {
             return;
-        };
+        }
         let messages: Vec<crate::store::StoredMessage> = match self
             .store
             .messages_since(run.session_id(), stored_before + 1)
@@ -409,19 +378,24 @@ impl Agent {
                 .filter(|stored| stored.run_id.as_deref() == Some(run.id()))
                 .collect(),
             Err(e) => {
-                tracing::warn!(run = run.id(), "memory cannot read the run's messages: {e}");
+                tracing::warn!(
+                    run = run.id(),
+                    "extensions cannot read the run's messages: {e}"
+                );
                 return;
             }
         };
-        let finished = crate::known_facts::FinishedRun {
-            user_id: run.user_id().unwrap_or(crate::known_facts::OWNER),
+        let finished = FinishedRun {
+            user_id: run.user_id(),
             session_id: run.session_id(),
             run_id: run.id(),
             trusted: !run.settings().untrusted,
             messages: &messages,
         };
-        if let Some(detail) = learn.learn(&finished).await {
-            emitter.send(&emitter.stamp(crate::event::EventKind::MemoryLearned { detail }));
+        for extension in self.extensions.iter() {
+            for kind in extension.finished(&finished).await {
+                emitter.send(&emitter.stamp(kind));
+            }
         }
     }
 

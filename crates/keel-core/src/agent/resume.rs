@@ -121,9 +121,10 @@ impl Agent {
             // Accepted: the new prompt, with the session's memory as the run showed it, checked
             // from now on against the new configured prompt.
             let changed = drifted.then(|| {
-                let shown = Self::prompt_with_memory(
+                let shown = self.extensions.restate_prompt(
                     current_prompt.clone(),
-                    Self::shown_snapshot(run.journal(), run.tools()),
+                    run.journal(),
+                    run.tools(),
                 );
                 (
                     shown.unwrap_or_default(),
@@ -184,7 +185,7 @@ impl Agent {
                 "run `{run_id}` has no question waiting"
             )));
         }
-        if let Err(reason) = crate::clarify::resolve(answer, run.question_choices()) {
+        if let Err(reason) = crate::human::resolve(answer, run.question_choices()) {
             return Err(AgentError::InvalidAnswer(reason));
         }
         self.take_over(&mut run, switch_models)?;
@@ -291,7 +292,7 @@ impl Agent {
             .store
             .messages_since(&record.session_id, checkpoint.message_cursor)
             .await?;
-        let run = Run::restore(&checkpoint, stored)?;
+        let run = Run::restore(&checkpoint, stored)?.with_extensions(self.extensions.clone());
         Ok((run, checkpoint.seq, checkpoint.boundary))
     }
 

@@ -335,7 +335,8 @@ pub fn child_ids(parent_run_id: &str, call_id: &str, index: usize, depth: u32) -
     (uuid.to_string(), format!("sub-{depth}-{uuid}"))
 }
 
-/// The tools of a child at `depth`: the parent's own (not the loop's, which every run gets),
+/// The tools of a child at `depth`: the parent's own (not the loop's, `is_loop_tool`, which
+/// every run gets),
 /// narrowed to `requested` when the task names some, without `delegate_task` at `max_depth`.
 /// Names the parent does not have are an error naming them.
 pub fn child_tools(
@@ -343,10 +344,11 @@ pub fn child_tools(
     requested: Option<&[String]>,
     depth: u32,
     max_depth: u32,
+    is_loop_tool: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<ToolSpec>, String> {
     let own: Vec<&ToolSpec> = parent
         .iter()
-        .filter(|tool| !crate::agent_tools::is_agent_tool(&tool.name))
+        .filter(|tool| !is_loop_tool(&tool.name))
         .collect();
     if let Some(requested) = requested {
         let missing: Vec<&str> = requested

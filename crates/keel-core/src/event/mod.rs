@@ -457,7 +457,7 @@ pub enum EventKind {
     #[serde(rename = "agent.route.decided")]
     RouteDecided {
         /// The tier.
-        tier: crate::routing::Tier,
+        tier: Tier,
         /// The model it maps to.
         model: String,
         /// The rules that put the message in the tier.
@@ -587,6 +587,28 @@ impl EventSink for EventLog {
         if let Ok(mut events) = self.events.lock() {
             events.push(event.clone());
         }
+    }
+}
+
+/// How demanding a message looks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tier {
+    /// Greetings, acknowledgements, short plain questions.
+    Fast,
+    /// Everything between.
+    Primary,
+    /// Code, multi-step work, requests that need tools, long or attached material.
+    Smart,
+}
+
+impl std::fmt::Display for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Tier::Fast => "fast",
+            Tier::Primary => "primary",
+            Tier::Smart => "smart",
+        })
     }
 }
 

@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use super::{CONTINUE_PROMPT, Run, SoftLimit, Step};
-use crate::agent_tools;
 use crate::budget::BudgetStatus;
 use crate::checkpoint::Boundary;
 use crate::event::EventKind;
@@ -116,7 +115,7 @@ impl Run {
         let (by_loop, for_tools): (Vec<ToolCall>, Vec<ToolCall>) =
             self.pending.iter().cloned().partition(|call| {
                 forbidden
-                    || agent_tools::is_agent_tool(&call.name)
+                    || self.answered_by_loop(&call.name)
                     || self.refuse_outside_flush(call).is_some()
             });
         self.answered_by_loop = Vec::new();

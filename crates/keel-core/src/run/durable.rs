@@ -161,6 +161,13 @@ impl Run {
         self
     }
 
+    /// The run whose journal changed before it started (an extension kept something in it):
+    /// stored with the run's first commit.
+    pub fn with_journal_changed(mut self) -> Self {
+        self.journal_changed = true;
+        self
+    }
+
     /// The hash resume checks the configured prompt against, when the run's own prompt adds
     /// per-run parts to it (a persona's prompt, skills, facts), before it starts.
     pub fn with_prompt_hash(mut self, hash: String) -> Self {
@@ -174,13 +181,10 @@ impl Run {
         self
     }
 
-    /// The run with what was recalled for its message, before it starts: the known-facts
-    /// section goes into the run's turn context (after the sections already there), kept with
-    /// the run, so every call and a resume send the same; the system prompt never changes for
-    /// it. The details become the `agent.memory.retrieved` event.
-    pub fn with_known_facts(mut self, recalled: crate::known_facts::Recalled) -> Self {
-        self.add_turn_section(&recalled.prompt_section);
-        self.recalled = Some(recalled.detail);
+    /// The run with the events it emits as it starts, after the tools it offers (what was
+    /// recalled for its message).
+    pub fn with_opening_events(mut self, events: Vec<crate::event::EventKind>) -> Self {
+        self.opening = events;
         self
     }
 
@@ -432,15 +436,15 @@ impl Run {
 
     /// Feeds back the human's answer to the pending `ask_human` or `clarify` call and returns
     /// the next step. With choices, a choice's number or text picks it (see
-    /// [`crate::clarify::resolve`]; check the answer with it first to refuse a bad one).
+    /// [`crate::human::resolve`]; check the answer with it first to refuse a bad one).
     pub fn on_human_answer(&mut self, answer: impl Into<String>) -> Step {
         let answer = answer.into();
         let Some((call_id, _)) = self.question.take() else {
             return self.resume();
         };
         let choices = std::mem::take(&mut self.question_choices);
-        let answer = crate::clarify::resolve(&answer, &choices)
-            .unwrap_or(crate::clarify::Answer::Own(answer));
+        let answer =
+            crate::human::resolve(&answer, &choices).unwrap_or(crate::human::Answer::Own(answer));
         self.events.push(EventKind::HumanAnswered {
             answer: answer.text().to_string(),
         });

@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 
 use super::{Run, Step, ToolResult};
-use crate::agent_tools::{self, REQUEST_MORE_ITERATIONS};
+use crate::agent_tools;
 use crate::event::EventKind;
-use crate::journal;
+use crate::extension::{LoopAnswer, LoopTurn};
 use crate::loop_guard::{Detection, Escalation};
 use crate::message::{InternalReason, Message, ToolCall};
 use crate::provider::ToolChoice;
@@ -85,56 +85,54 @@ impl Run {
             }
             Err(_) => serde_json::json!({}),
         };
-        if journal::is_journal_tool(&call.name) {
-            let (answer, changed) = self.journal.apply(&call.name, &args);
-            self.journal_changed |= changed;
-            return result(!answer.starts_with("Error"), answer);
+        // Interactive: one question per batch, asked after the batch's other calls.
+        let interactive = call.name == agent_tools::ASK_HUMAN
+            || self
+                .tools
+                .iter()
+                .any(|tool| tool.name == call.name && tool.interactive);
+        if interactive && self.question.is_some() {
+            return result(
+                false,
+                "Error: one question at a time: this batch asks one already. Ask again \
+                 after its answer if you still need to."
+                    .into(),
+            );
         }
-        if call.name == crate::todo::TODO {
-            return match self.journal.todos.apply(&args) {
-                Ok((answer, changed)) => {
-                    self.journal_changed |= changed;
-                    result(true, answer)
-                }
-                Err(why) => result(false, format!("Error: {why}; the task list is unchanged.")),
-            };
-        }
-        if call.name == agent_tools::ASK_HUMAN || call.name == crate::clarify::CLARIFY {
-            // Interactive: one question per batch, asked after the batch's other calls.
-            if self.question.is_some() {
+        let answer = if call.name == agent_tools::ASK_HUMAN {
+            match args["question"].as_str().unwrap_or("").trim() {
+                "" => LoopAnswer::Err("Error: give the `question` to ask.".into()),
+                text => LoopAnswer::Ask(text.into()),
+            }
+        } else {
+            let Some(extension) = self.loop_extension(&call.name) else {
                 return result(
                     false,
-                    "Error: one question at a time: this batch asks one already. Ask again \
-                     after its answer if you still need to."
-                        .into(),
+                    format!("Error: `{}` is not one of your tools here.", call.name),
                 );
+            };
+            let mut turn = LoopTurn {
+                journal: &mut self.journal,
+                journal_changed: false,
+                iteration_limit: &mut self.iteration_limit,
+                iteration_cap: self.settings.iteration_cap,
+                events: Vec::new(),
+            };
+            let answer = extension.answer(call, &args, &mut turn);
+            self.journal_changed |= turn.journal_changed;
+            let events = turn.events;
+            self.events.extend(events);
+            answer
+        };
+        match answer {
+            LoopAnswer::Ok(content) => result(true, content),
+            LoopAnswer::Err(content) => result(false, content),
+            LoopAnswer::Ask(question) => {
+                self.question = Some((call.id.clone(), question.text));
+                self.question_choices = question.choices;
+                None
             }
-            let question = if call.name == crate::clarify::CLARIFY {
-                crate::clarify::parse(&args)
-            } else {
-                match args["question"].as_str().unwrap_or("").trim() {
-                    "" => Err("give the `question` to ask".to_string()),
-                    text => Ok(text.into()),
-                }
-            };
-            let question = match question {
-                Ok(question) => question,
-                Err(reason) => return result(false, format!("Error: {reason}.")),
-            };
-            self.question = Some((call.id.clone(), question.text));
-            self.question_choices = question.choices;
-            return None;
         }
-        debug_assert_eq!(call.name, REQUEST_MORE_ITERATIONS);
-        let extension =
-            agent_tools::extend_iterations(call, self.iteration_limit, self.settings.iteration_cap);
-        self.iteration_limit = extension.limit;
-        self.events.push(EventKind::IterationsExtended {
-            granted: extension.granted,
-            limit: extension.limit,
-            reason: extension.reason,
-        });
-        result(extension.granted, extension.answer)
     }
 
     /// What the run did before the iteration limit stopped it, for the user.

@@ -1,11 +1,12 @@
-//! The memory flush (seed 004, "memory is flushed first"): before a compaction drops or
-//! summarizes older messages, the model gets one turn whose only tools are `memory` and `todo`
-//! to save what it must remember; then the compaction runs.
+//! The turn before a compaction (seed 004's memory flush, "memory is flushed first"): before a
+//! compaction drops or summarizes older messages, an extension may give the model one turn whose
+//! only tools are the ones it names (the memory notes' `memory` and `todo`) to save what it must
+//! remember; then the compaction runs (see [`crate::extension::PreCompactionTurn`]).
 //!
 //! The flush is part of the run's state, so it is durable like every other step: a crash before
 //! the model answers asks again (nothing was recorded), a crash after its calls ran goes on to
 //! the compaction. It is bounded: one turn per compaction, whatever the model answers, and
-//! none when the run does not offer `memory`.
+//! none when no extension asks for one.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,22 +15,11 @@ use serde::{Deserialize, Serialize};
 
 use super::{Run, Step, ToolResult};
 use crate::event::EventKind;
-use crate::memory_notes::{MEMORY, MemorySnapshot};
+use crate::extension::PreCompactionTurn;
 use crate::message::{InternalReason, Message, ToolCall};
 use crate::provider::ToolChoice;
 use crate::state::AgentState;
-use crate::todo::TODO;
 use crate::tool::ToolSpec;
-
-/// What the model is asked on its flush turn.
-pub const FLUSH_PROMPT: &str = "Older messages of this conversation are about to be summarized \
-to save space, and their details will be lost. First save anything worth keeping beyond this \
-conversation with the `memory` tool (durable facts about the environment or the task, the \
-user's preferences), and bring your `todo` list up to date if you keep one. Only `memory` and \
-`todo` can be called on this turn. If there is nothing to save, answer with one short sentence.";
-
-/// The tools of the flush turn.
-const FLUSH_TOOLS: [&str; 2] = [MEMORY, TODO];
 
 /// Where the run stands with the flush of the coming compaction.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,21 +40,22 @@ impl Run {
         match self.flush {
             Flush::Done => None,
             Flush::Asked { from } => {
+                let saves_with = self.flush_turn().map_or("", |turn| turn.saves_with);
                 let saved = self.tool_calls[from.min(self.tool_calls.len())..]
                     .iter()
-                    .filter(|call| call.name == MEMORY && call.ok)
+                    .filter(|call| call.name == saves_with && call.ok)
                     .count();
                 self.flush = Flush::Done;
                 self.events.push(EventKind::MemoryFlushed { saved });
                 None
             }
-            Flush::Idle if !self.has_tool(MEMORY) => None,
             Flush::Idle => {
+                let turn = self.flush_turn()?;
                 self.flush = Flush::Asked {
                     from: self.tool_calls.len(),
                 };
                 self.push(Message::internal_user(
-                    FLUSH_PROMPT,
+                    turn.prompt,
                     InternalReason::MemoryFlush,
                 ));
                 self.tool_choice = ToolChoice::Auto;
@@ -76,12 +67,9 @@ impl Run {
         }
     }
 
-    /// The run with the session's memory snapshot, taken for it just now: kept with the
-    /// session's journal at the first commit, for the session's later runs.
-    pub fn with_new_memory_snapshot(mut self, snapshot: MemorySnapshot) -> Self {
-        self.journal.memory_snapshot = Some(snapshot);
-        self.journal_changed = true;
-        self
+    /// The turn an extension wants before a compaction of this run, if any.
+    fn flush_turn(&self) -> Option<PreCompactionTurn> {
+        self.settings.extensions.before_compaction(&self.tools)
     }
 
     /// True while the flush turn is under way.
@@ -96,25 +84,34 @@ impl Run {
 
     /// The tools the next request offers: only the flush tools on the flush turn.
     pub(super) fn offered_tools(&self) -> Arc<[ToolSpec]> {
-        if !self.flushing() {
+        let Some(turn) = self.flushing().then(|| self.flush_turn()).flatten() else {
             return self.tools.clone();
-        }
+        };
         self.tools
             .iter()
-            .filter(|tool| FLUSH_TOOLS.contains(&tool.name.as_str()))
+            .filter(|tool| turn.tools.contains(&tool.name.as_str()))
             .cloned()
             .collect()
     }
 
     /// The refusal of a call the flush turn does not allow; `None` when it may run.
     pub(super) fn refuse_outside_flush(&self, call: &ToolCall) -> Option<ToolResult> {
-        (self.flushing() && !FLUSH_TOOLS.contains(&call.name.as_str())).then(|| ToolResult {
+        if !self.flushing() {
+            return None;
+        }
+        let turn = self.flush_turn()?;
+        (!turn.tools.contains(&call.name.as_str())).then(|| ToolResult {
             call_id: call.id.clone(),
             ok: false,
             content: format!(
-                "Error: `{}` was not run: only `memory` and `todo` can be called while saving \
-                 before the summary. Call it again afterwards if you still need it.",
-                call.name
+                "Error: `{}` was not run: only {} can be called while saving before the \
+                 summary. Call it again afterwards if you still need it.",
+                call.name,
+                turn.tools
+                    .iter()
+                    .map(|tool| format!("`{tool}`"))
+                    .collect::<Vec<_>>()
+                    .join(" and ")
             ),
         })
     }

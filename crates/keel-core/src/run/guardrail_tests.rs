@@ -8,7 +8,6 @@ use chrono::DateTime;
 use serde_json::json;
 
 use super::*;
-use crate::agent_tools::REQUEST_MORE_ITERATIONS;
 use crate::budget::Budgets;
 use crate::provider::{ChatResponse, StopReason};
 use crate::provider_error::ProviderError;
@@ -247,34 +246,6 @@ fn after_its_recoveries_a_cut_answer_is_the_end_of_the_turn() {
     );
     assert_eq!(run.state(), AgentState::Completed);
     assert_eq!(run.final_text(), Some("ab"));
-}
-
-#[test]
-fn request_more_iterations_is_answered_by_the_loop_and_raises_the_limit() {
-    let mut s = settings();
-    s.max_iterations = 2;
-    s.iteration_cap = 15;
-    let mut run = run(s);
-    run.start();
-    let ask = call(
-        "x",
-        REQUEST_MORE_ITERATIONS,
-        json!({"reason": "three files left"}),
-    );
-    // No tools to run: the loop answers and calls the model again.
-    let next = model_call(run.on_model_result(Ok(ask)));
-    assert_eq!(run.iteration_limit(), 12);
-    let answer = next.request.messages.last().unwrap();
-    assert_eq!(answer.role, Role::Tool);
-    assert!(answer.content.starts_with("Granted: 10 more"));
-    let ask = call(
-        "y",
-        REQUEST_MORE_ITERATIONS,
-        json!({"reason": "still more"}),
-    );
-    run.on_model_result(Ok(ask));
-    assert_eq!(run.iteration_limit(), 15, "never beyond the cap");
-    assert!(names(&mut run).contains(&"agent.iterations.extended"));
 }
 
 #[test]

@@ -42,7 +42,6 @@ mod turn;
 mod view;
 
 pub use durable::{NextStep, RestoreError, prompt_hash};
-pub use flush::FLUSH_PROMPT;
 pub use step::{ModelCall, Step, ToolCallReport, ToolResult};
 pub use stopping::INTERNAL_ERROR_ANSWER;
 
@@ -209,8 +208,9 @@ pub struct Run {
     /// [`turn`]); and what to say about the recall in the run's first events.
     #[serde(default, skip_serializing_if = "crate::checkpoint::is_default")]
     turn: turn::TurnContext,
+    /// Events emitted as the run starts, after the tools it offers.
     #[serde(skip)]
-    recalled: Option<serde_json::Value>,
+    opening: Vec<EventKind>,
     /// Every tool call of the run. Not in checkpoints, which would grow with every call: a
     /// restore rebuilds them from the run's tool results (see [`Run::restore`]). Checkpoints
     /// written before 2026-11-27 listed (id, name, ok), which a restore still reads.
@@ -239,6 +239,11 @@ pub struct Run {
     /// The budget a sub-agent shares with its parent and siblings, and the room it holds.
     #[serde(skip)]
     share: delegated::Share,
+    /// The offered tools the loop answers through an extension: (name, the extension's index).
+    /// Not in checkpoints: a restored run indexes its resuming agent's (see
+    /// [`Run::with_extensions`]).
+    #[serde(skip)]
+    by_loop: Vec<(String, usize)>,
 }
 
 impl Run {
@@ -256,19 +261,23 @@ impl Run {
     ) -> Run {
         let id = id.into();
         let mut tools = tools;
-        if settings.iteration_cap > settings.max_iterations {
-            tools.push(agent_tools::request_more_iterations_spec());
+        // The loop's own tools follow the registry's: the extensions' in their order, with
+        // `ask_human` among them where it always was (after the task list) unless a tool of
+        // that name is offered already.
+        let mut asked = tools.iter().any(|tool| tool.name == agent_tools::ASK_HUMAN);
+        for extension in settings.extensions.iter() {
+            for spec in extension.loop_tools(&settings) {
+                if !asked && spec.interactive {
+                    tools.push(agent_tools::ask_human_spec());
+                    asked = true;
+                }
+                if !tools.iter().any(|tool| tool.name == spec.name) {
+                    tools.push(spec);
+                }
+            }
         }
-        tools.extend(crate::journal::journal_tool_specs());
-        tools.push(crate::todo::todo_spec());
-        if !tools.iter().any(|tool| tool.name == agent_tools::ASK_HUMAN) {
+        if !asked {
             tools.push(agent_tools::ask_human_spec());
-        }
-        if !tools
-            .iter()
-            .any(|tool| tool.name == crate::clarify::CLARIFY)
-        {
-            tools.push(crate::clarify::clarify_spec());
         }
         let prompt_hash = durable::prompt_hash(settings.system_prompt.as_deref());
         let rng = id.bytes().fold(0x9E37_79B9_7F4A_7C15u64, |h, b| {
@@ -305,7 +314,7 @@ impl Run {
             approved: Vec::new(),
             user_id: None,
             turn: turn::TurnContext::default(),
-            recalled: None,
+            opening: Vec::new(),
             encoding,
             fixed_tokens,
             context_start: 0,
@@ -343,8 +352,10 @@ impl Run {
             charges: Vec::new(),
             state_len: 0,
             share: delegated::Share::default(),
+            by_loop: Vec::new(),
             id,
         };
+        run.index_loop_tools();
         for stored in history {
             run.push(stored.message);
         }
@@ -373,13 +384,8 @@ impl Run {
     /// count of its whole self, the run the count of what a request carries of it.
     fn push(&mut self, mut message: Message) {
         let count = self.count_sent(&mut message);
-        // What a person or the model said is scored as it is stored, for retrieval to rank.
-        if matches!(message.role, Role::User | Role::Assistant)
-            && !message.content.is_empty()
-            && !message.is_internal()
-            && message.meta.importance.is_none()
-        {
-            message.meta.importance = Some(crate::importance::importance(&message.content));
+        for extension in self.settings.extensions.iter() {
+            extension.on_message(&mut message);
         }
         if self.first_user.is_none() && message.role == Role::User && !message.is_internal() {
             self.first_user = Some(self.messages.len());
@@ -410,9 +416,8 @@ impl Run {
             tools: self.tools.iter().map(|tool| tool.name.clone()).collect(),
             permission: self.settings.permission,
         });
-        if let Some(detail) = self.recalled.take() {
-            self.events.push(EventKind::MemoryRetrieved { detail });
-        }
+        let opening = std::mem::take(&mut self.opening);
+        self.events.extend(opening);
         self.next_model_call()
     }
 
@@ -572,6 +577,39 @@ impl Run {
         &self.chain[self.chain_index.min(self.chain.len() - 1)]
     }
 
+    /// Finds which extension answers each offered loop tool.
+    fn index_loop_tools(&mut self) {
+        self.by_loop.clear();
+        for (index, extension) in self.settings.extensions.iter().enumerate() {
+            for spec in extension.loop_tools(&self.settings) {
+                if self.has_tool(&spec.name) && !self.by_loop.iter().any(|(n, _)| *n == spec.name) {
+                    self.by_loop.push((spec.name, index));
+                }
+            }
+        }
+    }
+
+    /// The run with `extensions` (a restored run gets its resuming agent's).
+    pub fn with_extensions(mut self, extensions: crate::extension::ExtensionSet) -> Self {
+        self.settings.extensions = extensions;
+        self.index_loop_tools();
+        self
+    }
+
+    /// True when the loop answers calls to `name` itself.
+    fn answered_by_loop(&self, name: &str) -> bool {
+        name == agent_tools::ASK_HUMAN || self.by_loop.iter().any(|(n, _)| n == name)
+    }
+
+    /// The extension that answers the loop tool `name`.
+    fn loop_extension(
+        &self,
+        name: &str,
+    ) -> Option<std::sync::Arc<dyn crate::extension::Extension>> {
+        let (_, index) = self.by_loop.iter().find(|(n, _)| n == name)?;
+        self.settings.extensions.iter().nth(*index).cloned()
+    }
+
     fn has_tool(&self, name: &str) -> bool {
         self.tools.iter().any(|t| t.name == name)
     }
@@ -594,6 +632,3 @@ mod guardrail_tests;
 
 #[cfg(test)]
 mod context_tests;
-
-#[cfg(test)]
-mod flush_tests;

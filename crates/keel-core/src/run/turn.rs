@@ -85,14 +85,8 @@ impl Run {
                 self.journal.render()
             ));
         }
-        if !self.journal.todos.is_empty()
-            && (self.summary_index.is_some() || self.context_start > 0)
-        {
-            notes.push(format!(
-                "Your task list (kept through the summary):\n{}",
-                self.journal.todos.render()
-            ));
-        }
+        let compacted = self.summary_index.is_some() || self.context_start > 0;
+        notes.extend(self.settings.extensions.notes(&self.journal, compacted));
         let notes = notes.join("\n\n");
         if notes != self.turn.notes {
             self.turn.notes = notes;

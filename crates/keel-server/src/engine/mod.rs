@@ -390,7 +390,7 @@ impl Engine {
             )));
         }
         let choices = report::asked_choices(self.store.as_ref(), run_id).await?;
-        if let Err(reason) = keel_core::clarify::resolve(&text, &choices) {
+        if let Err(reason) = keel_core::human::resolve(&text, &choices) {
             return Err(EngineError::InvalidAnswer(reason));
         }
         if !self.continue_run(run.id, run.session_id, Continue::Answer(text)) {

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use keel_core::event::{EventKind, MatchedSkill};
 use keel_core::prompt_parts::{PromptPart, PromptRequest, PromptSection};
-use keel_core::routing::contains_phrase;
 use keel_core::tokens::Encoding;
+use keel_extensions::routing::contains_phrase;
 
 use super::{SKILL_VIEW, SKILLS_LIST, Skill, SkillSet};
 

@@ -146,7 +146,7 @@ pub fn show_result(report: &RunReport, streamed: bool) {
             (None, Some(question)) => eprintln!(
                 "keel: the run waits for your answer: {}{}\n  answer with: keel answer {} \"...\"",
                 terminal_safe(question),
-                terminal_safe(&keel_core::clarify::with_numbered_choices(
+                terminal_safe(&keel_core::human::with_numbered_choices(
                     "",
                     &report.choices
                 )),

@@ -57,7 +57,7 @@ pub async fn chat(
             && let Some(question) = report.question.clone()
         {
             output.finish();
-            let asked = keel_core::clarify::with_numbered_choices(&question, &report.choices);
+            let asked = keel_core::human::with_numbered_choices(&question, &report.choices);
             println!("\n? {}", terminal_safe(&asked));
             let Some(answer) = read_line(&mut editor, "answer › ").await? else {
                 break;

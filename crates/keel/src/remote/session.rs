@@ -95,7 +95,7 @@ pub fn show(report: &RunReport, streamed: bool, client: &Client) {
         eprintln!(
             "keel: the run waits for your answer: {}\n  answer with: curl -X POST -H \
              'Authorization: Bearer $KEEL_API_KEY' -d '{{\"text\":\"...\"}}' {}/v1/runs/{}/answer",
-            terminal_safe(&keel_core::clarify::with_numbered_choices(
+            terminal_safe(&keel_core::human::with_numbered_choices(
                 report.question.as_deref().unwrap_or_default(),
                 &report.choices
             )),

@@ -26,6 +26,7 @@ async fn on_clarify_gets_the_question_and_choices_and_its_answer_reaches_the_mod
     let agent = {
         let seen = seen.clone();
         Agent::builder()
+            .extension(Arc::new(keel_extensions::clarify::Clarify))
             .store(std::sync::Arc::new(keel_store::MemoryStore::new()))
             .provider(provider.clone())
             .model("m")
@@ -58,6 +59,7 @@ async fn without_an_answer_the_run_waits_and_a_bad_choice_number_is_refused() {
     let provider = script();
     let store = Arc::new(MemoryStore::new());
     let agent = Agent::builder()
+        .extension(Arc::new(keel_extensions::clarify::Clarify))
         .provider(provider.clone())
         .model("m")
         .store(store)

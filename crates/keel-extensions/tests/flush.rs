@@ -1,13 +1,21 @@
-//! Unit tests of the memory flush before a compaction and of the task list surviving one.
+//! The memory flush before a compaction and the task list surviving one, on the run state
+//! machine with the memory notes and the standard extensions registered (moved from keel-core's
+//! unit tests of the run).
 
-use chrono::DateTime;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use keel_core::context::ContextSettings;
+use keel_core::extension::ExtensionSet;
+use keel_core::journal::Journal;
+use keel_core::message::{Message, ToolCall};
+use keel_core::provider::{ChatResponse, StopReason, Usage};
+use keel_core::{
+    AgentState, EventKind, ModelCall, Run, RunSettings, Step, StoredMessage, ToolResult, ToolSpec,
+};
+use keel_extensions::memory_notes::{FLUSH_PROMPT, InMemoryNotes, MEMORY, MemoryNotes};
+use keel_extensions::todo::{TODO, TodoList};
 use serde_json::json;
-
-use super::*;
-use crate::context::ContextSettings;
-use crate::memory_notes::MEMORY;
-use crate::provider::{ChatResponse, StopReason, Usage};
-use crate::todo::TODO;
 
 fn settings() -> RunSettings {
     let mut settings = RunSettings::new("primary", "m1");
@@ -18,6 +26,11 @@ fn settings() -> RunSettings {
         ..ContextSettings::default()
     };
     settings.max_iterations = 100;
+    let mut extensions = keel_extensions::standard();
+    extensions.push(Arc::new(MemoryNotes {
+        backend: Arc::new(InMemoryNotes::default()),
+    }));
+    settings.extensions = ExtensionSet::new(extensions);
     settings
 }
 
@@ -194,7 +207,10 @@ fn a_run_restored_mid_flush_asks_the_same_again() {
             message: Message::clone(message),
         })
         .collect();
-    let mut restored = Run::restore(&checkpoint, stored).unwrap();
+    // A resuming agent attaches its extensions to the restored run.
+    let mut restored = Run::restore(&checkpoint, stored)
+        .unwrap()
+        .with_extensions(settings().extensions);
     assert_eq!(expect_call(restored.resume()), flush);
     let step = restored.on_model_result(Ok(answer(Message::assistant("done"))));
     assert!(matches!(step, Step::Summarize(_)), "{step:?}");
@@ -203,10 +219,11 @@ fn a_run_restored_mid_flush_asks_the_same_again() {
 #[test]
 fn the_task_list_comes_back_after_a_compaction() {
     let mut journal = Journal::default();
-    journal
-        .todos
+    let mut todos = TodoList::default();
+    todos
         .apply(&json!({"action": "add", "items": [{"text": "read every file", "status": "in_progress"}]}))
         .unwrap();
+    todos.keep_in(&mut journal);
     let mut run = run_with(&["read"], journal);
     let Step::Summarize(_) = run.start() else {
         panic!("the history is over the threshold")
@@ -237,10 +254,11 @@ fn the_task_list_comes_back_after_a_compaction() {
 #[test]
 fn the_task_list_is_not_repeated_before_any_compaction() {
     let mut journal = Journal::default();
-    journal
-        .todos
+    let mut todos = TodoList::default();
+    todos
         .apply(&json!({"action": "add", "items": [{"text": "a"}]}))
         .unwrap();
+    todos.keep_in(&mut journal);
     let mut settings = settings();
     settings.context.window = Some(100_000);
     let mut run = Run::new(
@@ -266,7 +284,7 @@ fn the_task_list_is_not_repeated_before_any_compaction() {
         vec![call_todo()],
     ))));
     expect_call(step);
-    assert_eq!(run.journal().todos.items()[0].status, "done");
+    assert_eq!(TodoList::of(run.journal()).items()[0].status, "done");
     assert!(
         run.take_journal_change().is_some(),
         "kept at the next commit"

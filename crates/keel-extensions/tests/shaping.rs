@@ -3,6 +3,7 @@
 //! prompt with their events, and a run whose prompt got a persona's text and sections resumes
 //! after a crash without being taken for a changed configuration.
 
+#[path = "../../keel-core/tests/support/mod.rs"]
 mod support;
 
 use std::sync::Arc;
@@ -13,8 +14,9 @@ use async_trait::async_trait;
 use keel_core::RunOptions;
 use keel_core::event::MatchedSkill;
 use keel_core::prompt_parts::{Placement, PromptPart, PromptRequest, PromptSection};
-use keel_core::routing::RoutingPolicy;
 use keel_core::{Agent, AgentState, EventKind, EventLog, ResumeOptions, RunRequest, Store};
+use keel_extensions::AgentBuilderExt;
+use keel_extensions::routing::RoutingPolicy;
 use keel_mock::{Script, ScriptedProvider, Step};
 use keel_store::MemoryStore;
 use serde_json::json;

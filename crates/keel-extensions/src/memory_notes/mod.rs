@@ -16,9 +16,11 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod extension;
 mod in_memory;
 mod tool;
 
+pub use extension::{FLUSH_PROMPT, JOURNAL_KEY, MemoryNotes};
 pub use in_memory::InMemoryNotes;
 pub use tool::{MEMORY, MEMORY_MODULE, MemoryTool};
 

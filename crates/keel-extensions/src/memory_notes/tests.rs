@@ -3,7 +3,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::*;
-use crate::tool::{Tool, ToolContext, ToolErrorKind};
+use keel_core::tool::{Tool, ToolContext, ToolErrorKind};
 
 fn ctx(user: Option<&str>) -> ToolContext {
     ToolContext {

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::{MemoryBackend, MemoryError, MemoryLimits, apply_edit, entries, parse_call};
-use crate::tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use keel_core::tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 
 /// The name of the memory tool.
 pub const MEMORY: &str = "memory";
@@ -53,7 +53,7 @@ impl MemoryTool {
         );
         spec.module = Some(MEMORY_MODULE.to_string());
         // The user's notes, kept across their conversations.
-        spec.reach = crate::tool::Reach::Private;
+        spec.reach = keel_core::tool::Reach::Private;
         MemoryTool {
             spec,
             backend,

@@ -4,29 +4,14 @@
 //! tier is mapped to a model by `[routing]`. The decision and its reasons are an event
 //! (`agent.route.decided`), so a person can see why a model was chosen.
 
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use keel_core::event::EventKind;
+use keel_core::extension::{Extension, RunStart};
 use serde::{Deserialize, Serialize};
 
-/// How demanding a message looks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Tier {
-    /// Greetings, acknowledgements, short plain questions.
-    Fast,
-    /// Everything between.
-    Primary,
-    /// Code, multi-step work, requests that need tools, long or attached material.
-    Smart,
-}
-
-impl std::fmt::Display for Tier {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Tier::Fast => "fast",
-            Tier::Primary => "primary",
-            Tier::Smart => "smart",
-        })
-    }
-}
+pub use keel_core::event::Tier;
 
 /// The models of the three tiers; a tier without one uses the agent's model.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -228,6 +213,33 @@ fn looks_like_code(text: &str) -> bool {
         .filter(|line| line.trim_end().ends_with(';') || line.trim_end().ends_with('{'))
         .count();
     lines_with_semicolons >= 2 || MARKS.iter().any(|m| text.contains(m))
+}
+
+/// Routing as an extension: when the caller named no model, each run's model is its
+/// message's tier's (when the policy has one), and an `agent.route.decided` event says why.
+#[derive(Clone, Debug)]
+pub struct Routing(pub Arc<RoutingPolicy>);
+
+#[async_trait]
+impl Extension for Routing {
+    fn name(&self) -> &'static str {
+        "routing"
+    }
+
+    async fn prepare(&self, start: &mut RunStart<'_>) {
+        if start.model_named {
+            return;
+        }
+        let route = classify(start.message);
+        if let Some(model) = self.0.model(route.tier) {
+            start.settings.model = model.to_string();
+        }
+        start.events.push(EventKind::RouteDecided {
+            tier: route.tier,
+            model: start.settings.model.clone(),
+            reasons: route.reasons,
+        });
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::tool::ToolSpec;
+use keel_core::extension::{Extension, LoopAnswer, LoopTurn};
+use keel_core::journal::Journal;
+use keel_core::message::ToolCall;
+use keel_core::run_settings::RunSettings;
+use keel_core::tool::ToolSpec;
 
 /// The name of the task-list tool.
 pub const TODO: &str = "todo";
@@ -219,6 +223,60 @@ fn checked_id(id: &str) -> Result<String, String> {
         ));
     }
     Ok(id.to_string())
+}
+
+/// The key the task list is kept under in the session's journal.
+pub const JOURNAL_KEY: &str = "todos";
+
+/// The `todo` tool, answered by the loop; its list is kept in the session's journal and shown
+/// again in the turn context once a compaction dropped older messages.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Todo;
+
+impl TodoList {
+    /// The list kept in `journal` (empty when there is none).
+    pub fn of(journal: &Journal) -> TodoList {
+        journal.extension(JOURNAL_KEY).unwrap_or_default()
+    }
+
+    /// Keeps the list in `journal` (removing the key when the list is empty).
+    pub fn keep_in(&self, journal: &mut Journal) {
+        journal.set_extension(JOURNAL_KEY, (!self.is_empty()).then_some(self));
+    }
+}
+
+impl Extension for Todo {
+    fn name(&self) -> &'static str {
+        TODO
+    }
+
+    fn loop_tools(&self, _: &RunSettings) -> Vec<ToolSpec> {
+        vec![todo_spec()]
+    }
+
+    fn answer(&self, _: &ToolCall, args: &Value, turn: &mut LoopTurn<'_>) -> LoopAnswer {
+        let mut list = TodoList::of(turn.journal);
+        match list.apply(args) {
+            Ok((answer, changed)) => {
+                if changed {
+                    list.keep_in(turn.journal);
+                    turn.journal_changed = true;
+                }
+                LoopAnswer::Ok(answer)
+            }
+            Err(why) => LoopAnswer::Err(format!("Error: {why}; the task list is unchanged.")),
+        }
+    }
+
+    fn notes(&self, journal: &Journal, compacted: bool) -> Option<String> {
+        let list = TodoList::of(journal);
+        (compacted && !list.is_empty()).then(|| {
+            format!(
+                "Your task list (kept through the summary):\n{}",
+                list.render()
+            )
+        })
+    }
 }
 
 #[cfg(test)]

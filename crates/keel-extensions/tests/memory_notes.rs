@@ -6,10 +6,11 @@
 use std::sync::Arc;
 
 use chrono::Utc;
-use keel_core::memory_notes::{InMemoryNotes, MemoryBackend, MemoryLimits, MemoryTarget};
 use keel_core::{
     Agent, AgentState, ApprovalDecision, ChatRequest, Permission, RunRequest, Store, UserRecord,
 };
+use keel_extensions::AgentBuilderExt;
+use keel_extensions::memory_notes::{InMemoryNotes, MemoryBackend, MemoryLimits, MemoryTarget};
 use keel_mock::{Script, ScriptedProvider, Step};
 use keel_store::MemoryStore;
 use serde_json::json;
@@ -36,6 +37,7 @@ async fn agent(provider: &Arc<ScriptedProvider>, notes: &Arc<InMemoryNotes>) -> 
         .model("m")
         .system_prompt("be brief")
         .store(store)
+        .standard_extensions()
         .memory(notes.clone(), MemoryLimits::default())
         .build()
         .unwrap()
@@ -105,12 +107,12 @@ async fn a_note_shows_from_the_next_session_on_and_only_to_its_user() {
 #[tokio::test]
 async fn a_write_in_an_untrusted_session_waits_for_approval_and_the_prompt_stays_the_same() {
     let notes = Arc::new(InMemoryNotes::new());
-    let seed = keel_core::memory_notes::MemoryEdit::Add("an older note".into());
+    let seed = keel_extensions::memory_notes::MemoryEdit::Add("an older note".into());
     notes
         .update(
             None,
             MemoryTarget::Memory,
-            Box::new(move |current| keel_core::memory_notes::apply_edit(current, &seed, 100)),
+            Box::new(move |current| keel_extensions::memory_notes::apply_edit(current, &seed, 100)),
         )
         .await
         .unwrap();

@@ -8,6 +8,8 @@
 use std::sync::LazyLock;
 
 use aho_corasick::AhoCorasick;
+use keel_core::extension::Extension;
+use keel_core::message::{Message, Role};
 
 /// Scores texts for importance.
 pub trait ImportanceScorer: Send + Sync {
@@ -22,6 +24,27 @@ pub struct Rules;
 impl ImportanceScorer for Rules {
     fn score(&self, text: &str) -> f32 {
         importance(text)
+    }
+}
+
+/// Scores what a person or the model says as it joins a run, for retrieval to rank: user and
+/// assistant messages with text that are not the loop's own and have no score yet.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Importance;
+
+impl Extension for Importance {
+    fn name(&self) -> &'static str {
+        "importance"
+    }
+
+    fn on_message(&self, message: &mut Message) {
+        if matches!(message.role, Role::User | Role::Assistant)
+            && !message.content.is_empty()
+            && !message.is_internal()
+            && message.meta.importance.is_none()
+        {
+            message.meta.importance = Some(importance(&message.content));
+        }
     }
 }
 

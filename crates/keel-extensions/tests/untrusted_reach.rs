@@ -12,9 +12,12 @@ use async_trait::async_trait;
 use keel_core::RunOptions;
 use keel_core::delegate::{DELEGATE_TASK, DelegationPolicy};
 use keel_core::known_facts::{Recall, Recalled};
-use keel_core::memory_notes::{InMemoryNotes, MEMORY, MemoryBackend, MemoryLimits, MemoryTarget};
 use keel_core::{
     Agent, AgentState, Reach, RunRequest, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+};
+use keel_extensions::AgentBuilderExt;
+use keel_extensions::memory_notes::{
+    InMemoryNotes, MEMORY, MemoryBackend, MemoryLimits, MemoryTarget,
 };
 use keel_mock::{ScriptedProvider, Step};
 use keel_store::MemoryStore;
@@ -124,12 +127,15 @@ impl Recall for OneFact {
 #[tokio::test]
 async fn an_untrusted_session_is_not_shown_the_users_notes_or_facts() {
     let notes = Arc::new(InMemoryNotes::new());
-    let note = keel_core::memory_notes::MemoryEdit::Add("the backup key is under the mat".into());
+    let note =
+        keel_extensions::memory_notes::MemoryEdit::Add("the backup key is under the mat".into());
     notes
         .update(
             None,
             MemoryTarget::User,
-            Box::new(move |current| keel_core::memory_notes::apply_edit(current, &note, 1000)),
+            Box::new(move |current| {
+                keel_extensions::memory_notes::apply_edit(current, &note, 1000)
+            }),
         )
         .await
         .unwrap();

@@ -1,0 +1,58 @@
+//! The builder methods of keel's own features, on [`AgentBuilder`]: each registers one
+//! extension (and the tools it brings).
+
+use std::sync::Arc;
+
+use keel_core::AgentBuilder;
+use keel_core::known_facts::{Learn, Recall};
+
+use crate::facts::{FactRecall, Learning};
+use crate::memory_notes::{MemoryBackend, MemoryLimits, MemoryNotes, MemoryTool};
+use crate::routing::{Routing, RoutingPolicy};
+
+/// Builder methods for keel's own features. `use keel_extensions::AgentBuilderExt;`
+pub trait AgentBuilderExt: Sized {
+    /// Adds [`crate::standard`]: the loop's own tools and importance scores.
+    fn standard_extensions(self) -> Self;
+
+    /// Durable memory: the `memory` tool on `backend` within `limits`, each session's system
+    /// prompt showing the notes as they were when it started, and the flush before a
+    /// compaction.
+    fn memory(self, backend: Arc<dyn MemoryBackend>, limits: MemoryLimits) -> Self;
+
+    /// Recalls what each run should know about its user (known facts) into its turn context
+    /// before it starts (see `keel-memory`).
+    fn recall(self, recall: Arc<dyn Recall>) -> Self;
+
+    /// Learns from each run once it has ended.
+    fn learn(self, learn: Arc<dyn Learn>) -> Self;
+
+    /// Routes each message to a model by its tier when the caller names no model: greetings
+    /// to `fast`, code and multi-step work to `smart`.
+    fn routing(self, policy: RoutingPolicy) -> Self;
+}
+
+impl AgentBuilderExt for AgentBuilder {
+    fn standard_extensions(self) -> Self {
+        crate::standard()
+            .into_iter()
+            .fold(self, |builder, extension| builder.extension(extension))
+    }
+
+    fn memory(self, backend: Arc<dyn MemoryBackend>, limits: MemoryLimits) -> Self {
+        self.tool(Arc::new(MemoryTool::new(backend.clone(), limits)))
+            .extension(Arc::new(MemoryNotes { backend }))
+    }
+
+    fn recall(self, recall: Arc<dyn Recall>) -> Self {
+        self.extension(Arc::new(FactRecall(recall)))
+    }
+
+    fn learn(self, learn: Arc<dyn Learn>) -> Self {
+        self.extension(Arc::new(Learning(learn)))
+    }
+
+    fn routing(self, policy: RoutingPolicy) -> Self {
+        self.extension(Arc::new(Routing(Arc::new(policy))))
+    }
+}

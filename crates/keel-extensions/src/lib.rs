@@ -1,0 +1,37 @@
+//! keel-extensions owns keel's own agent features, each an [`Extension`] plugged into the loop
+//! kernel through its one seam (see [`keel_core::extension`]): the tools the loop answers
+//! itself (the run journal's three, `todo`, `clarify`, `request_more_iterations`), the memory
+//! notes with their flush before a compaction, importance scores, routing by complexity, and
+//! recalling and learning known facts.
+//!
+//! It depends on keel-core alone: no store, no HTTP, no provider. It must not be depended on by
+//! keel-core; the crates that assemble an agent (keel-config, keel-server, the binary) register
+//! what they want, usually [`standard`] and the configured ones.
+
+pub mod builder_ext;
+pub mod clarify;
+pub mod facts;
+pub mod importance;
+pub mod iterations;
+pub mod journal_tools;
+pub mod memory_notes;
+pub mod routing;
+pub mod todo;
+
+use std::sync::Arc;
+
+pub use builder_ext::AgentBuilderExt;
+use keel_core::extension::Extension;
+
+/// The extensions every keel agent has unless told otherwise, in their order:
+/// `request_more_iterations`, the journal's tools, `todo`, `clarify` (the order the model sees
+/// them in, `ask_human` coming before `clarify`), and importance scores.
+pub fn standard() -> Vec<Arc<dyn Extension>> {
+    vec![
+        Arc::new(iterations::MoreIterations),
+        Arc::new(journal_tools::JournalTools),
+        Arc::new(todo::Todo),
+        Arc::new(clarify::Clarify),
+        Arc::new(importance::Importance),
+    ]
+}
