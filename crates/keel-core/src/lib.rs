@@ -24,7 +24,6 @@ pub mod fixup;
 pub mod heartbeat;
 pub mod human;
 pub mod journal;
-pub mod known_facts;
 pub mod lane;
 pub mod loop_guard;
 pub mod message;

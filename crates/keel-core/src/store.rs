@@ -227,6 +227,10 @@ pub struct UserRecord {
 pub use crate::token_log::usage_month;
 
 /// Durable state of conversations and runs.
+/// The user whose facts and notes a run without a user (the machine's owner, at the CLI)
+/// reads and writes.
+pub const OWNER: &str = "owner";
+
 #[async_trait]
 pub trait Store: Send + Sync {
     /// Creates the session if it does not exist yet.

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
+use crate::facts::{Learn, Recall};
 use keel_core::AgentBuilder;
-use keel_core::known_facts::{Learn, Recall};
 
 use crate::facts::{FactRecall, Learning};
 use crate::memory_notes::{MemoryBackend, MemoryLimits, MemoryNotes, MemoryTool};

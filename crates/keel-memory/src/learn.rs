@@ -1,4 +1,4 @@
-//! What memory learns from a run once it has ended ([`keel_core::known_facts::Learn`]):
+//! What memory learns from a run once it has ended ([`keel_extensions::facts::Learn`]):
 //!
 //! - **scores** — with `[memory] importance = "model"`, the model rates the run's messages in
 //!   one call and the ratings replace the rules' (`keel_extensions::importance`);
@@ -16,10 +16,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use keel_core::known_facts::{FinishedRun, Learn};
 use keel_core::provider::{ChatRequest, NoDeltas, Provider, ToolChoice};
 use keel_core::store::StoredMessage;
 use keel_core::{Message, Role};
+use keel_extensions::facts::{FactsRun, Learn};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -172,7 +172,7 @@ struct Proposed {
 
 #[async_trait]
 impl Learn for Memory {
-    async fn learn(&self, run: &FinishedRun<'_>) -> Option<Value> {
+    async fn learn(&self, run: &FactsRun<'_>) -> Option<Value> {
         let said: Vec<&StoredMessage> = run
             .messages
             .iter()

@@ -7,7 +7,7 @@
 //! - [`retrieval`]: tri-hybrid retrieval (full text, vectors, recency × importance), fused,
 //!   cut to a token budget, merged with pinned memories.
 //! - [`Memory`]: all of it over a [`keel_core::Store`], as the agent's
-//!   [`keel_core::known_facts::Recall`] hook.
+//!   [`keel_extensions::facts::Recall`] hook.
 //! - [`tools`]: the `remember` and `forget` tools.
 
 #![warn(missing_docs)]

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use keel_core::known_facts::{Recall, Recalled};
 use keel_core::{Clock, SystemClock};
+use keel_extensions::facts::{Recall, Recalled};
 use keel_platform::DaemonStore;
 use keel_platform::known_facts::{Fact, MessageMemory, session_owner};
 use serde_json::json;

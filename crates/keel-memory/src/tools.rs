@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use keel_core::known_facts::OWNER;
+use keel_core::store::OWNER;
 use keel_core::{Reach, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use keel_extensions::memory_notes::MEMORY_MODULE;
 use serde_json::{Value, json};

@@ -6,8 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_core::known_facts::{OWNER, Recall};
 use keel_core::recovery::RetryPolicy;
+use keel_core::store::OWNER;
+use keel_extensions::facts::Recall;
 use keel_memory::embedding::EmbedderChain;
 use keel_memory::{Memory, NewFact};
 use keel_mock::{MockServer, Script};

@@ -8,9 +8,9 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use keel_core::known_facts::{FinishedRun, Learn, Recall};
 use keel_core::provider::{ChatRequest, ChatResponse, DeltaSink, Provider, StopReason};
 use keel_core::{Message, ProviderError, Usage};
+use keel_extensions::facts::{FactsRun, Learn, Recall};
 use keel_memory::{Learning, Memory};
 use keel_platform::DaemonStore;
 use keel_platform::NewConversation;
@@ -98,7 +98,7 @@ async fn learn(
 ) -> serde_json::Value {
     let messages = store.messages(session).await.unwrap();
     memory
-        .learn(&FinishedRun {
+        .learn(&FactsRun {
             user_id: user,
             session_id: session,
             run_id: &format!("run-{session}"),

@@ -6,8 +6,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use keel_core::known_facts::{OWNER, Recall};
+use keel_core::store::OWNER;
 use keel_core::{Tool, ToolContext, ToolErrorKind};
+use keel_extensions::facts::Recall;
 use keel_memory::tools::{ForgetTool, RememberTool};
 use keel_memory::{Embedder, FactError, Memory, NewFact};
 use keel_platform::DaemonStore;

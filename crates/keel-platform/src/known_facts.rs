@@ -1,11 +1,11 @@
 //! Known facts' data (DESIGN.md section 11): durable facts about a user, kept by the store
 //! ([`crate::MemoryIndex`]) and recalled into the system prompt by the `keel-memory` crate:
 //! the [`Fact`] record, messages as memories, and a full-text query built safely from user
-//! text. The hooks the loop calls ([`keel_core::known_facts::Recall`] and `Learn`) are
+//! text. The hooks the loop calls (`keel_extensions::facts::Recall` and `Learn`) are
 //! keel-core's.
 
 use chrono::{DateTime, Utc};
-use keel_core::known_facts::OWNER;
+use keel_core::store::OWNER;
 use serde::{Deserialize, Serialize};
 
 /// The most characters a fact's text may have.

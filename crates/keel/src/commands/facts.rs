@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use keel_core::known_facts::OWNER;
+use keel_core::store::OWNER;
 
 use crate::config::keel_home;
 use crate::setup;
