@@ -1,5 +1,5 @@
 //! `[[hooks]]` of keel.toml: commands that see each tool call before it runs and its result
-//! after (the protocol is [`keel_core::tool_hooks`]; the process, [`keel_tools::CommandHook`]).
+//! after (the protocol is [`keel_extensions::tool_hooks`]; the process, [`keel_tools::CommandHook`]).
 //!
 //! ```toml
 //! [[hooks]]
@@ -15,7 +15,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_core::tool_hooks::{HookEvent, ToolHook, ToolHooks, ToolMatcher};
+use keel_core::HookEvent;
+use keel_extensions::tool_hooks::{ToolHook, ToolHooks, ToolMatcher};
 use keel_tools::{CommandHook, DEFAULT_HOOK_TIMEOUT, Sandbox};
 use serde::Deserialize;
 

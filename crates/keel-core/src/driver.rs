@@ -49,8 +49,6 @@ pub struct Driver<'a> {
     pub human: Option<&'a dyn HumanChannel>,
     /// When a long step shows the worker is alive (and learns of a cancel request).
     pub heartbeat: &'a HeartbeatTicker,
-    /// The hooks around tool calls.
-    pub hooks: &'a crate::tool_hooks::ToolHooks,
     /// Who starts sub-agents for `delegate_task`, when the agent delegates.
     pub delegator: Option<&'a dyn crate::delegate::Delegator>,
 }
@@ -101,7 +99,8 @@ impl Driver<'_> {
         let soft = run.settings().soft_timeout.map(|limit| started + limit);
         let hard = run.settings().hard_timeout;
         let hard_at = hard.map(|limit| started + limit);
-        let retry_delays = run.settings().tool_retry_delays.clone();
+        // The executor's own copy: the run changes as the batch runs.
+        let settings = run.settings().clone();
         let context = ToolContext {
             session_id: run.session_id().to_string(),
             run_id: run.id().to_string(),
@@ -123,11 +122,11 @@ impl Driver<'_> {
             context: &context,
             max_chars: run.settings().tool_result_max_chars,
             emitter: self.emitter,
-            retry_delays: &retry_delays,
+            retry_delays: &settings.tool_retry_delays,
             store: self.store,
             clock: self.clock,
             offered: run.tools().clone(),
-            hooks: self.hooks,
+            settings: &settings,
             delegation: delegation.as_ref(),
         };
         let Resume {

@@ -96,10 +96,20 @@ pub trait Extension: Send + Sync {
         prompt
     }
 
-    /// Sees a tool call that passed every check, before it runs: let it run (with these
-    /// arguments) or deny it with the result the model gets.
-    async fn before_tool(&self, call: &ToolCall, args: Value, emitter: &Emitter) -> Gate {
-        let _ = (call, emitter);
+    /// True when this extension sees calls to `tool` before and after they run
+    /// ([`Extension::before_tool`], [`Extension::after_tool`]); the executor asks only the
+    /// extensions that do, and keeps a call's arguments for after it only then.
+    fn wraps_tool(&self, tool: &str) -> bool {
+        let _ = tool;
+        false
+    }
+
+    /// Sees a call to a tool it wraps that passed every check, before it runs: let it run
+    /// (with these arguments, which `site.check` checks against the tool's schema) or deny it
+    /// with the result the model gets. Extensions are asked in order, each seeing the
+    /// arguments the one before let through; the first denial decides. A cancel abandons them.
+    async fn before_tool(&self, call: &ToolCall, args: Value, site: &ToolCallSite<'_>) -> Gate {
+        let _ = (call, site);
         Gate::Run(args)
     }
 
@@ -115,9 +125,15 @@ pub trait Extension: Send + Sync {
         None
     }
 
-    /// Sees a call's result before the model does; returns the content the model gets.
-    async fn after_tool(&self, call: &ToolCall, done: ToolDone<'_>, emitter: &Emitter) -> String {
-        let _ = (call, emitter);
+    /// Sees the result of a call to a tool it wraps before the model does; returns the content
+    /// the model gets (in order: each sees what the one before returned).
+    async fn after_tool(
+        &self,
+        call: &ToolCall,
+        done: ToolDone<'_>,
+        site: &ToolCallSite<'_>,
+    ) -> String {
+        let _ = (call, site);
         done.content
     }
 
@@ -159,6 +175,16 @@ impl ExtensionSet {
                     .iter()
                     .any(|tool| tool.name == name)
             })
+    }
+
+    /// The extensions that wrap calls to `tool` ([`Extension::wraps_tool`]), in order.
+    pub fn wrapping<'a>(
+        &'a self,
+        tool: &'a str,
+    ) -> impl Iterator<Item = &'a Arc<dyn Extension>> + 'a {
+        self.0
+            .iter()
+            .filter(move |extension| extension.wraps_tool(tool))
     }
 
     /// The turn before a compaction, from the first extension that wants one.
@@ -280,12 +306,16 @@ pub enum Gate {
     Deny(String),
 }
 
-/// Where a call an extension runs itself comes from.
+/// Where a tool call an extension sees (or runs itself) comes from.
 pub struct ToolCallSite<'a> {
-    /// The call's context (session, run, user, trust, cancellation).
+    /// The call's context (session, run, call id, user, trust, cancellation).
     pub context: &'a ToolContext,
     /// The tools the run offers.
     pub offered: &'a [ToolSpec],
+    /// The run's settings.
+    pub settings: &'a RunSettings,
+    /// Checks arguments against the tool's schema (for an extension that rewrites them).
+    pub check: &'a (dyn Fn(&Value) -> Result<(), String> + Send + Sync),
     /// Where events go.
     pub emitter: &'a Emitter,
 }

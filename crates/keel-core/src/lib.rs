@@ -46,7 +46,6 @@ pub mod token_log;
 pub mod tokens;
 pub mod tool;
 pub mod tool_exec;
-pub mod tool_hooks;
 pub mod tool_source;
 pub mod worker;
 
@@ -59,7 +58,7 @@ pub use callbacks::{
 };
 pub use checkpoint::{Boundary, Checkpoint, ToolCallRecord};
 pub use clock::{Clock, SystemClock};
-pub use event::{Emitter, Event, EventKind, EventLog, EventSink};
+pub use event::{Emitter, Event, EventKind, EventLog, EventSink, HookEvent, HookOutcome};
 pub use human::{HumanChannel, Question};
 pub use journal::Journal;
 pub use lane::{LaneClaim, LaneHolder, LaneOutcome, LanePolicy};
@@ -81,8 +80,5 @@ pub use store::{RunRecord, SessionInfo, Store, StoreError, StoredMessage, UserRe
 pub use token_log::TokenCharge;
 pub use tool::{
     Permission, Reach, Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput, ToolSpec,
-};
-pub use tool_hooks::{
-    HookCommand, HookEvent, HookFailure, HookOutcome, ToolHook, ToolHooks, ToolMatcher,
 };
 pub use tool_source::ToolSource;

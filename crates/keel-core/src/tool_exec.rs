@@ -27,13 +27,14 @@ use tokio::time::Instant;
 use crate::checkpoint::ToolCallRecord;
 use crate::clock::Clock;
 use crate::event::{Emitter, EventKind};
+use crate::extension::{Gate, ToolCallSite, ToolDone};
 use crate::files::{DEFAULT_MAX_FILE_BYTES, FileOrigin, FileRecord, guess_media_type};
 use crate::message::ToolCall;
 use crate::registry::{PreparedCall, ToolRegistry};
 use crate::run::ToolResult;
+use crate::run_settings::RunSettings;
 use crate::store::Store;
 use crate::tool::{Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput};
-use crate::tool_hooks::{HookCall, HookEvent, PreToolVerdict, ToolHooks};
 
 /// Runs tool batches for one run.
 pub struct ToolExecutor<'a> {
@@ -53,8 +54,8 @@ pub struct ToolExecutor<'a> {
     pub clock: &'a dyn Clock,
     /// The tools offered to this run: a call to another is refused, never run.
     pub offered: Arc<[crate::tool::ToolSpec]>,
-    /// The hooks around each call that passed the checks.
-    pub hooks: &'a ToolHooks,
+    /// The run's settings, with the extensions that wrap its calls.
+    pub settings: &'a RunSettings,
     /// Answers `delegate_task` calls by starting sub-agents; `None` when the run may not
     /// delegate.
     pub delegation: Option<&'a crate::delegate::Delegation<'a>>,
@@ -173,13 +174,13 @@ impl ToolExecutor<'_> {
         } else {
             self.registry.prepare(call)
         };
-        // Hooks see only calls that passed every check; a call they deny is never recorded as
-        // started.
+        // Extensions see only calls that passed every check; a call they deny is never recorded
+        // as started.
         let prepared = match prepared {
-            Ok(prepared) => self.pre_hooks(call, prepared).await,
+            Ok(prepared) => self.before_tool(call, prepared).await,
             Err(message) => Err(message),
         };
-        // The arguments the tool ran with, kept for the post_tool hooks when some see it.
+        // The arguments the tool ran with, kept for the extensions that see its result.
         let mut ran_with = None;
         let (ok, raw) = match prepared {
             Err(message) => (false, message),
@@ -207,17 +208,21 @@ impl ToolExecutor<'_> {
                     {
                         // Never abandoned on cancel: the children see the cancel themselves
                         // and end as cancelled, so none is left running without its parent.
-                        let mut context = self.context.clone();
-                        context.call_id = call.id.clone();
+                        let context = self.call_context(call);
                         delegation
                             .call(&prepared.args, &context, &self.offered, self.emitter)
                             .await
                     }
                     Ok(()) => {
-                        let mut context = self.context.clone();
-                        context.call_id = call.id.clone();
+                        let context = self.call_context(call);
                         let mut args = prepared.args;
-                        if self.hooks.any(HookEvent::PostTool, &call.name) {
+                        if self
+                            .settings
+                            .extensions
+                            .wrapping(&call.name)
+                            .next()
+                            .is_some()
+                        {
                             ran_with = Some(args.clone());
                         }
                         context.inject(&mut args, prepared.tool.spec().notifies);
@@ -249,11 +254,9 @@ impl ToolExecutor<'_> {
         let (mut content, truncated) = truncate_output(&secrets.redact(&raw), self.max_chars);
         if let Some(args) = &ran_with {
             let before = content.len();
-            let after = (self.hooks)
-                .after(self.hook_call(call), args, ok, content, self.emitter)
-                .await;
-            // post_tool hooks only append their notes: the result needs cleaning again only
-            // when one did (it is already clean otherwise).
+            let after = self.after_tool(call, args, ok, content).await;
+            // Extensions that see results (post_tool hooks) only append their notes: the
+            // result needs cleaning again only when one did (it is already clean otherwise).
             content = if after.len() == before {
                 after
             } else {
@@ -324,39 +327,88 @@ impl ToolExecutor<'_> {
         content
     }
 
-    /// Runs the pre_tool hooks that see `call`: the call as they let it run (perhaps with
-    /// rewritten arguments), or the message of their denial. A cancel abandons the hooks and
-    /// the call.
-    async fn pre_hooks(
+    /// Asks the extensions that wrap `call` ([`crate::extension::Extension::before_tool`]):
+    /// the call as they let it run (perhaps with rewritten arguments), or the message of their
+    /// denial. A cancel abandons them and the call.
+    async fn before_tool(
         &self,
         call: &ToolCall,
         prepared: PreparedCall,
     ) -> Result<PreparedCall, String> {
-        if !self.hooks.any(HookEvent::PreTool, &call.name) {
+        if self
+            .settings
+            .extensions
+            .wrapping(&call.name)
+            .next()
+            .is_none()
+        {
             return Ok(prepared);
         }
         let PreparedCall { tool, args } = prepared;
         let check = |args: &serde_json::Value| self.registry.check_arguments(&call.name, args);
-        let cancelled = || format!("Error: `{}` was not run: the run was cancelled.", call.name);
-        // Nothing has happened yet: a cancel abandons the hooks (their processes are killed).
-        let verdict = tokio::select! {
-            verdict = self.hooks.before(self.hook_call(call), args, &check, self.emitter) => verdict,
-            _ = self.context.cancel.cancelled() => PreToolVerdict::Deny(cancelled()),
+        let context = self.call_context(call);
+        let site = self.site(&context, &check);
+        let gates = async {
+            let mut args = args;
+            for extension in self.settings.extensions.wrapping(&call.name) {
+                match extension.before_tool(call, args, &site).await {
+                    Gate::Run(rewritten) => args = rewritten,
+                    denied @ Gate::Deny(_) => return denied,
+                }
+            }
+            Gate::Run(args)
         };
-        match verdict {
-            PreToolVerdict::Deny(message) => Err(message),
-            PreToolVerdict::Run(_) if self.context.cancel.is_cancelled() => Err(cancelled()),
-            PreToolVerdict::Run(args) => Ok(PreparedCall { tool, args }),
+        let cancelled = || format!("Error: `{}` was not run: the run was cancelled.", call.name);
+        // Nothing has happened yet: a cancel abandons them (a hook's process is killed).
+        let gate = tokio::select! {
+            gate = gates => gate,
+            _ = self.context.cancel.cancelled() => Gate::Deny(cancelled()),
+        };
+        match gate {
+            Gate::Deny(message) => Err(message),
+            Gate::Run(_) if self.context.cancel.is_cancelled() => Err(cancelled()),
+            Gate::Run(args) => Ok(PreparedCall { tool, args }),
         }
     }
 
-    /// `call` as its hooks see it.
-    fn hook_call<'c>(&'c self, call: &'c ToolCall) -> HookCall<'c> {
-        HookCall {
-            tool: &call.name,
-            call_id: &call.id,
-            session_id: &self.context.session_id,
-            run_id: &self.context.run_id,
+    /// Hands a call's result, `content`, to the extensions that wrap it, in order; returns
+    /// what the model gets.
+    async fn after_tool(
+        &self,
+        call: &ToolCall,
+        args: &serde_json::Value,
+        ok: bool,
+        mut content: String,
+    ) -> String {
+        let check = |args: &serde_json::Value| self.registry.check_arguments(&call.name, args);
+        let context = self.call_context(call);
+        let site = self.site(&context, &check);
+        for extension in self.settings.extensions.wrapping(&call.name) {
+            let done = ToolDone { args, ok, content };
+            content = extension.after_tool(call, done, &site).await;
+        }
+        content
+    }
+
+    /// The context `call` runs with: the run's, with its call id.
+    fn call_context(&self, call: &ToolCall) -> ToolContext {
+        let mut context = self.context.clone();
+        context.call_id = call.id.clone();
+        context
+    }
+
+    /// Where the extensions seeing a call find the run.
+    fn site<'s>(
+        &'s self,
+        context: &'s ToolContext,
+        check: &'s (dyn Fn(&serde_json::Value) -> Result<(), String> + Send + Sync),
+    ) -> ToolCallSite<'s> {
+        ToolCallSite {
+            context,
+            offered: &self.offered,
+            settings: self.settings,
+            check,
+            emitter: self.emitter,
         }
     }
 

@@ -9,6 +9,7 @@ use keel_core::AgentBuilder;
 use crate::facts::{FactRecall, Learning};
 use crate::memory_notes::{MemoryBackend, MemoryLimits, MemoryNotes, MemoryTool};
 use crate::routing::{Routing, RoutingPolicy};
+use crate::tool_hooks::ToolHooks;
 
 /// Builder methods for keel's own features. `use keel_extensions::AgentBuilderExt;`
 pub trait AgentBuilderExt: Sized {
@@ -30,6 +31,9 @@ pub trait AgentBuilderExt: Sized {
     /// Routes each message to a model by its tier when the caller names no model: greetings
     /// to `fast`, code and multi-step work to `smart`.
     fn routing(self, policy: RoutingPolicy) -> Self;
+
+    /// Commands that see each tool call before it runs and its result after (default: none).
+    fn hooks(self, hooks: ToolHooks) -> Self;
 }
 
 impl AgentBuilderExt for AgentBuilder {
@@ -54,5 +58,12 @@ impl AgentBuilderExt for AgentBuilder {
 
     fn routing(self, policy: RoutingPolicy) -> Self {
         self.extension(Arc::new(Routing(Arc::new(policy))))
+    }
+
+    fn hooks(self, hooks: ToolHooks) -> Self {
+        if hooks.is_empty() {
+            return self;
+        }
+        self.extension(Arc::new(hooks))
     }
 }

@@ -1,8 +1,8 @@
 //! keel-extensions owns keel's own agent features, each an [`Extension`] plugged into the loop
 //! kernel through its one seam (see [`keel_core::extension`]): the tools the loop answers
 //! itself (the run journal's three, `todo`, `clarify`, `request_more_iterations`), the memory
-//! notes with their flush before a compaction, importance scores, routing by complexity, and
-//! recalling and learning known facts.
+//! notes with their flush before a compaction, importance scores, routing by complexity,
+//! recalling and learning known facts, and the tool hooks around each call.
 //!
 //! It depends on keel-core alone: no store, no HTTP, no provider. It must not be depended on by
 //! keel-core; the crates that assemble an agent (keel-config, keel-server, the binary) register
@@ -17,6 +17,7 @@ pub mod journal_tools;
 pub mod memory_notes;
 pub mod routing;
 pub mod todo;
+pub mod tool_hooks;
 
 use std::sync::Arc;
 

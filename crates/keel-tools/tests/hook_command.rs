@@ -10,7 +10,7 @@ mod common;
 use std::time::Duration;
 
 use common::hooks::{Scripts, marker, none_running};
-use keel_core::HookCommand;
+use keel_extensions::tool_hooks::HookCommand;
 use keel_tools::{CommandHook, MAX_HOOK_STDOUT};
 
 const SHORT: Duration = Duration::from_millis(300);

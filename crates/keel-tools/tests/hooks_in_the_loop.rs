@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::hooks::{Scripts, none_running};
-use keel_core::tool_hooks::ToolHook;
 use keel_core::{
     Agent, AgentState, EventKind, EventLog, HookEvent, HookOutcome, RunReport, RunRequest,
-    ToolHooks, ToolMatcher,
 };
+use keel_extensions::AgentBuilderExt;
+use keel_extensions::tool_hooks::{ToolHook, ToolHooks, ToolMatcher};
 use keel_mock::{ScriptedProvider, Step};
 use keel_tools::{CommandHook, Sandbox, Workspace, file_tools};
 use serde_json::{Value, json};

@@ -47,7 +47,6 @@ pub struct AgentBuilder {
     pub(super) stream: bool,
     pub(super) tune: Vec<SettingsChange>,
     pub(super) workers: Arc<dyn WorkerProbe>,
-    pub(super) hooks: crate::tool_hooks::ToolHooks,
     pub(super) extensions: Vec<Arc<dyn Extension>>,
     pub(super) clarify: Option<crate::human::ClarifyHandler>,
 }
@@ -265,12 +264,6 @@ impl AgentBuilder {
         self.tune(move |s| s.launch = Some(launch))
     }
 
-    /// Commands that see each tool call before it runs and its result after (default: none).
-    pub fn hooks(mut self, hooks: crate::tool_hooks::ToolHooks) -> Self {
-        self.hooks = hooks;
-        self
-    }
-
     /// Lets runs hand tasks to sub-agents with `delegate_task`, within `policy` (see
     /// [`crate::delegate`]); off by default.
     pub fn delegation(mut self, policy: crate::delegate::DelegationPolicy) -> Self {
@@ -390,7 +383,6 @@ impl AgentBuilder {
             heartbeat: HeartbeatTicker::new(self.heartbeat_interval),
             reconcile: self.reconcile,
             workers: self.workers,
-            hooks: self.hooks,
             extensions,
         })
     }

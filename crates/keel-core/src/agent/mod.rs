@@ -192,7 +192,6 @@ pub struct Agent {
     clock: Arc<dyn Clock>,
     settings: RunSettings,
     chat_session: Mutex<Option<String>>,
-    hooks: crate::tool_hooks::ToolHooks,
     /// The features plugged into every run, in order.
     extensions: ExtensionSet,
 }
@@ -220,7 +219,6 @@ impl Agent {
             heartbeat_interval: builder::DEFAULT_HEARTBEAT_INTERVAL,
             reconcile: crate::reconcile::ReconcilePolicy::default(),
             workers: Arc::new(crate::worker::NoProbe),
-            hooks: crate::tool_hooks::ToolHooks::default(),
             extensions: Vec::new(),
             clarify: None,
         }
@@ -420,7 +418,6 @@ impl Agent {
             user_id,
             human: self.human.as_deref(),
             heartbeat: &self.heartbeat,
-            hooks: &self.hooks,
             delegator: Some(self),
         }
     }

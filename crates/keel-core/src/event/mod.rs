@@ -10,8 +10,10 @@ use crate::provider_error::ProviderErrorKind;
 use crate::state::{AgentState, ErrorReason};
 
 mod emitter;
+mod hook;
 
 pub use emitter::Emitter;
+pub use hook::{HookEvent, HookOutcome};
 
 /// One event of one run. Serializes as a flat JSON object `{ts, event, run_id, session_id, ...}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -140,7 +142,7 @@ pub enum EventKind {
         /// How long the call took.
         duration_ms: u64,
     },
-    /// A tool hook ran (see [`crate::tool_hooks`]).
+    /// A tool hook ran (an extension's: `keel_extensions::tool_hooks`).
     #[serde(rename = "agent.tool.hook")]
     ToolHook {
         /// The hook's position among the configured hooks, from 0.
@@ -148,13 +150,13 @@ pub enum EventKind {
         /// The hook's command line.
         hook: String,
         /// `pre_tool` or `post_tool`.
-        stage: crate::tool_hooks::HookEvent,
+        stage: HookEvent,
         /// Call id.
         call_id: String,
         /// Tool name.
         tool: String,
         /// What the hook did: allow, deny, rewrite, annotate or error.
-        outcome: crate::tool_hooks::HookOutcome,
+        outcome: HookOutcome,
         /// Why it denied, or what went wrong.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,

@@ -1,5 +1,5 @@
 //! Tool hooks as shell commands: [`CommandHook`] runs one configured hook (`sh -c COMMAND` in
-//! the workspace) for keel-core's hook protocol (see [`keel_core::tool_hooks`]).
+//! the workspace) for the hook protocol (see [`keel_extensions::tool_hooks`]).
 //!
 //! The command gets the call as JSON on stdin and answers on stdout. Whatever it does, it is
 //! bounded: it is killed — with every process it started — when it runs past its time limit or
@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use keel_core::{HookCommand, HookFailure};
+use keel_extensions::tool_hooks::{HookCommand, HookFailure};
 
 use crate::sandbox::Sandbox;
 

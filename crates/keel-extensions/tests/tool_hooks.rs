@@ -2,6 +2,7 @@
 //! running and tells the model why, a rewrite runs the tool with new (re-checked) arguments, a
 //! failing hook denies, post_tool hooks annotate, and a call a resume replays meets no hook.
 
+#[path = "../../keel-core/tests/support/mod.rs"]
 mod support;
 
 use std::collections::HashMap;
@@ -9,13 +10,15 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use keel_core::event::Emitter;
+use keel_core::extension::ExtensionSet;
 use keel_core::tool_exec::{BatchOutcome, Replay, ToolExecutor};
-use keel_core::tool_hooks::ToolHook;
 use keel_core::{
-    Agent, AgentState, EventKind, EventLog, HookCommand, HookEvent, HookFailure, HookOutcome,
-    RunRequest, Store, SystemClock, Tool, ToolCall, ToolCallRecord, ToolContext, ToolError,
-    ToolHooks, ToolMatcher, ToolOutput, ToolRegistry, ToolSpec,
+    Agent, AgentState, EventKind, EventLog, HookEvent, HookOutcome, RunRequest, RunSettings, Store,
+    SystemClock, Tool, ToolCall, ToolCallRecord, ToolContext, ToolError, ToolOutput, ToolRegistry,
+    ToolSpec,
 };
+use keel_extensions::AgentBuilderExt;
+use keel_extensions::tool_hooks::{HookCommand, HookFailure, ToolHook, ToolHooks, ToolMatcher};
 use keel_mock::{ScriptedProvider, Step};
 use keel_store::MemoryStore;
 use serde_json::{Value, json};
@@ -520,6 +523,8 @@ async fn a_call_a_resume_replays_meets_no_hook_again() {
     let mut registry = ToolRegistry::new();
     registry.register(world.writes.tool()).unwrap();
     let registry = Arc::new(registry);
+    let mut settings = RunSettings::new("mock", "m");
+    settings.extensions = ExtensionSet::new(vec![Arc::new(hooks)]);
     let context = ToolContext {
         session_id: "s".into(),
         run_id: "r".into(),
@@ -544,7 +549,7 @@ async fn a_call_a_resume_replays_meets_no_hook_again() {
         store: world.store.as_ref(),
         clock: &SystemClock,
         offered: registry.specs().into(),
-        hooks: &hooks,
+        settings: &settings,
         delegation: None,
     };
     let call = ToolCall {

@@ -1,7 +1,8 @@
 //! Tool hooks (DESIGN.md section 10): commands from the configuration that see a tool call
-//! before it runs and its result after.
+//! before it runs and its result after — an extension wrapping the calls of the tools its hooks
+//! match ([`Extension::before_tool`], [`Extension::after_tool`]).
 //!
-//! keel-core owns the protocol and starts no process: a [`HookCommand`] gets the call as one
+//! This module owns the protocol and starts no process: a [`HookCommand`] gets the call as one
 //! JSON object on stdin and returns what it printed on stdout ([`answer`] reads it). The
 //! input is
 //!
@@ -27,51 +28,14 @@ mod matcher;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
+use keel_core::event::{Emitter, EventKind, HookEvent, HookOutcome};
+use keel_core::extension::{Extension, Gate, ToolCallSite, ToolDone};
+use keel_core::message::ToolCall;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::event::{Emitter, EventKind};
-
 pub use answer::{PreAnswer, parse_post, parse_pre};
 pub use matcher::ToolMatcher;
-
-/// When a hook runs: before the tool (`pre_tool`) or after it (`post_tool`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HookEvent {
-    /// Before the tool runs: may allow, deny or rewrite the arguments.
-    PreTool,
-    /// After the tool ran: may annotate its result.
-    PostTool,
-}
-
-impl HookEvent {
-    /// The name in the configuration and on the hook's stdin.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HookEvent::PreTool => "pre_tool",
-            HookEvent::PostTool => "post_tool",
-        }
-    }
-}
-
-/// What one hook run came to, as its `agent.tool.hook` event says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HookOutcome {
-    /// No objection (a `post_tool` hook without an annotation says this too).
-    Allow,
-    /// Refused the call.
-    Deny,
-    /// Changed the arguments.
-    Rewrite,
-    /// Added a note to the result.
-    Annotate,
-    /// Failed (exit status, bad answer, time limit): a `pre_tool` hook's error denies the call;
-    /// a `post_tool` hook's is ignored.
-    Error,
-}
 
 /// Why a hook command gave no answer: it could not start, exited with an error, timed out or
 /// printed too much. The message says which, for the events and the model.
@@ -112,15 +76,6 @@ pub struct HookCall<'a> {
     pub session_id: &'a str,
     /// The run.
     pub run_id: &'a str,
-}
-
-/// What the `pre_tool` hooks decided about a call.
-#[derive(Clone, Debug, PartialEq)]
-pub enum PreToolVerdict {
-    /// Run the tool with these arguments (the model's, or the last rewrite).
-    Run(Value),
-    /// Do not run it; this is the tool result the model sees.
-    Deny(String),
 }
 
 /// An agent's hooks, in configuration order. Cheap to clone.
@@ -167,7 +122,7 @@ impl ToolHooks {
         mut args: Value,
         check: &(dyn Fn(&Value) -> Result<(), String> + Sync),
         emitter: &Emitter,
-    ) -> PreToolVerdict {
+    ) -> Gate {
         for (index, hook) in self.matching(HookEvent::PreTool, call.tool) {
             let input = input(HookEvent::PreTool, call, &args, None);
             let started = Instant::now();
@@ -218,10 +173,10 @@ impl ToolHooks {
             };
             report.emit(emitter, started);
             if let Some(message) = denial {
-                return PreToolVerdict::Deny(message);
+                return Gate::Deny(message);
             }
         }
-        PreToolVerdict::Run(args)
+        Gate::Run(args)
     }
 
     /// Runs the `post_tool` hooks that see `call`, which ran with `args` and gave `output`
@@ -256,6 +211,49 @@ impl ToolHooks {
             report.emit(emitter, started);
         }
         annotated
+    }
+}
+
+#[async_trait]
+impl Extension for ToolHooks {
+    fn name(&self) -> &'static str {
+        "tool_hooks"
+    }
+
+    fn wraps_tool(&self, tool: &str) -> bool {
+        self.any(HookEvent::PreTool, tool) || self.any(HookEvent::PostTool, tool)
+    }
+
+    async fn before_tool(&self, call: &ToolCall, args: Value, site: &ToolCallSite<'_>) -> Gate {
+        if !self.any(HookEvent::PreTool, &call.name) {
+            return Gate::Run(args);
+        }
+        self.before(hook_call(call, site), args, site.check, site.emitter)
+            .await
+    }
+
+    async fn after_tool(
+        &self,
+        call: &ToolCall,
+        done: ToolDone<'_>,
+        site: &ToolCallSite<'_>,
+    ) -> String {
+        if !self.any(HookEvent::PostTool, &call.name) {
+            return done.content;
+        }
+        let ToolDone { args, ok, content } = done;
+        self.after(hook_call(call, site), args, ok, content, site.emitter)
+            .await
+    }
+}
+
+/// `call` as its hooks see it.
+fn hook_call<'a>(call: &'a ToolCall, site: &'a ToolCallSite<'_>) -> HookCall<'a> {
+    HookCall {
+        tool: &call.name,
+        call_id: &call.id,
+        session_id: &site.context.session_id,
+        run_id: &site.context.run_id,
     }
 }
 
