@@ -85,7 +85,7 @@ mod arguments_json {
     use serde_json::Value;
 
     pub fn serialize<S: Serializer>(raw: &str, serializer: S) -> Result<S::Ok, S::Error> {
-        crate::run::ToolCallReport::arguments_of(raw).serialize(serializer)
+        crate::tool::ToolCallReport::arguments_of(raw).serialize(serializer)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {

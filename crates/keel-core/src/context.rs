@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use crate::message::{InternalReason, Message, Role};
-use crate::run_settings::ModelTarget;
+use crate::provider::ModelTarget;
 
 /// The window assumed for a model missing from the table.
 pub const DEFAULT_WINDOW: u32 = 32_768;
@@ -226,8 +226,8 @@ pub fn pinned_exchanges<M: Borrow<Message>>(
 /// start of the first pinned message's exchange (see [`pinned_exchanges`]): a run loads what
 /// lies between too, and sends only the pinned ones. `messages` are the session's stored
 /// messages up to `summary_last` (or at least from that exchange on), in order.
-pub fn context_start_seq(messages: &[crate::store::StoredMessage], summary_last: u64) -> u64 {
-    let replaced: Vec<&crate::store::StoredMessage> = messages
+pub fn context_start_seq(messages: &[crate::message::StoredMessage], summary_last: u64) -> u64 {
+    let replaced: Vec<&crate::message::StoredMessage> = messages
         .iter()
         .take_while(|stored| stored.seq <= summary_last)
         .collect();
@@ -358,7 +358,7 @@ pub fn clip_for_request(message: &Message, limit: usize) -> Option<Message> {
     let mut sent = message.clone();
     sent.meta.tokens = None;
     if long_result {
-        sent.content = crate::tool_exec::truncate_output(&message.content, limit).0;
+        sent.content = crate::tool::truncate_output(&message.content, limit).0;
     }
     for call in &mut sent.tool_calls {
         let total = call.arguments.chars().count();

@@ -94,15 +94,15 @@ impl FileRecord {
     }
 
     /// Whether `content` is what the record says: its SHA-256. A store refuses a file whose
-    /// content is not.
-    pub fn check_content(&self, content: &[u8]) -> Result<(), crate::store::StoreError> {
+    /// content is not (the error says why).
+    pub fn check_content(&self, content: &[u8]) -> Result<(), String> {
         if sha256_hex(content) == self.sha256 {
             Ok(())
         } else {
-            Err(crate::store::StoreError::Backend(format!(
+            Err(format!(
                 "file `{}`: its content does not match its SHA-256",
                 self.id
-            )))
+            ))
         }
     }
 

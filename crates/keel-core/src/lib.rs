@@ -27,6 +27,7 @@ pub mod journal;
 pub mod lane;
 pub mod loop_guard;
 pub mod message;
+pub mod place;
 pub mod prompt_parts;
 pub mod provider;
 pub mod provider_error;

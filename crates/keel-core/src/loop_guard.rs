@@ -21,7 +21,7 @@ use std::hash::{Hash, Hasher};
 use serde::{Deserialize, Serialize};
 
 use crate::message::ToolCall;
-use crate::run::ToolResult;
+use crate::tool::ToolResult;
 
 /// Thresholds of the loop guard (`[guardrails]` in keel.toml).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

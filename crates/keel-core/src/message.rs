@@ -1,5 +1,6 @@
 //! The one internal message format (OpenAI-style), shared by the loop, the store and every adapter.
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 /// Who wrote a message.
@@ -203,6 +204,19 @@ impl Message {
     pub fn is_internal(&self) -> bool {
         self.meta.internal.is_some()
     }
+}
+
+/// A message as stored, with its place in the conversation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredMessage {
+    /// 1-based position in the session.
+    pub seq: u64,
+    /// The run that wrote it, if any.
+    pub run_id: Option<String>,
+    /// When it was stored.
+    pub created_at: DateTime<Utc>,
+    /// The message.
+    pub message: Message,
 }
 
 #[cfg(test)]

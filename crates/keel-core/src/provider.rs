@@ -184,3 +184,28 @@ pub trait Provider: Send + Sync {
         sink: &dyn DeltaSink,
     ) -> Result<ChatResponse, ProviderError>;
 }
+
+/// One model of the fallback chain: which provider, which model.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelTarget {
+    /// Provider name (a key of the agent's providers).
+    pub provider: String,
+    /// Model name as that provider knows it.
+    pub model: String,
+}
+
+impl ModelTarget {
+    /// A target.
+    pub fn new(provider: impl Into<String>, model: impl Into<String>) -> Self {
+        ModelTarget {
+            provider: provider.into(),
+            model: model.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ModelTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.provider, self.model)
+    }
+}

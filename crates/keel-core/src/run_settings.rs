@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::budget::{Budgets, PriceTable};
 use crate::context::ContextSettings;
 use crate::loop_guard::GuardConfig;
+pub use crate::provider::ModelTarget;
 use crate::recovery::RetryPolicy;
 use crate::worker::Worker;
 
@@ -19,31 +20,6 @@ pub const DEFAULT_ITERATION_CAP: u32 = 50;
 pub const DEFAULT_TOOL_RESULT_MAX_CHARS: usize = 8000;
 /// Default number of continuation prompts after an answer cut at `max_tokens`.
 pub const DEFAULT_MAX_TOKENS_RECOVERIES: u32 = 2;
-
-/// One model of the fallback chain: which provider, which model.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ModelTarget {
-    /// Provider name (a key of the agent's providers).
-    pub provider: String,
-    /// Model name as that provider knows it.
-    pub model: String,
-}
-
-impl ModelTarget {
-    /// A target.
-    pub fn new(provider: impl Into<String>, model: impl Into<String>) -> Self {
-        ModelTarget {
-            provider: provider.into(),
-            model: model.into(),
-        }
-    }
-}
-
-impl std::fmt::Display for ModelTarget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.provider, self.model)
-    }
-}
 
 /// What a run may do.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -73,7 +49,7 @@ pub struct RunSettings {
     pub untrusted: bool,
     /// The conversation's place on a platform, for tools that notify.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub place: Option<crate::run_options::PlatformPlace>,
+    pub place: Option<crate::place::PlatformPlace>,
     /// Sampling temperature (a persona's); the provider's default when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,

@@ -15,6 +15,7 @@ use crate::files::FileRecord;
 use crate::journal::Journal;
 use crate::lane::{LaneClaim, LaneOutcome};
 use crate::message::Message;
+pub use crate::message::StoredMessage;
 use crate::provider::Usage;
 use crate::state::{AgentState, ErrorReason};
 use crate::token_log::TokenCharge;
@@ -85,7 +86,7 @@ pub struct SessionInfo {
     pub lane_policy: crate::lane::LanePolicy,
     /// Its place on a platform, for a conversation an incoming platform message made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub place: Option<crate::run_options::PlatformPlace>,
+    pub place: Option<crate::place::PlatformPlace>,
     /// False when it came from an untrusted source (an email, an event) or is a sub-agent of
     /// one: its side-effecting tool calls need approval.
     #[serde(default = "trusted")]
@@ -94,19 +95,6 @@ pub struct SessionInfo {
 
 fn trusted() -> bool {
     true
-}
-
-/// A message as stored, with its place in the conversation.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StoredMessage {
-    /// 1-based position in the session.
-    pub seq: u64,
-    /// The run that wrote it, if any.
-    pub run_id: Option<String>,
-    /// When it was stored.
-    pub created_at: DateTime<Utc>,
-    /// The message.
-    pub message: Message,
 }
 
 /// A run as stored: what it is doing or how it ended.

@@ -127,7 +127,7 @@ pub struct ToolContext {
     /// True when the conversation was started by an untrusted source (a trigger, an email).
     pub untrusted_source: bool,
     /// The conversation's place on a platform, when it has one.
-    pub place: Option<crate::run_options::PlatformPlace>,
+    pub place: Option<crate::place::PlatformPlace>,
     /// Fires when the run is cancelled; long tools should stop early.
     pub cancel: CancellationToken,
 }
@@ -282,5 +282,70 @@ pub trait Tool: Send + Sync {
     fn approval(&self, args: &serde_json::Value) -> Option<crate::approval::ApprovalNeed> {
         let _ = args;
         None
+    }
+}
+
+/// The outcome of one tool call, as the driver hands it back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    /// The call it answers.
+    pub call_id: String,
+    /// False when `content` is an error message.
+    pub ok: bool,
+    /// What the model will see (already cut to size).
+    pub content: String,
+}
+
+/// One tool call of a run, as reported at the end.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallReport {
+    /// Call id.
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+    /// Arguments: parsed JSON when they were valid JSON, else the raw text.
+    pub arguments: serde_json::Value,
+    /// False when the tool failed or the call was refused.
+    pub ok: bool,
+    /// What the model saw.
+    pub output: String,
+}
+
+impl ToolCallReport {
+    /// A call's raw arguments as a report shows them: the JSON they hold, or the text itself
+    /// when it is not JSON.
+    pub fn arguments_of(raw: &str) -> serde_json::Value {
+        serde_json::from_str(raw).unwrap_or_else(|_| serde_json::Value::String(raw.to_string()))
+    }
+}
+
+/// Cuts `text` to `max_chars` characters with a visible marker; returns whether it was cut.
+pub fn truncate_output(text: &str, max_chars: usize) -> (String, bool) {
+    let Some((cut, _)) = text.char_indices().nth(max_chars) else {
+        return (text.to_string(), false);
+    };
+    let total = text.chars().count();
+    let mut out = String::with_capacity(cut + 96);
+    out.push_str(&text[..cut]);
+    out.push_str(&format!(
+        "\n\n[output truncated: showing the first {max_chars} of {total} characters]"
+    ));
+    (out, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_output_is_kept_whole() {
+        assert_eq!(truncate_output("abc", 3), ("abc".to_string(), false));
+    }
+
+    #[test]
+    fn long_output_is_cut_on_a_character_boundary_with_a_marker() {
+        let (out, cut) = truncate_output("ééééé", 2);
+        assert!(cut);
+        assert!(out.starts_with("éé\n\n[output truncated: showing the first 2 of 5 characters]"));
     }
 }

@@ -34,6 +34,7 @@ use crate::registry::{PreparedCall, ToolRegistry};
 use crate::run::ToolResult;
 use crate::run_settings::RunSettings;
 use crate::store::Store;
+pub use crate::tool::truncate_output;
 use crate::tool::{Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput};
 
 /// Runs tool batches for one run.
@@ -490,35 +491,4 @@ fn describe_panic(name: &str, payload: Box<dyn std::any::Any + Send>) -> String 
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "no message".to_string());
     format!("Error: tool `{name}` crashed (panic: {detail}). Try another approach.")
-}
-
-/// Cuts `text` to `max_chars` characters with a visible marker; returns whether it was cut.
-pub fn truncate_output(text: &str, max_chars: usize) -> (String, bool) {
-    let Some((cut, _)) = text.char_indices().nth(max_chars) else {
-        return (text.to_string(), false);
-    };
-    let total = text.chars().count();
-    let mut out = String::with_capacity(cut + 96);
-    out.push_str(&text[..cut]);
-    out.push_str(&format!(
-        "\n\n[output truncated: showing the first {max_chars} of {total} characters]"
-    ));
-    (out, true)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn short_output_is_kept_whole() {
-        assert_eq!(truncate_output("abc", 3), ("abc".to_string(), false));
-    }
-
-    #[test]
-    fn long_output_is_cut_on_a_character_boundary_with_a_marker() {
-        let (out, cut) = truncate_output("ééééé", 2);
-        assert!(cut);
-        assert!(out.starts_with("éé\n\n[output truncated: showing the first 2 of 5 characters]"));
-    }
 }

@@ -45,7 +45,7 @@ pub(crate) async fn save(
     record: &FileRecord,
     content: &[u8],
 ) -> Result<(), StoreError> {
-    record.check_content(content)?;
+    record.check_content(content).map_err(StoreError::Backend)?;
     let size = i64::try_from(record.size)
         .map_err(|_| StoreError::Backend(format!("file `{}` is too large", record.id)))?;
     let mut batch = Batch::of(KEEP_CONTENT).bind(&record.sha256).bind(content);

@@ -10,6 +10,7 @@ use super::Run;
 use crate::approval::PendingApproval;
 use crate::message::ToolCall;
 use crate::provider::ChatRequest;
+pub use crate::tool::{ToolCallReport, ToolResult};
 
 /// What the driver must do next.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,38 +43,4 @@ pub struct ModelCall {
     pub request: ChatRequest,
     /// How long to wait before sending (a retry's backoff).
     pub wait: Duration,
-}
-
-/// The outcome of one tool call, as the driver hands it back.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ToolResult {
-    /// The call it answers.
-    pub call_id: String,
-    /// False when `content` is an error message.
-    pub ok: bool,
-    /// What the model will see (already cut to size).
-    pub content: String,
-}
-
-/// One tool call of a run, as reported at the end.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ToolCallReport {
-    /// Call id.
-    pub id: String,
-    /// Tool name.
-    pub name: String,
-    /// Arguments: parsed JSON when they were valid JSON, else the raw text.
-    pub arguments: serde_json::Value,
-    /// False when the tool failed or the call was refused.
-    pub ok: bool,
-    /// What the model saw.
-    pub output: String,
-}
-
-impl ToolCallReport {
-    /// A call's raw arguments as a report shows them: the JSON they hold, or the text itself
-    /// when it is not JSON.
-    pub fn arguments_of(raw: &str) -> serde_json::Value {
-        serde_json::from_str(raw).unwrap_or_else(|_| serde_json::Value::String(raw.to_string()))
-    }
 }

@@ -24,7 +24,7 @@ impl Data {
         record: &FileRecord,
         content: &[u8],
     ) -> Result<(), StoreError> {
-        record.check_content(content)?;
+        record.check_content(content).map_err(StoreError::Backend)?;
         if !self.sessions.contains_key(&record.session_id) {
             return Err(StoreError::NotFound(format!(
                 "session `{}`",
