@@ -13,6 +13,7 @@ use keel_core::{
     Agent, AgentBuilder, Provider, RunRequest, Store, Tool, ToolContext, ToolError, ToolOutput,
     ToolSpec,
 };
+use keel_extensions::AgentCallbacks;
 use keel_mock::{MockServer, Script, ScriptedProvider, ServeOptions, Step};
 use keel_providers::{OpenAiChat, OpenAiConfig};
 use keel_store::MemoryStore;

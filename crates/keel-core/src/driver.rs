@@ -13,9 +13,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{ApprovalDecision, PendingApproval, session_key};
-use crate::callbacks::progress::Progress;
 use crate::checkpoint::ToolCallRecord;
 use crate::clock::Clock;
+use crate::event::progress::Progress;
 use crate::event::{Emitter, EventKind};
 use crate::heartbeat::HeartbeatTicker;
 use crate::human::HumanChannel;

@@ -10,7 +10,6 @@ pub mod agent;
 pub mod agent_tools;
 pub mod approval;
 pub mod budget;
-pub mod callbacks;
 pub mod checkpoint;
 pub mod clock;
 pub mod context;
@@ -54,12 +53,12 @@ pub use agent::{
     Agent, AgentBuilder, AgentError, ResumeOptions, RunReport, RunRequest, UnsafeCall,
 };
 pub use approval::{ApprovalDecision, ApprovalNeed, PendingApproval};
-pub use callbacks::{
-    ModelReasoning, ParsedToolCall, RunStatus, StatusChange, StepSummary, Thinking, ToolProgress,
-};
 pub use checkpoint::{Boundary, Checkpoint, ToolCallRecord};
 pub use clock::{Clock, SystemClock};
-pub use event::{Emitter, Event, EventKind, EventLog, EventSink, HookEvent, HookOutcome};
+pub use event::{
+    Emitter, Event, EventKind, EventLog, EventSink, HookEvent, HookOutcome, ModelReasoning,
+    ParsedToolCall, RunStatus, StatusChange, StepSummary,
+};
 pub use human::{HumanChannel, Question};
 pub use journal::Journal;
 pub use lane::{LaneClaim, LaneHolder, LaneOutcome, LanePolicy};

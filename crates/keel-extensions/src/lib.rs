@@ -2,13 +2,15 @@
 //! kernel through its one seam (see [`keel_core::extension`]): the tools the loop answers
 //! itself (the run journal's three, `todo`, `clarify`, `request_more_iterations`), the memory
 //! notes with their flush before a compaction, importance scores, routing by complexity,
-//! recalling and learning known facts, and the tool hooks around each call.
+//! recalling and learning known facts, and the tool hooks around each call; and the typed
+//! callbacks an embedder watches a run with ([`callbacks`], built on the kernel's event sinks).
 //!
 //! It depends on keel-core alone: no store, no HTTP, no provider. It must not be depended on by
 //! keel-core; the crates that assemble an agent (keel-config, keel-server, the binary) register
 //! what they want, usually [`standard`] and the configured ones.
 
 pub mod builder_ext;
+pub mod callbacks;
 pub mod clarify;
 pub mod facts;
 pub mod importance;
@@ -22,6 +24,7 @@ pub mod tool_hooks;
 use std::sync::Arc;
 
 pub use builder_ext::AgentBuilderExt;
+pub use callbacks::{AgentCallbacks, Thinking, ToolProgress};
 use keel_core::extension::Extension;
 
 /// The extensions every keel agent has unless told otherwise, in their order:

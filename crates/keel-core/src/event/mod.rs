@@ -1,7 +1,5 @@
 //! Events: every decision the loop makes, with a stable dotted name (DESIGN.md section 7).
 
-use std::sync::Mutex;
-
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -11,9 +9,17 @@ use crate::state::{AgentState, ErrorReason};
 
 mod emitter;
 mod hook;
+mod names;
+pub(crate) mod progress;
+mod route;
+mod sink;
+mod status;
 
 pub use emitter::Emitter;
 pub use hook::{HookEvent, HookOutcome};
+pub use route::{MatchedSkill, Tier};
+pub use sink::{EventLog, EventSink};
+pub use status::{ModelReasoning, ParsedToolCall, RunStatus, StatusChange, StepSummary};
 
 /// One event of one run. Serializes as a flat JSON object `{ts, event, run_id, session_id, ...}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -103,19 +109,20 @@ pub enum EventKind {
         #[serde(flatten)]
         delta: StreamDelta,
     },
-    // Callbacks (issue 16): what the loop tells an embedder as it goes (see `crate::callbacks`).
+    // Progress (issue 16): what the loop tells an embedder as it goes (see `status`; the typed
+    // callbacks of `keel_extensions::callbacks` read these).
     /// The run's status changed. Live only.
     #[serde(rename = "agent.status")]
-    StatusChanged(crate::callbacks::StatusChange),
+    StatusChanged(StatusChange),
     /// The reasoning text of a model answer. Live only.
     #[serde(rename = "agent.model.reasoning")]
-    ModelReasoning(crate::callbacks::ModelReasoning),
+    ModelReasoning(ModelReasoning),
     /// A tool call parsed from a model answer. Live only.
     #[serde(rename = "agent.tool_call.parsed")]
-    ToolCallParsed(crate::callbacks::ParsedToolCall),
+    ToolCallParsed(ParsedToolCall),
     /// A complete agent turn: the model answered and its tool calls have their results.
     #[serde(rename = "agent.step.completed")]
-    StepCompleted(crate::callbacks::StepSummary),
+    StepCompleted(StepSummary),
     /// A tool call began.
     #[serde(rename = "agent.tool.started")]
     ToolStarted {
@@ -474,144 +481,6 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         left_out: Vec<String>,
     },
-}
-
-/// A skill in the system prompt, and why (see [`EventKind::SkillsMatched`]).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct MatchedSkill {
-    /// The skill's name.
-    pub name: String,
-    /// `trigger "deploy"`, or `description (score 2.3)`.
-    pub why: String,
-}
-
-impl EventKind {
-    /// The event's stable dotted name.
-    pub fn name(&self) -> &'static str {
-        match self {
-            EventKind::RunStarted { .. } => "agent_run.started",
-            EventKind::ToolsOffered { .. } => "agent.tools.offered",
-            EventKind::ModelRequest { .. } => "agent.model.request",
-            EventKind::ModelResponse { .. } => "agent.model.response",
-            EventKind::ModelError { .. } => "agent.model.error",
-            EventKind::StreamDelta { .. } => "agent.stream.delta",
-            EventKind::StatusChanged(_) => "agent.status",
-            EventKind::ModelReasoning(_) => "agent.model.reasoning",
-            EventKind::ToolCallParsed(_) => "agent.tool_call.parsed",
-            EventKind::StepCompleted(_) => "agent.step.completed",
-            EventKind::ToolStarted { .. } => "agent.tool.started",
-            EventKind::ToolCompleted { .. } => "agent.tool.completed",
-            EventKind::ToolHook { .. } => "agent.tool.hook",
-            EventKind::ProviderRetry { .. } => "agent.provider.retry",
-            EventKind::ProviderFallback { .. } => "agent.provider.fallback",
-            EventKind::ToolRetry { .. } => "agent.tool.retry",
-            EventKind::LoopDetected { .. } => "agent.loop.detected",
-            EventKind::GuardrailEscalated { .. } => "agent.guardrail.escalated",
-            EventKind::MaxTokensRecovery { .. } => "agent.max_tokens.recovery",
-            EventKind::IterationsExtended { .. } => "agent.iterations.extended",
-            EventKind::BudgetNear { .. } => "agent.budget.near",
-            EventKind::SoftLimit { .. } => "agent.exhaustion.soft_limit",
-            EventKind::ConfigFallback { .. } => "agent.config.fallback",
-            EventKind::MemoryRetrieved { .. } => "agent.memory.retrieved",
-            EventKind::MemoryLearned { .. } => "agent.memory.learned",
-            EventKind::CompactionRun { .. } => "agent.compaction.run",
-            EventKind::MemoryFlushed { .. } => "agent.memory.flushed",
-            EventKind::Checkpoint { .. } => "agent.checkpoint",
-            EventKind::HumanAsked { .. } => "agent.human.asked",
-            EventKind::HumanAnswered { .. } => "agent.human.answered",
-            EventKind::ApprovalRequested { .. } => "agent.approval.requested",
-            EventKind::ApprovalDecided { .. } => "agent.approval.decided",
-            EventKind::ResumeUnsafe { .. } => "agent_run.resume_unsafe",
-            EventKind::Resumed { .. } => "agent_run.resumed",
-            EventKind::Reconcile { .. } => "agent_run.reconcile",
-            EventKind::RecoveryFired { .. } => "agent.recovery.fired",
-            EventKind::RunCompleted { .. } => "agent_run.completed",
-            EventKind::DelegateStarted { .. } => "agent.delegate.started",
-            EventKind::DelegateFinished { .. } => "agent.delegate.finished",
-            EventKind::RunCancelled { .. } => "agent_run.cancelled",
-            EventKind::RunFailed { .. } => "agent_run.failed",
-            EventKind::RouteDecided { .. } => "agent.route.decided",
-            EventKind::SkillsMatched { .. } => "agent.skills.matched",
-        }
-    }
-}
-
-impl EventKind {
-    /// Whether the event is stored with its run (and counts in SSE event ids). Stream deltas
-    /// and the live callback events are not: what they carry is stored on the messages, or is
-    /// news only while the run goes.
-    pub fn is_durable(&self) -> bool {
-        !matches!(
-            self,
-            EventKind::StreamDelta { .. }
-                | EventKind::StatusChanged(_)
-                | EventKind::ModelReasoning(_)
-                | EventKind::ToolCallParsed(_)
-                | EventKind::MemoryLearned { .. }
-        )
-    }
-}
-
-/// Receives events. Implementations must be cheap and must not block the loop.
-pub trait EventSink: Send + Sync {
-    /// Called for every event, in order.
-    fn emit(&self, event: &Event);
-}
-
-/// A sink that keeps every event in memory, for tests and for embedders who want the list.
-#[derive(Default)]
-pub struct EventLog {
-    events: Mutex<Vec<Event>>,
-}
-
-impl EventLog {
-    /// An empty log.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// A copy of every event so far.
-    pub fn events(&self) -> Vec<Event> {
-        self.events.lock().map(|e| e.clone()).unwrap_or_default()
-    }
-
-    /// The names of every event so far, in order.
-    pub fn names(&self) -> Vec<&'static str> {
-        self.events
-            .lock()
-            .map(|e| e.iter().map(|e| e.kind.name()).collect())
-            .unwrap_or_default()
-    }
-}
-
-impl EventSink for EventLog {
-    fn emit(&self, event: &Event) {
-        if let Ok(mut events) = self.events.lock() {
-            events.push(event.clone());
-        }
-    }
-}
-
-/// How demanding a message looks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Tier {
-    /// Greetings, acknowledgements, short plain questions.
-    Fast,
-    /// Everything between.
-    Primary,
-    /// Code, multi-step work, requests that need tools, long or attached material.
-    Smart,
-}
-
-impl std::fmt::Display for Tier {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Tier::Fast => "fast",
-            Tier::Primary => "primary",
-            Tier::Smart => "smart",
-        })
-    }
 }
 
 #[cfg(test)]

@@ -2,10 +2,12 @@
 //! thinking), whole, once the answer is complete. `keel run --show-reasoning` shows the same.
 //!
 //! ```sh
-//! cargo run -p keel-core --example on_reasoning
+//! cargo run -p keel-extensions --example on_reasoning
 //! ```
 
 mod support;
+
+use keel_extensions::AgentCallbacks;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -1,9 +1,9 @@
-//! What the driver tells the event stream as a run goes, for the callbacks: the run's status at
-//! each step, the reasoning and tool calls of each model answer, and each completed turn. The
+//! What the driver tells the event stream as a run goes, for an embedder (the typed callbacks
+//! read it): the run's status at each step, the reasoning and tool calls of each model answer, and each completed turn. The
 //! run (the state machine) decides; this only describes what the driver is about to do.
 
-use super::payloads::{ModelReasoning, ParsedToolCall, RunStatus, StatusChange, StepSummary};
-use crate::event::{Emitter, EventKind};
+use super::status::{ModelReasoning, ParsedToolCall, RunStatus, StatusChange, StepSummary};
+use super::{Emitter, EventKind};
 use crate::provider::ChatResponse;
 use crate::run::{Run, Step};
 

@@ -2,7 +2,7 @@
 //! model writes it. Called per token: keep it cheap.
 //!
 //! ```sh
-//! cargo run -p keel-core --example on_stream_delta
+//! cargo run -p keel-extensions --example on_stream_delta
 //! ```
 
 mod support;
@@ -10,6 +10,7 @@ mod support;
 use std::io::Write;
 
 use keel_core::StreamDelta;
+use keel_extensions::AgentCallbacks;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

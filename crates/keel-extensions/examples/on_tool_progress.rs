@@ -2,12 +2,12 @@
 //! and a gateway's progress messages are built on this).
 //!
 //! ```sh
-//! cargo run -p keel-core --example on_tool_progress
+//! cargo run -p keel-extensions --example on_tool_progress
 //! ```
 
 mod support;
 
-use keel_core::ToolProgress;
+use keel_extensions::{AgentCallbacks, ToolProgress};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -2,10 +2,12 @@
 //! complete and before it runs — a preview of what the agent is about to do.
 //!
 //! ```sh
-//! cargo run -p keel-core --example on_tool_call_parsed
+//! cargo run -p keel-extensions --example on_tool_call_parsed
 //! ```
 
 mod support;
+
+use keel_extensions::AgentCallbacks;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -1,7 +1,8 @@
-//! Typed callbacks for embedders (seed 004's callback surfaces), built on the event stream:
-//! each `AgentBuilder::on_*` method adds an [`EventSink`] that picks its events and hands their
-//! data, typed, to a handler. What the events say is the one source of truth; an embedder who
-//! wants everything uses [`AgentBuilder::event_sink`] instead.
+//! Typed callbacks for embedders (seed 004's callback surfaces), built on the kernel's event
+//! stream: each `on_*` method of [`AgentCallbacks`] adds an [`EventSink`] to the
+//! [`AgentBuilder`] that picks its events and hands their data, typed, to a handler. What the
+//! events say is the one source of truth; an embedder who wants everything uses
+//! [`AgentBuilder::event_sink`] instead. `use keel_extensions::AgentCallbacks;`
 //!
 //! | method | fires | with |
 //! | --- | --- | --- |
@@ -20,21 +21,75 @@
 //! panic is caught, logged (`tracing`, once per handler at `warn`, then at `debug`), and the
 //! run goes on (with `panic = "abort"` nothing can be caught).
 //!
-//! [`AgentBuilder::event_sink`]: crate::agent::AgentBuilder::event_sink
-//! [`StreamDelta`]: crate::provider::StreamDelta
+//! [`AgentBuilder`]: keel_core::AgentBuilder
+//! [`AgentBuilder::event_sink`]: keel_core::AgentBuilder::event_sink
+//! [`StreamDelta`]: keel_core::StreamDelta
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::event::{Event, EventKind, EventSink};
+use keel_core::event::{Event, EventKind, EventSink};
+pub use keel_core::event::{ModelReasoning, ParsedToolCall, RunStatus, StatusChange, StepSummary};
 
 mod builder;
-mod payloads;
-pub(crate) mod progress;
 
-pub use payloads::{
-    ModelReasoning, ParsedToolCall, RunStatus, StatusChange, StepSummary, Thinking, ToolProgress,
-};
+pub use builder::AgentCallbacks;
+
+/// The model is, or stopped, thinking: a view of [`StatusChange`] for a "thinking…" indicator.
+/// `Started` when a model call begins; `Stopped` when the run moves on from it (the answer
+/// arrived, the call failed for good, or the run was cancelled). Retries of the same call are
+/// one thinking spell; each new model call is a new one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Thinking {
+    /// A model call began.
+    Started {
+        /// Its iteration, 1-based.
+        iteration: u32,
+    },
+    /// The call is over.
+    Stopped,
+}
+
+/// A tool call began, is retried, or ended: a view of `agent.tool.started`,
+/// `agent.tool.retry` and `agent.tool.completed`, borrowing from the event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolProgress<'a> {
+    /// Before the tool runs.
+    Started {
+        /// Call id.
+        call_id: &'a str,
+        /// Tool name.
+        name: &'a str,
+        /// Raw JSON arguments.
+        arguments: &'a str,
+    },
+    /// A transient failure of an idempotent tool; it runs again after `wait_ms`.
+    Retrying {
+        /// Call id.
+        call_id: &'a str,
+        /// Tool name.
+        name: &'a str,
+        /// The retry number, from 1.
+        attempt: u32,
+        /// The wait before it.
+        wait_ms: u64,
+        /// What went wrong.
+        error: &'a str,
+    },
+    /// After the tool ran.
+    Completed {
+        /// Call id.
+        call_id: &'a str,
+        /// Tool name.
+        name: &'a str,
+        /// False when the result is an error.
+        ok: bool,
+        /// The result as the model sees it.
+        output: &'a str,
+        /// How long the call took.
+        duration_ms: u64,
+    },
+}
 
 impl<'a> ToolProgress<'a> {
     /// The tool progress an event tells, if it tells one.
@@ -97,11 +152,14 @@ impl Thinking {
 pub(crate) struct Callback<F> {
     /// The builder method it came from, for the log.
     name: &'static str,
+    /// What it hands events to.
     handler: F,
+    /// Whether the handler panicked before (later panics are logged at debug).
     panicked: AtomicBool,
 }
 
 impl<F: Fn(&EventKind) + Send + Sync> Callback<F> {
+    /// A sink handing every event to `handler`, named `name` in the log.
     pub(crate) fn new(name: &'static str, handler: F) -> Self {
         Callback {
             name,

@@ -1,5 +1,7 @@
-//! What each callback receives. The owned payloads are also the data of the events they come
-//! from (one source of truth); [`ToolProgress`] and [`Thinking`] are views of existing events.
+//! What the loop tells an embedder as a run goes (the live progress events): the data of
+//! `agent.status`, `agent.model.reasoning`, `agent.tool_call.parsed` and
+//! `agent.step.completed`. The driver emits them (see `progress`); `keel_extensions::callbacks`
+//! hands them, typed, to an embedder's handlers.
 
 use serde::{Deserialize, Serialize};
 
@@ -51,21 +53,6 @@ pub struct StatusChange {
     pub state: AgentState,
 }
 
-/// The model is, or stopped, thinking: a view of [`StatusChange`] for a "thinking…" indicator.
-/// `Started` when a model call begins; `Stopped` when the run moves on from it (the answer
-/// arrived, the call failed for good, or the run was cancelled). Retries of the same call are
-/// one thinking spell; each new model call is a new one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Thinking {
-    /// A model call began.
-    Started {
-        /// Its iteration, 1-based.
-        iteration: u32,
-    },
-    /// The call is over.
-    Stopped,
-}
-
 /// The reasoning text of one model answer (`agent.model.reasoning`; live only: the text is
 /// stored on the assistant message). Sent once per answer that carried reasoning text, whole,
 /// streamed or not; the pieces of a streamed one also arrive as [`StreamDelta::Reasoning`].
@@ -108,45 +95,4 @@ pub struct StepSummary {
     pub tools: Vec<String>,
     /// Tokens the run used so far.
     pub usage: Usage,
-}
-
-/// A tool call began, is retried, or ended: a view of `agent.tool.started`,
-/// `agent.tool.retry` and `agent.tool.completed`, borrowing from the event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ToolProgress<'a> {
-    /// Before the tool runs.
-    Started {
-        /// Call id.
-        call_id: &'a str,
-        /// Tool name.
-        name: &'a str,
-        /// Raw JSON arguments.
-        arguments: &'a str,
-    },
-    /// A transient failure of an idempotent tool; it runs again after `wait_ms`.
-    Retrying {
-        /// Call id.
-        call_id: &'a str,
-        /// Tool name.
-        name: &'a str,
-        /// The retry number, from 1.
-        attempt: u32,
-        /// The wait before it.
-        wait_ms: u64,
-        /// What went wrong.
-        error: &'a str,
-    },
-    /// After the tool ran.
-    Completed {
-        /// Call id.
-        call_id: &'a str,
-        /// Tool name.
-        name: &'a str,
-        /// False when the result is an error.
-        ok: bool,
-        /// The result as the model sees it.
-        output: &'a str,
-        /// How long the call took.
-        duration_ms: u64,
-    },
 }

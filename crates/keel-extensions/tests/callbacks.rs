@@ -1,14 +1,14 @@
-//! The typed callbacks of `AgentBuilder` (seed 004's callback surfaces), fired by real runs on
+//! The typed callbacks of `AgentCallbacks` (seed 004's callback surfaces), fired by real runs on
 //! a scripted model, streamed and whole: each gets what happened, in order, and a handler that
 //! panics changes nothing for the run.
 
+#[path = "../../keel-core/tests/support/mod.rs"]
 mod support;
 
 use std::sync::{Arc, Mutex};
 
-use keel_core::{
-    Agent, AgentBuilder, AgentState, RunRequest, RunStatus, StreamDelta, Thinking, ToolProgress,
-};
+use keel_core::{Agent, AgentBuilder, AgentState, RunRequest, RunStatus, StreamDelta};
+use keel_extensions::{AgentCallbacks, Thinking, ToolProgress};
 use keel_mock::{ScriptedProvider, Step};
 use keel_store::MemoryStore;
 use serde_json::json;

@@ -1,10 +1,12 @@
-//! What the callback examples share: a scripted model (no key, no network) and one tool.
+//! What the callback examples share: a scripted model (no key, no network), an in-memory
+//! store and one tool.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use keel_core::{Agent, AgentBuilder, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use keel_mock::{ScriptedProvider, Step};
+use keel_store::MemoryStore;
 use serde_json::{Value, json};
 
 /// Today's weather in a city (made up).
@@ -45,6 +47,7 @@ pub fn agent(stream: bool) -> AgentBuilder {
     Agent::builder()
         .provider(Arc::new(model))
         .model("scripted")
+        .store(Arc::new(MemoryStore::new()))
         .tool(Arc::new(weather))
         .stream(stream)
 }

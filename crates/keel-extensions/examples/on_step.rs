@@ -2,10 +2,12 @@
 //! for has its result) — step tracking for a gateway or a progress bar.
 //!
 //! ```sh
-//! cargo run -p keel-core --example on_step
+//! cargo run -p keel-extensions --example on_step
 //! ```
 
 mod support;
+
+use keel_extensions::AgentCallbacks;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -2,14 +2,14 @@
 //! run moves on from it.
 //!
 //! ```sh
-//! cargo run -p keel-core --example on_thinking
+//! cargo run -p keel-extensions --example on_thinking
 //! ```
 
 mod support;
 
 use std::time::Instant;
 
-use keel_core::Thinking;
+use keel_extensions::{AgentCallbacks, Thinking};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

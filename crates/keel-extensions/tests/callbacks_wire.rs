@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use keel_core::{Agent, AgentState, Provider, Role, RunRequest, Store, StreamDelta};
+use keel_extensions::AgentCallbacks;
 use keel_mock::{MockServer, Script, Step};
 use keel_providers::{Anthropic, AnthropicConfig, OpenAiChat, OpenAiConfig, OpenAiResponses};
 use keel_store::MemoryStore;

@@ -2,10 +2,12 @@
 //! approval or for the human, finished (what an ACP client shows).
 //!
 //! ```sh
-//! cargo run -p keel-core --example on_status
+//! cargo run -p keel-extensions --example on_status
 //! ```
 
 mod support;
+
+use keel_extensions::AgentCallbacks;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
