@@ -55,7 +55,7 @@ impl EventKind {
 
 impl EventKind {
     /// Whether the event is stored with its run (and counts in SSE event ids). Stream deltas
-    /// and the live callback events are not: what they carry is stored on the messages, or is
+    /// and the live progress events are not: what they carry is stored on the messages, or is
     /// news only while the run goes.
     pub fn is_durable(&self) -> bool {
         !matches!(

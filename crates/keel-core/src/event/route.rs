@@ -4,6 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 /// A skill in the system prompt, and why (see [`EventKind::SkillsMatched`]).
+///
+/// [`EventKind::SkillsMatched`]: super::EventKind::SkillsMatched
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MatchedSkill {
     /// The skill's name.
