@@ -2,8 +2,8 @@
 //! against keel-core's `MemoryStore`, so both implementations are held to one contract.
 
 mod common;
-use chrono::{DateTime, Duration, TimeZone, Utc};
-use common::{memory, sqlite_file, sqlite_in_memory};
+use chrono::Duration;
+use common::{at, memory, openai_run_record as run_record, sqlite_file, sqlite_in_memory};
 use keel_core::store::session_title;
 use keel_core::{
     AgentState, ErrorReason, InternalReason, Message, Reasoning, RunRecord, ToolCall, Usage,
@@ -383,36 +383,4 @@ async fn run_listing_on(store: &dyn DaemonStore) {
     assert_eq!(ids(store.list_runs(None, 1).await.unwrap()), ["r-b2"]);
     assert!(store.list_runs(Some("none"), 10).await.unwrap().is_empty());
     assert!(store.list_runs(None, 0).await.unwrap().is_empty());
-}
-
-/// A fixed instant `minutes` after a base time, with a sub-microsecond part.
-fn at(minutes: i64) -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2025, 3, 1, 12, 0, 0).unwrap()
-        + Duration::minutes(minutes)
-        + Duration::nanoseconds(17)
-}
-
-fn run_record(id: &str, session_id: &str, started_at: DateTime<Utc>) -> RunRecord {
-    RunRecord {
-        id: id.into(),
-        session_id: session_id.into(),
-        state: AgentState::Running,
-        reason: None,
-        provider: "openai".into(),
-        model: "gpt-4.1".into(),
-        model_used: None,
-        iterations: 0,
-        usage: Usage::default(),
-        final_text: None,
-        error: None,
-        started_at,
-        updated_at: started_at,
-        finished_at: None,
-        cost: 0.0,
-        heartbeat_at: None,
-        cancel_requested_at: None,
-        resume_available: false,
-        launch: None,
-        worker: None,
-    }
 }

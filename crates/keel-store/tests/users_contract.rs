@@ -3,9 +3,9 @@
 //! `contract.rs`.
 
 mod common;
-use chrono::{DateTime, Duration, TimeZone, Utc};
-use common::{memory, sqlite_file, sqlite_in_memory};
-use keel_core::{AgentState, RunRecord, Usage, UserRecord};
+use chrono::{DateTime, TimeZone, Utc};
+use common::{at, memory, openai_run_record as run_record, sqlite_file, sqlite_in_memory};
+use keel_core::{Usage, UserRecord};
 use keel_platform::DaemonStore;
 
 macro_rules! users_tests {
@@ -25,38 +25,6 @@ macro_rules! users_tests {
 users_tests!(memory_store, memory());
 users_tests!(sqlite_in_memory_store, sqlite_in_memory());
 users_tests!(sqlite_file_store, sqlite_file());
-
-/// A fixed instant `minutes` after a base time, with a sub-microsecond part.
-fn at(minutes: i64) -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2025, 3, 1, 12, 0, 0).unwrap()
-        + Duration::minutes(minutes)
-        + Duration::nanoseconds(17)
-}
-
-fn run_record(id: &str, session_id: &str, started_at: DateTime<Utc>) -> RunRecord {
-    RunRecord {
-        id: id.into(),
-        session_id: session_id.into(),
-        state: AgentState::Running,
-        reason: None,
-        provider: "openai".into(),
-        model: "gpt-4.1".into(),
-        model_used: None,
-        iterations: 0,
-        usage: Usage::default(),
-        final_text: None,
-        error: None,
-        started_at,
-        updated_at: started_at,
-        finished_at: None,
-        cost: 0.0,
-        heartbeat_at: None,
-        cancel_requested_at: None,
-        resume_available: false,
-        launch: None,
-        worker: None,
-    }
-}
 
 async fn users_and_usage_on(store: &dyn DaemonStore) {
     assert_eq!(store.user("ada").await.unwrap(), None);

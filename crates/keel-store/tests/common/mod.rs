@@ -42,6 +42,15 @@ pub fn run_record(id: &str, session_id: &str, started_at: DateTime<Utc>) -> RunR
     }
 }
 
+/// [`run_record`] on OpenAI's `gpt-4.1`, as the store contract's older checks write it.
+pub fn openai_run_record(id: &str, session_id: &str, started_at: DateTime<Utc>) -> RunRecord {
+    RunRecord {
+        provider: "openai".into(),
+        model: "gpt-4.1".into(),
+        ..run_record(id, session_id, started_at)
+    }
+}
+
 pub fn event(run: &RunRecord, minutes: i64, kind: EventKind) -> Event {
     Event {
         ts: at(minutes) + Duration::nanoseconds(minutes.rem_euclid(1000)),
