@@ -5,82 +5,12 @@
 
 mod common;
 
-use common::daemon::{Daemon, daemon_config, make_key};
-use common::{Mock, keel, run, stdout, temp};
-use serde_json::{Value, json};
-
-/// A daemon on a mock answering `script`; its home, workspace and guards.
-fn platform_daemon(script: &str) -> (Daemon, Mock, std::path::PathBuf, Vec<tempfile::TempDir>) {
-    platform_daemon_with(script, "")
-}
-
-/// [`platform_daemon`] with more configuration.
-fn platform_daemon_with(
-    script: &str,
-    extra: &str,
-) -> (Daemon, Mock, std::path::PathBuf, Vec<tempfile::TempDir>) {
-    let mock = Mock::start(script);
-    let (home_guard, home) = temp();
-    let (workspace_guard, workspace) = temp();
-    daemon_config(&home, &mock, &workspace, extra);
-    (
-        Daemon::start(&home),
-        mock,
-        workspace,
-        vec![home_guard, workspace_guard],
-    )
-}
-
-fn message(
-    platform: &str,
-    user: &str,
-    server: Option<&str>,
-    channel: &str,
-    thread: Option<&str>,
-) -> Value {
-    json!({
-        "platform": platform, "platform_user_id": user, "platform_server_id": server,
-        "platform_channel_id": channel, "platform_thread_id": thread, "text": "hello"
-    })
-}
-
-/// Makes `user` a user (permission `user`) linked to `slack_id` on Slack.
-fn slack_user(home: &std::path::Path, user: &str, slack_id: &str) {
-    for args in [
-        vec!["users", "set", user, "--permission", "user"],
-        vec![
-            "users",
-            "link",
-            user,
-            "--platform",
-            "slack",
-            "--platform-user-id",
-            slack_id,
-        ],
-    ] {
-        let output = run(keel(home).args(&args));
-        assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
-    }
-}
-
-/// The system prompt and tool names of a request the mock received.
-fn prompt_and_tools(request: &Value) -> (String, Vec<String>) {
-    let body = request;
-    let prompt = body["messages"][0]["content"]
-        .as_str()
-        .unwrap_or("")
-        .to_string();
-    let tools = body["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|tool| tool["function"]["name"].as_str().unwrap().to_string())
-                .collect()
-        })
-        .unwrap_or_default();
-    (prompt, tools)
-}
+use common::daemon::{Daemon, make_key};
+use common::platform::{
+    message, platform_daemon, platform_daemon_with, prompt_and_tools, slack_user,
+};
+use common::{keel, run, stdout};
+use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn platform_messages_resolve_users_personas_and_conversations() {
@@ -316,99 +246,6 @@ async fn an_email_trigger_never_writes_and_personas_limit_modules() {
     let (prompt, tools) = prompt_and_tools(&requests[requests.len() - 2]);
     assert!(prompt.contains("Web only."), "{prompt}");
     assert!(!tools.iter().any(|t| t.contains("file")), "{tools:?}");
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn attachments_are_kept_once_read_by_a_tool_and_produced_files_come_back() {
-    let script = json!({"per_turn": true, "steps": [
-        {"text": "Reading.", "tool_calls": [{"name": "read_attachment", "arguments": {"name": "notes.txt"}}]},
-        {"text": "Writing.", "tool_calls": [{"name": "write_file", "arguments": {"path": "report.md", "content": "# Report"}}]},
-        {"text": "Done."}
-    ]})
-    .to_string();
-    let (daemon, mock, workspace, _guards) = platform_daemon(&script);
-    slack_user(&daemon.home, "ann", "U3");
-    let admin = daemon.client(&make_key(&daemon.home, &["--admin"]));
-    let mut with_files = message("slack", "U3", None, "C5", None);
-    with_files["attachments"] = json!([
-        {"name": "notes.txt", "content": "the launch code is 4512"},
-        {"name": "photo.png", "media_type": "image/png", "content_base64": "iVBORw0KGgo="}
-    ]);
-    let (status, report) = admin
-        .post("/v1/messages?wait=true", with_files.clone())
-        .await;
-    assert_eq!(status, 200, "{report}");
-    assert_eq!(report["state"], "completed", "{report}");
-
-    // The model was told about the files, and the tool read one.
-    let requests = mock.requests();
-    let told = requests[0]["messages"].to_string();
-    assert!(
-        told.contains("[Attached files:]") && told.contains("notes.txt (file_id: file_"),
-        "{told}"
-    );
-    assert!(told.contains("photo.png (file_id: file_") && told.contains("8 bytes, image/png"));
-    assert!(
-        requests[1]["messages"]
-            .to_string()
-            .contains("the launch code is 4512")
-    );
-
-    // The produced file came back with the answer, and its bytes can be fetched.
-    let files = report["files"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{report}"));
-    assert_eq!(files.len(), 1, "{report}");
-    assert_eq!(
-        (files[0]["name"].as_str(), files[0]["size"].as_u64()),
-        (Some("report.md"), Some(8))
-    );
-    assert_eq!(files[0]["origin"], "produced");
-    assert_eq!(
-        std::fs::read_to_string(workspace.join("report.md")).unwrap(),
-        "# Report"
-    );
-    let produced = files[0]["id"].as_str().unwrap();
-    let content = admin
-        .request(
-            reqwest::Method::GET,
-            &format!("/v1/files/{produced}/content"),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(content.status(), 200);
-    assert_eq!(content.headers()["content-type"], "text/markdown");
-    assert_eq!(content.text().await.unwrap(), "# Report");
-
-    // The same bytes again: a second record over the same content.
-    let (status, again) = admin.post("/v1/messages?wait=true", with_files).await;
-    assert_eq!(status, 200, "{again}");
-    let requests = mock.requests();
-    let ids: Vec<String> = [0, 3]
-        .iter()
-        .map(|&i| {
-            let text = requests[i]["messages"].to_string();
-            // The latest message's attachment: the second request also carries the first.
-            let at = text.rfind("notes.txt (file_id: ").unwrap() + "notes.txt (file_id: ".len();
-            text[at..].split(',').next().unwrap().to_string()
-        })
-        .collect();
-    assert_ne!(ids[0], ids[1]);
-    let (_, first) = admin.get(&format!("/v1/files/{}", ids[0])).await;
-    let (_, second) = admin.get(&format!("/v1/files/{}", ids[1])).await;
-    assert_eq!(first["sha256"], second["sha256"], "{first} {second}");
-    assert_eq!(first["session_id"], "slack:C5");
-
-    // Another user's key sees none of it.
-    let stranger = daemon.client(&make_key(&daemon.home, &["--user", "bob"]));
-    for path in [
-        format!("/v1/files/{}", ids[0]),
-        format!("/v1/files/{produced}/content"),
-    ] {
-        let (status, body) = stranger.get(&path).await;
-        assert_eq!(status, 404, "{path}: {body}");
-    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -4,6 +4,7 @@
 
 pub mod bound;
 pub mod daemon;
+pub mod platform;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
