@@ -1,7 +1,7 @@
 //! `[delegation]`: whether runs may hand tasks to sub-agents (`delegate_task`), and within what
 //! bounds — tasks run at once, depth, a child's iterations, the model children use.
 
-use keel_core::delegate::DelegationPolicy;
+use keel_extensions::delegation::DelegationPolicy;
 use serde::Deserialize;
 
 /// `[delegation]` as written.

@@ -118,7 +118,7 @@ pub struct Settings {
     /// A model per tier of message; `None` when none is configured or `--model` names one.
     pub routing: Option<keel_extensions::routing::RoutingPolicy>,
     /// How runs may delegate to sub-agents; no `delegate_task` when `None`.
-    pub delegation: Option<keel_core::delegate::DelegationPolicy>,
+    pub delegation: Option<keel_extensions::delegation::DelegationPolicy>,
     /// The `memory` tool's notes, and known facts.
     pub memory: crate::memory_settings::MemorySettings,
 }

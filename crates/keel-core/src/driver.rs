@@ -23,7 +23,8 @@ use crate::message::ToolCall;
 use crate::provider::{ChatResponse, DeltaSink, NoDeltas, Provider};
 use crate::provider_error::{ProviderError, ProviderErrorKind};
 use crate::registry::ToolRegistry;
-use crate::run::{ModelCall, Run, Step};
+use crate::run::{BatchSpend, ModelCall, Run, Step};
+use crate::session_kind::SessionKind;
 use crate::store::{Commit, Store, StoreError};
 use crate::tool::ToolContext;
 use crate::tool_exec::{BatchOutcome, Replay, ToolExecutor};
@@ -49,8 +50,9 @@ pub struct Driver<'a> {
     pub human: Option<&'a dyn HumanChannel>,
     /// When a long step shows the worker is alive (and learns of a cancel request).
     pub heartbeat: &'a HeartbeatTicker,
-    /// Who starts sub-agents for `delegate_task`, when the agent delegates.
-    pub delegator: Option<&'a dyn crate::delegate::Delegator>,
+    /// Who starts and resumes child runs, for the extensions that answer calls with them
+    /// (the agent).
+    pub children: Option<&'a dyn crate::child_run::ChildRuns>,
 }
 
 /// Whether cancelling may interrupt a step in flight.
@@ -110,13 +112,7 @@ impl Driver<'_> {
             place: run.settings().place.clone(),
             cancel: self.cancel.clone(),
         };
-        let delegation = match (self.delegator, run.settings().delegation.is_some()) {
-            (Some(delegator), true) => Some(crate::delegate::Delegation::new(
-                delegator,
-                run.settings().clone(),
-            )),
-            _ => None,
-        };
+        let spend = BatchSpend::default();
         let executor = ToolExecutor {
             registry: self.registry,
             context: &context,
@@ -127,7 +123,8 @@ impl Driver<'_> {
             clock: self.clock,
             offered: run.tools().clone(),
             settings: &settings,
-            delegation: delegation.as_ref(),
+            children: self.children,
+            spend: &spend,
         };
         let Resume {
             mut step,
@@ -184,16 +181,11 @@ impl Driver<'_> {
                     // On cancel the executor abandons idempotent calls and starts no more;
                     // side-effecting calls in flight finish and are stored, and the flag is seen
                     // at the next boundary. The hard limit ends the batch whatever it waits on.
-                    if let Some(delegation) = &delegation {
-                        delegation.begin_batch(run);
-                    }
+                    spend.begin(run);
                     let work = executor.run_batch(&calls, &replay);
                     let raced = self.race(run.id(), hard_at, Interruptible::No, work).await;
-                    if let Some(delegation) = &delegation {
-                        // What the sub-agents spent counts against this run's budgets.
-                        let (usage, cost) = delegation.take_spent();
-                        run.add_delegated_usage(usage, cost);
-                    }
+                    // What the child runs spent counts against this run's budgets.
+                    run.add_child_usage(spend.take());
                     match raced {
                         Raced::Done(BatchOutcome::Done(results, records)) => {
                             envelope.extend(records);
@@ -207,8 +199,8 @@ impl Driver<'_> {
                 }
                 Step::AwaitApproval(pending) => {
                     let Some(human) = self.human else {
-                        if crate::delegate::depth_of(run.session_id()) > 0 {
-                            // A sub-agent's pause would wait for good: its parent goes on
+                        if SessionKind::of(run.session_id()).depth() > 0 {
+                            // A child run's pause would wait for good: its parent goes on
                             // without it and nobody decides its calls. Denied now; the parent
                             // hears what needed approval and can ask for it itself.
                             step = self.decide(run, ApprovalDecision::Deny).await?;

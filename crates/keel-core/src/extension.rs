@@ -2,7 +2,7 @@
 //! tools the loop answers itself (the run journal's, `todo`, `clarify`, `request_more_iterations`),
 //! what is decided when a run starts (routing, prompt sections, the memory snapshot, recalled
 //! facts), what happens to each message (importance), the turn before a compaction (the memory
-//! flush), what wraps a tool call (hooks, delegation) and what happens once a run has ended
+//! flush), what wraps or answers a tool call (hooks, delegation) and what happens once a run has ended
 //! (learning) — is an [`Extension`] registered on the agent with
 //! [`crate::AgentBuilder::extension`].
 //!
@@ -10,7 +10,9 @@
 //! start each sees what the ones before it decided (the settings they changed, the sections they
 //! added). A loop tool belongs to the first extension that offers it; a second offering the same
 //! name is refused when the agent is built. Before a tool call, the first extension that denies
-//! the call decides; after it, each appends in order.
+//! the call decides; the first that answers it itself ([`Extension::call_tool`]) runs it, and
+//! when none does the registry's tool runs; after it, each appends in order. The first
+//! extension that words the refusal of a call to a tool the run does not offer words it.
 //!
 //! **State.** An extension keeps no state of its own between a run's steps: what it must keep
 //! goes in the session's [`Journal`] under a key it owns (see [`Journal::extension`]), which the
@@ -28,10 +30,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::Value;
 
+use crate::child_run::ChildRuns;
 use crate::event::{Emitter, EventKind};
 use crate::human::Question;
 use crate::journal::Journal;
 use crate::message::{Message, ToolCall};
+use crate::run::BatchSpend;
 use crate::run_settings::RunSettings;
 use crate::store::{SessionInfo, StoredMessage};
 use crate::tool::{ToolContext, ToolSpec};
@@ -113,15 +117,26 @@ pub trait Extension: Send + Sync {
         Gate::Run(args)
     }
 
-    /// Runs the call itself instead of the registry's tool (`delegate_task` starts sub-agents);
-    /// `None` when the call is not this extension's.
+    /// Answers a call that passed every check (and was recorded as started when its tool is
+    /// not idempotent) itself, instead of the registry's tool (`delegate_task` runs child runs
+    /// through `site.children`): `Ok` is the result the model gets, `Err` an error result.
+    /// `None` when the call is not this extension's. Never abandoned on cancel: what it starts
+    /// sees the cancel itself.
     async fn call_tool(
         &self,
         call: &ToolCall,
         args: &Value,
-        tool: &ToolCallSite<'_>,
+        site: &ToolCallSite<'_>,
     ) -> Option<Result<String, String>> {
-        let _ = (call, args, tool);
+        let _ = (call, args, site);
+        None
+    }
+
+    /// The refusal of a call to one of the agent's tools that the run does not offer, in this
+    /// extension's words (`delegate_task` at the depth where delegation stops); `None` leaves
+    /// the wording to the next extension, and at last to the kernel's.
+    fn refuse_unoffered(&self, call: &ToolCall, site: &ToolCallSite<'_>) -> Option<String> {
+        let _ = (call, site);
         None
     }
 
@@ -185,6 +200,30 @@ impl ExtensionSet {
         self.0
             .iter()
             .filter(move |extension| extension.wraps_tool(tool))
+    }
+
+    /// Runs `call` through the first extension that answers it itself
+    /// ([`Extension::call_tool`]); `None` when none does and the registry's tool runs.
+    pub async fn call_tool(
+        &self,
+        call: &ToolCall,
+        args: &Value,
+        site: &ToolCallSite<'_>,
+    ) -> Option<Result<String, String>> {
+        for extension in self.0.iter() {
+            if let Some(result) = extension.call_tool(call, args, site).await {
+                return Some(result);
+            }
+        }
+        None
+    }
+
+    /// The refusal of a call to a tool the run does not offer, from the first extension that
+    /// words it ([`Extension::refuse_unoffered`]).
+    pub fn refuse_unoffered(&self, call: &ToolCall, site: &ToolCallSite<'_>) -> Option<String> {
+        self.0
+            .iter()
+            .find_map(|extension| extension.refuse_unoffered(call, site))
     }
 
     /// The turn before a compaction, from the first extension that wants one.
@@ -318,6 +357,11 @@ pub struct ToolCallSite<'a> {
     pub check: &'a (dyn Fn(&Value) -> Result<(), String> + Send + Sync),
     /// Where events go.
     pub emitter: &'a Emitter,
+    /// Who starts and resumes child runs (the agent), for an extension that answers a call
+    /// with them; `None` when the run is driven without one.
+    pub children: Option<&'a dyn ChildRuns>,
+    /// What the child runs of the call's batch spend, counted against the run's budgets.
+    pub spend: &'a BatchSpend,
 }
 
 /// A tool call that ran (or was refused), before the model sees its result.

@@ -105,9 +105,12 @@ pub struct RunSettings {
     /// the resuming agent's).
     #[serde(skip)]
     pub extensions: crate::extension::ExtensionSet,
-    /// How far the run may delegate (`delegate_task`); no delegation when `None`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delegation: Option<crate::delegate::DelegationPolicy>,
+    /// What extensions keep with the run's settings, each under its own key (its name): the
+    /// rules a feature started the run under, checkpointed with the run's frame so a restored
+    /// run goes on under them. Written beside the kernel's own settings, at the top level of
+    /// their JSON; the kernel never reads them.
+    #[serde(flatten)]
+    pub extras: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// The waits before each retry of a transient tool failure (seed 001): 0.5 s, 2 s, 8 s.
@@ -163,7 +166,7 @@ impl RunSettings {
             context: ContextSettings::default(),
             launch: None,
             worker: None,
-            delegation: None,
+            extras: Default::default(),
         }
     }
 

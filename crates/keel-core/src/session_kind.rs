@@ -40,11 +40,26 @@ impl SessionKind {
         SessionKind::Chat
     }
 
+    /// How deep a session of this kind is under its root conversation: a sub-agent's depth,
+    /// 0 for any other. A run in a session deeper than 0 is a child run: another run started
+    /// it, and no person answers it (see [`crate::child_run`]).
+    pub fn depth(self) -> u32 {
+        match self {
+            SessionKind::SubAgent { depth } => depth,
+            _ => 0,
+        }
+    }
+
     /// Whether a session of this kind is untrusted by its kind alone (a sub-agent's trust is
     /// its parent's, stored with its conversation).
     pub fn untrusted(self) -> bool {
         matches!(self, SessionKind::EmailTrigger | SessionKind::Event)
     }
+}
+
+/// The id of a child run's session at `depth` under its root conversation: `sub-{depth}-{id}`.
+pub fn child_session_id(depth: u32, id: &str) -> String {
+    format!("sub-{depth}-{id}")
 }
 
 #[cfg(test)]

@@ -25,13 +25,14 @@ use futures::future::join_all;
 use tokio::time::Instant;
 
 use crate::checkpoint::ToolCallRecord;
+use crate::child_run::ChildRuns;
 use crate::clock::Clock;
 use crate::event::{Emitter, EventKind};
 use crate::extension::{Gate, ToolCallSite, ToolDone};
 use crate::files::{DEFAULT_MAX_FILE_BYTES, FileOrigin, FileRecord, guess_media_type};
 use crate::message::ToolCall;
 use crate::registry::{PreparedCall, ToolRegistry};
-use crate::run::ToolResult;
+use crate::run::{BatchSpend, ToolResult};
 use crate::run_settings::RunSettings;
 use crate::store::Store;
 pub use crate::tool::truncate_output;
@@ -57,9 +58,10 @@ pub struct ToolExecutor<'a> {
     pub offered: Arc<[crate::tool::ToolSpec]>,
     /// The run's settings, with the extensions that wrap its calls.
     pub settings: &'a RunSettings,
-    /// Answers `delegate_task` calls by starting sub-agents; `None` when the run may not
-    /// delegate.
-    pub delegation: Option<&'a crate::delegate::Delegation<'a>>,
+    /// Who starts and resumes child runs, for the extensions that answer calls with them.
+    pub children: Option<&'a dyn ChildRuns>,
+    /// What the child runs of the current batch spend (see [`BatchSpend`]).
+    pub spend: &'a BatchSpend,
 }
 
 /// What a resumed run knows about calls made before its worker died.
@@ -163,15 +165,7 @@ impl ToolExecutor<'_> {
         } else if self.registry.get(&call.name).is_some()
             && !self.offered.iter().any(|tool| tool.name == call.name)
         {
-            Err(match self.delegation {
-                Some(delegation) if call.name == crate::delegate::DELEGATE_TASK => {
-                    delegation.refusal(&self.context.session_id)
-                }
-                _ => format!(
-                    "Error: `{}` is not one of your tools here: it was not run.",
-                    call.name
-                ),
-            })
+            Err(self.refuse_unoffered(call))
         } else {
             self.registry.prepare(call)
         };
@@ -203,46 +197,26 @@ impl ToolExecutor<'_> {
                             call.name
                         ),
                     ),
-                    Ok(())
-                        if call.name == crate::delegate::DELEGATE_TASK
-                            && let Some(delegation) = self.delegation =>
-                    {
-                        // Never abandoned on cancel: the children see the cancel themselves
-                        // and end as cancelled, so none is left running without its parent.
-                        let context = self.call_context(call);
-                        delegation
-                            .call(&prepared.args, &context, &self.offered, self.emitter)
-                            .await
-                    }
                     Ok(()) => {
                         let context = self.call_context(call);
-                        let mut args = prepared.args;
-                        if self
-                            .settings
-                            .extensions
-                            .wrapping(&call.name)
-                            .next()
-                            .is_some()
-                        {
-                            ran_with = Some(args.clone());
-                        }
-                        context.inject(&mut args, prepared.tool.spec().notifies);
-                        let work = self.call_with_retries(call, prepared.tool, args, &context);
-                        let outcome = if idempotent {
-                            // Abandoned on cancel: dropping a read loses nothing.
-                            tokio::select! {
-                                outcome = work => outcome,
-                                _ = context.cancel.cancelled() => Err(format!(
-                                    "Error: `{}` was abandoned: the run was cancelled.",
-                                    call.name
-                                )),
-                            }
-                        } else {
-                            work.await
+                        let check = |args: &serde_json::Value| {
+                            self.registry.check_arguments(&call.name, args)
                         };
-                        match outcome {
-                            Ok(output) => (true, self.keep_files(output).await),
-                            Err(message) => (false, message),
+                        let site = self.site(&context, &check);
+                        // An extension that answers the call itself is never abandoned on
+                        // cancel: what it started sees the cancel itself (a child run ends as
+                        // cancelled, so none is left running without its parent). Its result
+                        // is not handed to the extensions that wrap the call.
+                        let answered = (self.settings.extensions)
+                            .call_tool(call, &prepared.args, &site)
+                            .await;
+                        match answered {
+                            Some(Ok(content)) => (true, content),
+                            Some(Err(content)) => (false, content),
+                            None => {
+                                self.call_tool(call, prepared, idempotent, &context, &mut ran_with)
+                                    .await
+                            }
                         }
                     }
                 }
@@ -328,6 +302,62 @@ impl ToolExecutor<'_> {
         content
     }
 
+    /// Runs the registry's tool of a call that passed every check: `(ok, content)`. Keeps the
+    /// arguments it ran with in `ran_with` when some extension will see its result.
+    async fn call_tool(
+        &self,
+        call: &ToolCall,
+        prepared: PreparedCall,
+        idempotent: bool,
+        context: &ToolContext,
+        ran_with: &mut Option<serde_json::Value>,
+    ) -> (bool, String) {
+        let mut args = prepared.args;
+        if self
+            .settings
+            .extensions
+            .wrapping(&call.name)
+            .next()
+            .is_some()
+        {
+            *ran_with = Some(args.clone());
+        }
+        context.inject(&mut args, prepared.tool.spec().notifies);
+        let work = self.call_with_retries(call, prepared.tool, args, context);
+        let outcome = if idempotent {
+            // Abandoned on cancel: dropping a read loses nothing.
+            tokio::select! {
+                outcome = work => outcome,
+                _ = context.cancel.cancelled() => Err(format!(
+                    "Error: `{}` was abandoned: the run was cancelled.",
+                    call.name
+                )),
+            }
+        } else {
+            work.await
+        };
+        match outcome {
+            Ok(output) => (true, self.keep_files(output).await),
+            Err(message) => (false, message),
+        }
+    }
+
+    /// The refusal of a call to one of the agent's tools that the run does not offer: in the
+    /// words of the first extension that words it, else the kernel's.
+    fn refuse_unoffered(&self, call: &ToolCall) -> String {
+        let check = |args: &serde_json::Value| self.registry.check_arguments(&call.name, args);
+        let context = self.call_context(call);
+        let site = self.site(&context, &check);
+        (self.settings.extensions)
+            .refuse_unoffered(call, &site)
+            .unwrap_or_else(|| {
+                format!(
+                    "Error: `{}` is not one of your tools here: it was not run.",
+                    call.name
+                )
+            })
+    }
+
     /// Asks the extensions that wrap `call` ([`crate::extension::Extension::before_tool`]):
     /// the call as they let it run (perhaps with rewritten arguments), or the message of their
     /// denial. A cancel abandons them and the call.
@@ -410,6 +440,8 @@ impl ToolExecutor<'_> {
             settings: self.settings,
             check,
             emitter: self.emitter,
+            children: self.children,
+            spend: self.spend,
         }
     }
 

@@ -11,33 +11,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use keel_core::{
-    Agent, AgentState, ApprovalDecision, ApprovalNeed, Boundary, HumanChannel, PendingApproval,
-    RunRequest, Store, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    Agent, AgentState, ApprovalDecision, Boundary, HumanChannel, PendingApproval, RunRequest, Store,
 };
 use keel_mock::{ScriptedProvider, Step};
 use keel_store::MemoryStore;
-use serde_json::{Value, json};
-use support::{Appender, last_tool_message};
-
-/// The appender, whose `danger…` texts need approval.
-struct Guarded(Arc<dyn Tool>);
-
-#[async_trait]
-impl Tool for Guarded {
-    fn spec(&self) -> &ToolSpec {
-        self.0.spec()
-    }
-    async fn call(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        self.0.call(args, ctx).await
-    }
-    fn approval(&self, args: &Value) -> Option<ApprovalNeed> {
-        let text = args["text"].as_str()?;
-        text.starts_with("danger").then(|| ApprovalNeed {
-            reason: "it is dangerous".into(),
-            pattern: text.into(),
-        })
-    }
-}
+use serde_json::json;
+use support::{Appender, Guarded, last_tool_message};
 
 fn agent(provider: Arc<ScriptedProvider>, store: Arc<MemoryStore>, appender: &Appender) -> Agent {
     Agent::builder()
@@ -318,60 +297,4 @@ async fn a_decision_names_its_call_and_a_stale_one_decides_nothing() {
         .unwrap();
     assert_eq!(report.state, AgentState::Completed, "{report:?}");
     assert_eq!(appender.lines(), ["danger 1"]);
-}
-
-#[tokio::test]
-async fn a_sub_agent_call_needing_approval_is_denied_and_the_child_ends() {
-    // Nobody decides a sub-agent's calls: before, the child paused `waiting_on_human` for good
-    // while its parent went on. Now the call is denied at once, the child finishes, and the
-    // parent hears what needed approval.
-    const CHILD: &str = "child-model";
-    let script = keel_mock::Script::new(vec![
-        Step::tool_call("delegate_task", json!({"goal": "clean up"})),
-        Step::text("parent done"),
-    ])
-    .with_model(
-        CHILD,
-        vec![append("danger zone"), Step::text("could not clean up")],
-    );
-    let provider = Arc::new(ScriptedProvider::new(script));
-    let store = Arc::new(MemoryStore::new());
-    let appender = Appender::default();
-    let agent = Agent::builder()
-        .provider(provider.clone())
-        .model("m")
-        .store(store.clone())
-        .tool(Arc::new(Guarded(appender.tool())))
-        .delegation(keel_core::delegate::DelegationPolicy {
-            model: Some(CHILD.into()),
-            ..Default::default()
-        })
-        .build()
-        .unwrap();
-    let report = agent.run(RunRequest::new("go")).await.unwrap();
-    assert_eq!(report.state, AgentState::Completed, "{report:?}");
-    assert!(
-        appender.lines().is_empty(),
-        "the child's call ran unapproved"
-    );
-    let child = store
-        .list_runs(None, 10)
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|run| run.session_id.starts_with("sub-1-"))
-        .unwrap();
-    assert_eq!(child.state, AgentState::Completed, "{child:?}");
-    assert_eq!(child.final_text.as_deref(), Some("could not clean up"));
-    let told = provider
-        .requests()
-        .iter()
-        .map(|r| serde_json::to_string(&r.messages).unwrap())
-        .find(|text| text.contains("a sub-agent does not get it"))
-        .expect("the child was told its call was denied");
-    assert!(told.contains("it is dangerous"), "{told}");
-    assert_eq!(
-        report.tool_calls[0].output.lines().last(),
-        Some("could not clean up")
-    );
 }

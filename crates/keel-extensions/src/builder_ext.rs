@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::facts::{Learn, Recall};
 use keel_core::AgentBuilder;
 
+use crate::delegation::{DelegateTaskTool, Delegation, DelegationPolicy};
 use crate::facts::{FactRecall, Learning};
 use crate::memory_notes::{MemoryBackend, MemoryLimits, MemoryNotes, MemoryTool};
 use crate::routing::{Routing, RoutingPolicy};
@@ -34,6 +35,10 @@ pub trait AgentBuilderExt: Sized {
 
     /// Commands that see each tool call before it runs and its result after (default: none).
     fn hooks(self, hooks: ToolHooks) -> Self;
+
+    /// Lets runs hand tasks to sub-agents with `delegate_task`, within `policy` (see
+    /// [`crate::delegation`]); off unless called. A policy out of bounds fails the build.
+    fn delegation(self, policy: DelegationPolicy) -> Self;
 }
 
 impl AgentBuilderExt for AgentBuilder {
@@ -65,5 +70,15 @@ impl AgentBuilderExt for AgentBuilder {
             return self;
         }
         self.extension(Arc::new(hooks))
+    }
+
+    fn delegation(self, policy: DelegationPolicy) -> Self {
+        let builder = match policy.validate() {
+            Ok(()) => self,
+            Err(why) => self.invalid(why),
+        };
+        builder
+            .tool(Arc::new(DelegateTaskTool::new(&policy)))
+            .extension(Arc::new(Delegation::new(policy)))
     }
 }

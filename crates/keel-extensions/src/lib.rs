@@ -2,8 +2,9 @@
 //! kernel through its one seam (see [`keel_core::extension`]): the tools the loop answers
 //! itself (the run journal's three, `todo`, `clarify`, `request_more_iterations`), the memory
 //! notes with their flush before a compaction, importance scores, routing by complexity,
-//! recalling and learning known facts, and the tool hooks around each call; and the typed
-//! callbacks an embedder watches a run with ([`callbacks`], built on the kernel's event sinks).
+//! recalling and learning known facts, the tool hooks around each call, and delegation to
+//! sub-agents (`delegate_task`); and the typed callbacks an embedder watches a run with
+//! ([`callbacks`], built on the kernel's event sinks).
 //!
 //! It depends on keel-core alone: no store, no HTTP, no provider. It must not be depended on by
 //! keel-core; the crates that assemble an agent (keel-config, keel-server, the binary) register
@@ -12,6 +13,7 @@
 pub mod builder_ext;
 pub mod callbacks;
 pub mod clarify;
+pub mod delegation;
 pub mod facts;
 pub mod importance;
 pub mod iterations;

@@ -550,7 +550,8 @@ async fn a_call_a_resume_replays_meets_no_hook_again() {
         clock: &SystemClock,
         offered: registry.specs().into(),
         settings: &settings,
-        delegation: None,
+        children: None,
+        spend: &keel_core::run::BatchSpend::default(),
     };
     let call = ToolCall {
         id: "c1".into(),

@@ -10,11 +10,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use keel_core::RunOptions;
-use keel_core::delegate::{DELEGATE_TASK, DelegationPolicy};
 use keel_core::{
     Agent, AgentState, Reach, RunRequest, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 use keel_extensions::AgentBuilderExt;
+use keel_extensions::delegation::{DELEGATE_TASK, DelegationPolicy};
 use keel_extensions::facts::{Recall, Recalled};
 use keel_extensions::memory_notes::{
     InMemoryNotes, MEMORY, MemoryBackend, MemoryLimits, MemoryTarget,

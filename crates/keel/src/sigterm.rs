@@ -66,7 +66,7 @@ impl EventSink for SafePointExit {
     fn emit(&self, event: &Event) {
         // A sub-agent runs inside its parent's tool batch: SIGTERM waits for the parent's
         // next checkpoint, as for any batch, and names the parent.
-        if keel_core::delegate::depth_of(&event.session_id) > 0 {
+        if keel_core::SessionKind::of(&event.session_id).depth() > 0 {
             return;
         }
         let mut activity = ACTIVITY.lock().unwrap_or_else(|e| e.into_inner());

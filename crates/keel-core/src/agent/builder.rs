@@ -49,6 +49,7 @@ pub struct AgentBuilder {
     pub(super) workers: Arc<dyn WorkerProbe>,
     pub(super) extensions: Vec<Arc<dyn Extension>>,
     pub(super) clarify: Option<crate::human::ClarifyHandler>,
+    pub(super) invalid: Option<String>,
 }
 
 impl AgentBuilder {
@@ -264,12 +265,12 @@ impl AgentBuilder {
         self.tune(move |s| s.launch = Some(launch))
     }
 
-    /// Lets runs hand tasks to sub-agents with `delegate_task`, within `policy` (see
-    /// [`crate::delegate`]); off by default.
-    pub fn delegation(mut self, policy: crate::delegate::DelegationPolicy) -> Self {
-        self.tools
-            .push(Arc::new(crate::delegate::DelegateTaskTool::new(&policy)));
-        self.tune(move |s| s.delegation = Some(policy))
+    /// Marks what the builder was given as wrong: [`build`](Self::build) fails with
+    /// `why` as a configuration error (the first one marked). For builder methods of features,
+    /// which check what they are given and cannot fail themselves.
+    pub fn invalid(mut self, why: impl Into<String>) -> Self {
+        self.invalid.get_or_insert_with(|| why.into());
+        self
     }
 
     /// Plugs a feature into every run (see [`crate::extension`]): extensions are asked in the
@@ -343,8 +344,8 @@ impl AgentBuilder {
         for change in self.tune {
             change(&mut settings);
         }
-        if let Some(policy) = &settings.delegation {
-            policy.validate().map_err(AgentError::Config)?;
+        if let Some(why) = self.invalid {
+            return Err(AgentError::Config(why));
         }
         settings.worker = self.workers.this_process();
         let extensions = ExtensionSet::new(self.extensions);

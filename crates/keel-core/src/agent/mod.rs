@@ -23,7 +23,7 @@ use crate::state::{AgentState, ErrorReason};
 use crate::store::{Store, StoreError, usage_month};
 
 mod builder;
-mod delegate;
+mod child_runs;
 mod internal;
 mod resume;
 
@@ -221,6 +221,7 @@ impl Agent {
             workers: Arc::new(crate::worker::NoProbe),
             extensions: Vec::new(),
             clarify: None,
+            invalid: None,
         }
     }
 
@@ -418,7 +419,7 @@ impl Agent {
             user_id,
             human: self.human.as_deref(),
             heartbeat: &self.heartbeat,
-            delegator: Some(self),
+            children: Some(self),
         }
     }
 

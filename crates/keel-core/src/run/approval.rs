@@ -50,8 +50,8 @@ impl Run {
                 self.approved.push(pending.call_id);
             }
             ApprovalDecision::Deny => {
-                let content = if crate::delegate::depth_of(&self.session_id) > 0 {
-                    // Nobody decides a sub-agent's calls later: the agent that delegated can.
+                let content = if crate::SessionKind::of(&self.session_id).depth() > 0 {
+                    // Nobody decides a child run's calls later: the run that started it can.
                     format!(
                         "Error: this `{}` call was denied and not run: it needs a person's \
                          approval ({}), and a sub-agent does not get it. Do not try it again in \

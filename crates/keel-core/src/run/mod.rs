@@ -30,18 +30,19 @@ use crate::tool::ToolSpec;
 mod answer;
 mod approval;
 mod context;
-mod delegated;
 mod durable;
 mod escalation;
 mod flush;
 mod pinned;
 mod relaunch;
+mod shared_budget;
 mod step;
 mod stopping;
 mod turn;
 mod view;
 
 pub use durable::{NextStep, RestoreError, prompt_hash};
+pub use shared_budget::BatchSpend;
 pub use step::{ModelCall, Step, ToolCallReport, ToolResult};
 pub use stopping::INTERNAL_ERROR_ANSWER;
 
@@ -238,7 +239,7 @@ pub struct Run {
     state_len: usize,
     /// The budget a sub-agent shares with its parent and siblings, and the room it holds.
     #[serde(skip)]
-    share: delegated::Share,
+    share: shared_budget::Share,
     /// The offered tools the loop answers through an extension: (name, the extension's index).
     /// Not in checkpoints: a restored run indexes its resuming agent's (see
     /// [`Run::with_extensions`]).
@@ -351,7 +352,7 @@ impl Run {
             events: Vec::new(),
             charges: Vec::new(),
             state_len: 0,
-            share: delegated::Share::default(),
+            share: shared_budget::Share::default(),
             by_loop: Vec::new(),
             id,
         };

@@ -9,7 +9,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use keel_core::{
-    Agent, ChatRequest, Provider, Role, Store, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    Agent, ApprovalNeed, ChatRequest, Provider, Role, Store, Tool, ToolContext, ToolError,
+    ToolOutput, ToolSpec,
 };
 use serde_json::{Value, json};
 
@@ -306,4 +307,25 @@ pub fn waiter(
             Ok(ToolOutput::text("waited"))
         })
     })
+}
+
+/// A tool whose calls with a `text` starting with `danger` need approval (the appender's
+/// `danger…` texts).
+pub struct Guarded(pub Arc<dyn Tool>);
+
+#[async_trait]
+impl Tool for Guarded {
+    fn spec(&self) -> &ToolSpec {
+        self.0.spec()
+    }
+    async fn call(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        self.0.call(args, ctx).await
+    }
+    fn approval(&self, args: &Value) -> Option<ApprovalNeed> {
+        let text = args["text"].as_str()?;
+        text.starts_with("danger").then(|| ApprovalNeed {
+            reason: "it is dangerous".into(),
+            pattern: text.into(),
+        })
+    }
 }

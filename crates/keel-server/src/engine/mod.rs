@@ -548,7 +548,7 @@ impl Engine {
     async fn resume_abandoned(self: &Arc<Self>) -> Result<(), StoreError> {
         for run in self.runs_in(AgentState::TimedOut).await? {
             // A sub-agent is resumed by its parent's delegate step, never beside it.
-            let child = keel_core::delegate::depth_of(&run.session_id) > 0;
+            let child = keel_core::SessionKind::of(&run.session_id).depth() > 0;
             if run.resume_available && !child && self.boundaries.get(&run.id).is_none() {
                 self.continue_run(
                     run.id,

@@ -59,7 +59,7 @@ pub async fn runs(
             if run.resume_available {
                 let _ = writeln!(out, "resume with: keel resume {}", run.id);
             }
-            let children = keel_core::delegate::child_runs(store.as_ref(), &run).await?;
+            let children = keel_extensions::delegation::child_runs(store.as_ref(), &run).await?;
             if !children.is_empty() {
                 let _ = writeln!(out, "\nsub-agents:");
                 write_tree(&mut out, &children, 1);
@@ -146,7 +146,7 @@ pub async fn runs(
 }
 
 /// One line per sub-agent — id, state, iterations, goal — its own below it, indented.
-fn write_tree(out: &mut String, children: &[keel_core::delegate::ChildRun], level: usize) {
+fn write_tree(out: &mut String, children: &[keel_extensions::delegation::ChildRun], level: usize) {
     for child in children {
         let run = &child.record;
         let state = match run.reason {

@@ -4,8 +4,10 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use super::{DelegationPolicy, MAX_PARALLEL_LIMIT, child_ids, depth_of, parse_tasks};
-use crate::store::{RunRecord, Store, StoreError};
+use keel_core::store::{RunRecord, Store, StoreError};
+
+use super::policy::MAX_PARALLEL_LIMIT;
+use super::{DelegationPolicy, child_ids, depth_of, parse_tasks};
 
 /// A sub-agent run and its own sub-agents.
 #[derive(Clone, Debug)]

@@ -1,18 +1,21 @@
 //! Sub-agents in process: what they spend counts against the parent run's budget and the
-//! user's month, and the library's own builder refuses an absurd delegation policy.
+//! user's month, a sub-agent's call that needs approval is denied at once, and the library's
+//! own builder refuses an absurd delegation policy.
+
+#[path = "../../keel-core/tests/support/mod.rs"]
+mod support;
 
 use std::sync::Arc;
 
 use chrono::Utc;
 use keel_core::budget::Budgets;
-use keel_core::delegate::DelegationPolicy;
 use keel_core::store::UserRecord;
 use keel_core::{Agent, AgentState, Permission, RunRequest, Store};
+use keel_extensions::AgentBuilderExt;
+use keel_extensions::delegation::DelegationPolicy;
 use keel_mock::{Script, ScriptedProvider, Step};
 use keel_store::MemoryStore;
 use serde_json::json;
-
-mod support;
 
 const CHILD: &str = "child-model";
 
@@ -325,4 +328,63 @@ async fn children_resumed_after_a_crash_share_what_the_parent_has_left() {
         1000 + children
     );
     assert_eq!(report.state, AgentState::BudgetExceeded, "{report:?}");
+}
+
+#[tokio::test]
+async fn a_sub_agent_call_needing_approval_is_denied_and_the_child_ends() {
+    // Nobody decides a sub-agent's calls: before, the child paused `waiting_on_human` for good
+    // while its parent went on. Now the call is denied at once, the child finishes, and the
+    // parent hears what needed approval.
+    const CHILD: &str = "child-model";
+    let script = keel_mock::Script::new(vec![
+        Step::tool_call("delegate_task", json!({"goal": "clean up"})),
+        Step::text("parent done"),
+    ])
+    .with_model(
+        CHILD,
+        vec![
+            Step::tool_call("append", json!({"text": "danger zone"})),
+            Step::text("could not clean up"),
+        ],
+    );
+    let provider = Arc::new(ScriptedProvider::new(script));
+    let store = Arc::new(MemoryStore::new());
+    let appender = support::Appender::default();
+    let agent = Agent::builder()
+        .provider(provider.clone())
+        .model("m")
+        .store(store.clone())
+        .tool(Arc::new(support::Guarded(appender.tool())))
+        .delegation(DelegationPolicy {
+            model: Some(CHILD.into()),
+            ..Default::default()
+        })
+        .build()
+        .unwrap();
+    let report = agent.run(RunRequest::new("go")).await.unwrap();
+    assert_eq!(report.state, AgentState::Completed, "{report:?}");
+    assert!(
+        appender.lines().is_empty(),
+        "the child's call ran unapproved"
+    );
+    let child = store
+        .list_runs(None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|run| run.session_id.starts_with("sub-1-"))
+        .unwrap();
+    assert_eq!(child.state, AgentState::Completed, "{child:?}");
+    assert_eq!(child.final_text.as_deref(), Some("could not clean up"));
+    let told = provider
+        .requests()
+        .iter()
+        .map(|r| serde_json::to_string(&r.messages).unwrap())
+        .find(|text| text.contains("a sub-agent does not get it"))
+        .expect("the child was told its call was denied");
+    assert!(told.contains("it is dangerous"), "{told}");
+    assert_eq!(
+        report.tool_calls[0].output.lines().last(),
+        Some("could not clean up")
+    );
 }

@@ -1,7 +1,7 @@
 //! How a child ended, and the tool result the parent reads: each child's answer, or its
 //! failure and handoff, in call order.
 
-use crate::state::{AgentState, ErrorReason};
+use keel_core::state::{AgentState, ErrorReason};
 
 /// How one child ended.
 #[derive(Clone, Debug, PartialEq)]

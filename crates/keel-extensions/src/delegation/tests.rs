@@ -1,6 +1,7 @@
 use serde_json::json;
 
 use super::*;
+use keel_core::tool::ToolSpec;
 
 fn policy() -> DelegationPolicy {
     DelegationPolicy::default()
@@ -100,12 +101,13 @@ fn a_child_gets_at_most_the_parents_tools() {
         spec("read_file"),
         spec("write_file"),
         spec(DELEGATE_TASK),
-        spec(crate::agent_tools::ASK_HUMAN),
+        spec(keel_core::agent_tools::ASK_HUMAN),
         spec("get_run_journal"),
     ];
     let names = |tools: Vec<ToolSpec>| tools.into_iter().map(|t| t.name).collect::<Vec<_>>();
     // The loop answers `ask_human` and (with the journal's extension) `get_run_journal`.
-    let by_loop = |name: &str| name == crate::agent_tools::ASK_HUMAN || name == "get_run_journal";
+    let by_loop =
+        |name: &str| name == keel_core::agent_tools::ASK_HUMAN || name == "get_run_journal";
     // The loop's own tools are not passed on: every run gets its own.
     assert_eq!(
         names(child_tools(&parent, None, 1, 2, &by_loop).unwrap()),
@@ -207,7 +209,7 @@ fn results_keep_call_order_and_say_how_each_ended() {
     let done = |goal: &str, text: &str| ChildOutcome {
         goal: goal.into(),
         run_id: format!("run-{goal}"),
-        state: crate::state::AgentState::Completed,
+        state: keel_core::state::AgentState::Completed,
         reason: None,
         final_text: Some(text.into()),
         error: None,
@@ -215,7 +217,7 @@ fn results_keep_call_order_and_say_how_each_ended() {
         handoff: None,
     };
     let mut capped = done("c", "Stopped: reached the limit of 1 iterations");
-    capped.state = crate::state::AgentState::MaxSteps;
+    capped.state = keel_core::state::AgentState::MaxSteps;
     capped.error = capped.final_text.clone();
     let (ok, text) = batch_result(&[done("a", "A!"), done("b", "B!"), capped]);
     assert!(!ok);
@@ -235,8 +237,8 @@ fn results_keep_call_order_and_say_how_each_ended() {
 fn a_childs_own_model_falls_back_to_the_parents_chain() {
     let mut parent = RunSettings::new("p", "m");
     parent.fallbacks = vec![
-        crate::run_settings::ModelTarget::new("q", "backup"),
-        crate::run_settings::ModelTarget::new("p", "m"),
+        keel_core::run_settings::ModelTarget::new("q", "backup"),
+        keel_core::run_settings::ModelTarget::new("p", "m"),
     ];
     let policy = DelegationPolicy {
         model: Some("cheap".into()),
@@ -249,4 +251,24 @@ fn a_childs_own_model_falls_back_to_the_parents_chain() {
     // Without a model of its own, the child's chain is the parent's.
     let same = child_settings(&parent, (0, 0.0), &DelegationPolicy::default(), 7);
     assert_eq!(same.chain(), parent.chain());
+}
+
+#[test]
+fn the_policy_a_run_keeps_reads_back_from_its_settings_as_before() {
+    let mut settings = RunSettings::new("p", "m");
+    assert_eq!(policy_of(&settings), None);
+    let policy = DelegationPolicy {
+        model: Some("cheap".into()),
+        ..policy()
+    };
+    keep_policy(&mut settings, &policy);
+    // Where the kernel's `delegation` setting was: checkpoints keep their format.
+    let json = serde_json::to_value(&settings).unwrap();
+    assert_eq!(
+        json["delegation"],
+        json!({"max_parallel": 3, "max_depth": 2, "max_iterations": 50, "model": "cheap"})
+    );
+    let restored: RunSettings = serde_json::from_value(json).unwrap();
+    assert_eq!(policy_of(&restored), Some(policy));
+    assert_eq!(restored, settings);
 }
