@@ -214,7 +214,7 @@ impl ToolExecutor<'_> {
                             Some(Ok(content)) => (true, content),
                             Some(Err(content)) => (false, content),
                             None => {
-                                self.call_tool(call, prepared, idempotent, &context, &mut ran_with)
+                                self.run_tool(call, prepared, idempotent, &context, &mut ran_with)
                                     .await
                             }
                         }
@@ -304,7 +304,7 @@ impl ToolExecutor<'_> {
 
     /// Runs the registry's tool of a call that passed every check: `(ok, content)`. Keeps the
     /// arguments it ran with in `ran_with` when some extension will see its result.
-    async fn call_tool(
+    async fn run_tool(
         &self,
         call: &ToolCall,
         prepared: PreparedCall,

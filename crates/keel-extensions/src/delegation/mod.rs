@@ -13,10 +13,12 @@
 //! delegate step reuses a finished child's stored answer, resumes an unfinished one and starts
 //! a missing one. That is why the tool is idempotent to the executor.
 //!
-//! This module holds what needs no I/O: the policy, the tool's spec and arguments, depth and
-//! ids, and the wording of results. The children are started, resumed or reused through the
-//! kernel's [`ChildRuns`] (the agent), answering the call through the [`Extension::call_tool`]
-//! hook ([`Delegation`]).
+//! The [`Delegation`] extension answers the calls through the kernel's
+//! [`Extension::call_tool`] hook; the children are started, resumed or reused through the
+//! kernel's [`ChildRuns`](keel_core::child_run::ChildRuns) (the agent), and what they spend
+//! is counted in the batch's [`BatchSpend`](keel_core::run::BatchSpend). The rest holds what
+//! needs no I/O: the policy, the tool's spec and arguments, depth and ids, and the wording of
+//! results.
 
 use async_trait::async_trait;
 use keel_core::extension::{Extension, RunStart, ToolCallSite};
