@@ -13,7 +13,6 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::AgentError;
 use crate::budget::SharedBudget;
 use crate::run_settings::RunSettings;
 use crate::store::{RunRecord, Store};
@@ -46,15 +45,16 @@ pub trait ChildRuns: Send + Sync {
     fn store(&self) -> &dyn Store;
 
     /// Starts `child` in its session's lane, drives it to its end with no person to ask, and
-    /// returns its record. Fails when its lane is held or the store fails.
-    async fn start(&self, child: ChildRunSpec) -> Result<RunRecord, AgentError>;
+    /// returns its record. Fails, saying why, when its lane is held or the store fails.
+    async fn start(&self, child: ChildRunSpec) -> Result<RunRecord, String>;
 
     /// Resumes the interrupted child run `run_id` (its worker was its parent's, which is gone),
-    /// drawing on `shared` as it did before, and returns its record once it has ended.
+    /// drawing on `shared` as it did before, and returns its record once it has ended; fails,
+    /// saying why, when it cannot be resumed.
     async fn resume(
         &self,
         run_id: &str,
         shared: Option<Arc<SharedBudget>>,
         cancel: CancellationToken,
-    ) -> Result<RunRecord, AgentError>;
+    ) -> Result<RunRecord, String>;
 }

@@ -22,7 +22,26 @@ impl ChildRuns for Agent {
 
     /// Starts a new child in its own session and lane, for its user, with a fresh context of
     /// its message alone.
-    async fn start(&self, child: ChildRunSpec) -> Result<RunRecord, AgentError> {
+    async fn start(&self, child: ChildRunSpec) -> Result<RunRecord, String> {
+        self.start_child(child).await.map_err(|e| e.to_string())
+    }
+
+    async fn resume(
+        &self,
+        run_id: &str,
+        shared: Option<Arc<SharedBudget>>,
+        cancel: CancellationToken,
+    ) -> Result<RunRecord, String> {
+        self.resume_child(run_id, shared, cancel)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl Agent {
+    /// Starts a new child in its own session and lane, for its user, with a fresh context of
+    /// its message alone.
+    async fn start_child(&self, child: ChildRunSpec) -> Result<RunRecord, AgentError> {
         let store = self.store.as_ref();
         let now = self.clock.now();
         let worker = child
@@ -63,7 +82,8 @@ impl ChildRuns for Agent {
         Ok(run.record(self.clock.now()))
     }
 
-    async fn resume(
+    /// Resumes an interrupted child and reads back how it ended.
+    async fn resume_child(
         &self,
         run_id: &str,
         shared: Option<Arc<SharedBudget>>,

@@ -4,7 +4,6 @@
 //! ids.
 
 use futures::future::join_all;
-use keel_core::AgentError;
 use keel_core::child_run::{ChildRunSpec, ChildRuns};
 use keel_core::event::{Emitter, EventKind};
 use keel_core::provider::Usage;
@@ -132,7 +131,7 @@ async fn run_child(
         pool.charge(record.usage.total(), record.cost);
     }
     let ended = match existing {
-        Err(error) => Err(AgentError::Store(error)),
+        Err(error) => Err(error.to_string()),
         // Finished before: its stored answer is the answer, never a second run.
         Ok(Some(record)) if settled(&record) => Ok(record),
         Ok(Some(_)) => call.children.resume(&child.run_id, shared, cancel).await,
