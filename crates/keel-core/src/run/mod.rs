@@ -32,6 +32,7 @@ mod approval;
 mod context;
 mod durable;
 mod escalation;
+mod extensions;
 mod flush;
 mod pinned;
 mod relaunch;
@@ -576,39 +577,6 @@ impl Run {
 
     fn current(&self) -> &ModelTarget {
         &self.chain[self.chain_index.min(self.chain.len() - 1)]
-    }
-
-    /// Finds which extension answers each offered loop tool.
-    fn index_loop_tools(&mut self) {
-        self.by_loop.clear();
-        for (index, extension) in self.settings.extensions.iter().enumerate() {
-            for spec in extension.loop_tools(&self.settings) {
-                if self.has_tool(&spec.name) && !self.by_loop.iter().any(|(n, _)| *n == spec.name) {
-                    self.by_loop.push((spec.name, index));
-                }
-            }
-        }
-    }
-
-    /// The run with `extensions` (a restored run gets its resuming agent's).
-    pub fn with_extensions(mut self, extensions: crate::extension::ExtensionSet) -> Self {
-        self.settings.extensions = extensions;
-        self.index_loop_tools();
-        self
-    }
-
-    /// True when the loop answers calls to `name` itself.
-    fn answered_by_loop(&self, name: &str) -> bool {
-        name == agent_tools::ASK_HUMAN || self.by_loop.iter().any(|(n, _)| n == name)
-    }
-
-    /// The extension that answers the loop tool `name`.
-    fn loop_extension(
-        &self,
-        name: &str,
-    ) -> Option<std::sync::Arc<dyn crate::extension::Extension>> {
-        let (_, index) = self.by_loop.iter().find(|(n, _)| n == name)?;
-        self.settings.extensions.iter().nth(*index).cloned()
     }
 
     fn has_tool(&self, name: &str) -> bool {
