@@ -117,6 +117,14 @@ pub trait Extension: Send + Sync {
         Gate::Run(args)
     }
 
+    /// True when this extension may answer calls to `tool` itself ([`Extension::call_tool`]);
+    /// the executor asks only the extensions that do, so a call no extension runs costs no
+    /// async hook per extension.
+    fn runs_tool(&self, tool: &str) -> bool {
+        let _ = tool;
+        false
+    }
+
     /// Answers a call that passed every check (and was recorded as started when its tool is
     /// not idempotent) itself, instead of the registry's tool (`delegate_task` runs child runs
     /// through `site.children`): `Ok` is the result the model gets, `Err` an error result.
@@ -210,7 +218,7 @@ impl ExtensionSet {
         args: &Value,
         site: &ToolCallSite<'_>,
     ) -> Option<Result<String, String>> {
-        for extension in self.0.iter() {
+        for extension in self.0.iter().filter(|e| e.runs_tool(&call.name)) {
             if let Some(result) = extension.call_tool(call, args, site).await {
                 return Some(result);
             }

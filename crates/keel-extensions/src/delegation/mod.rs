@@ -76,6 +76,10 @@ impl Extension for Delegation {
         keep_policy(start.settings, &self.policy);
     }
 
+    fn runs_tool(&self, tool: &str) -> bool {
+        tool == DELEGATE_TASK
+    }
+
     async fn call_tool(
         &self,
         call: &ToolCall,
