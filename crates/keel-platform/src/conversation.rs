@@ -46,10 +46,13 @@ pub struct QueuedRun {
     /// What the incoming-message pipeline chose for the run (persona, trust, place).
     #[serde(default)]
     pub options: RunOptions,
+    /// The platform event it came from, recorded with it so that a redelivery is dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inbound: Option<crate::channel::InboundKey>,
 }
 
 /// What [`crate::ConversationStore::enqueue_run`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EnqueueOutcome {
     /// The run is queued; `ahead` queued runs of the same conversation are before it.
     Queued {
@@ -60,6 +63,11 @@ pub enum EnqueueOutcome {
     Full {
         /// Runs waiting in the queue.
         queued: usize,
+    },
+    /// The run's inbound event was received before, as this run: nothing was stored.
+    Duplicate {
+        /// The run the first delivery became.
+        run_id: String,
     },
 }
 

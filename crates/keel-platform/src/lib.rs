@@ -16,6 +16,7 @@
 
 pub mod api_key;
 pub mod attachments;
+pub mod channel;
 pub mod conversation;
 pub mod inbox;
 pub mod known_facts;
@@ -28,6 +29,7 @@ pub mod usage;
 
 pub use api_key::ApiKeyRecord;
 pub use attachments::{IncomingAttachment, READ_ATTACHMENT, register_attachments};
+pub use channel::{DeliveryRoute, InboundKey, Notice, OutboxItem, OutboxStats, Pairing};
 pub use conversation::{ConversationFilter, EnqueueOutcome, NewConversation, QueuedRun, RunFilter};
 pub use inbox::{Inbox, InboxError, InboxSettings, IncomingMessage, MAX_TEXT_BYTES, Prepared};
 pub use known_facts::{Fact, FactHit, MessageMemory};
@@ -35,5 +37,5 @@ pub use link::PlatformLink;
 pub use persona::{Persona, choose_persona};
 pub use place::{ConversationKey, ConversationKind, Source, session_id_for};
 pub use session_search::{SessionHit, SessionSearch};
-pub use store::{ConversationStore, DaemonStore, MemoryIndex, PlatformStore};
+pub use store::{ChannelStore, ConversationStore, DaemonStore, MemoryIndex, PlatformStore};
 pub use usage::{UsageLine, UsageQuery};

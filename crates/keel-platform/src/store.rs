@@ -11,6 +11,7 @@ use keel_core::files::FileRecord;
 use keel_core::store::{RunRecord, SessionInfo, Store, StoreError, UserRecord};
 
 use crate::api_key::ApiKeyRecord;
+use crate::channel::{DeliveryRoute, InboundKey, Notice, OutboxItem, OutboxStats, Pairing};
 use crate::conversation::{
     ConversationFilter, EnqueueOutcome, NewConversation, QueuedRun, RunFilter,
 };
@@ -103,7 +104,9 @@ pub trait ConversationStore: Send + Sync {
 
     /// Queues a run behind the session's lane, in one transaction: the queue row and a run
     /// record in state `queued` (started at `enqueued_at`), unless the session's queue holds
-    /// `limit` runs already. The session must exist.
+    /// `limit` runs already. The session must exist. A run with an [`QueuedRun::inbound`] key
+    /// records it in the same transaction; a key recorded before queues nothing and answers
+    /// [`EnqueueOutcome::Duplicate`].
     async fn enqueue_run(
         &self,
         run: &QueuedRun,
@@ -221,9 +224,104 @@ pub trait MemoryIndex: Send + Sync {
     }
 }
 
+/// What channels keep (see [`crate::channel`]): inbound events already received, where each
+/// conversation's replies go, the outbox, each channel's own state and pairing codes.
+///
+/// The outbox is written by the store itself: a commit that moves a run of a conversation with
+/// a [`DeliveryRoute`] into an ending state (`completed`, `error`, `cancelled`, …) or into
+/// `waiting_on_human` adds one [`OutboxItem`] in the same transaction. An inbound event is
+/// recorded by [`ConversationStore::enqueue_run`] when the run carries its key.
+#[async_trait]
+pub trait ChannelStore: Send + Sync {
+    /// The run an inbound event became, when it was received before.
+    async fn inbound_run(&self, key: &InboundKey) -> Result<Option<String>, StoreError>;
+
+    /// Sets where `session_id`'s replies go from now on (replacing the route it had).
+    async fn set_delivery(&self, session_id: &str, route: &DeliveryRoute)
+    -> Result<(), StoreError>;
+
+    /// Where `session_id`'s replies go, if anywhere.
+    async fn delivery(&self, session_id: &str) -> Result<Option<DeliveryRoute>, StoreError>;
+
+    /// Adds a notice to the outbox, after every reply of its channel written before.
+    async fn add_notice(&self, notice: &Notice) -> Result<(), StoreError>;
+
+    /// Up to `limit` of `channel`'s pending replies (neither delivered nor given up), oldest
+    /// first, due or not.
+    async fn pending_outbox(
+        &self,
+        channel: &str,
+        limit: usize,
+    ) -> Result<Vec<OutboxItem>, StoreError>;
+
+    /// One outbox item, whatever its state.
+    async fn outbox_item(&self, id: i64) -> Result<Option<OutboxItem>, StoreError>;
+
+    /// Marks a reply delivered with the platform's receipt. False when it was not pending.
+    async fn outbox_delivered(
+        &self,
+        id: i64,
+        receipt: &str,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
+    /// Counts a failed attempt and puts the next one off until `next_attempt_at`.
+    async fn outbox_retry(
+        &self,
+        id: i64,
+        error: &str,
+        next_attempt_at: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+
+    /// Gives a reply up (a permanent error): it stays, with the error, and is not tried again.
+    async fn outbox_failed(
+        &self,
+        id: i64,
+        error: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+
+    /// `channel`'s outbox, counted.
+    async fn outbox_stats(&self, channel: &str) -> Result<OutboxStats, StoreError>;
+
+    /// A value a channel keeps (its offset, its last event, its last error).
+    async fn channel_state(&self, channel: &str, key: &str) -> Result<Option<String>, StoreError>;
+
+    /// Every value `channel` keeps, by key.
+    async fn channel_states(&self, channel: &str) -> Result<Vec<(String, String)>, StoreError>;
+
+    /// Keeps a value of a channel, replacing the one it had.
+    async fn set_channel_state(
+        &self,
+        channel: &str,
+        key: &str,
+        value: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+
+    /// Keeps a pairing code for a sender, replacing any earlier code of theirs.
+    async fn save_pairing(&self, pairing: &Pairing) -> Result<(), StoreError>;
+
+    /// The pending pairing of a sender, if they were given a code.
+    async fn pairing_of(
+        &self,
+        platform: &str,
+        platform_user_id: &str,
+    ) -> Result<Option<Pairing>, StoreError>;
+
+    /// Takes the pairing with this code: it is removed, so a code works once.
+    async fn take_pairing(&self, code: &str) -> Result<Option<Pairing>, StoreError>;
+}
+
 /// Everything the daemon keeps: the kernel's [`Store`] and each of keel-platform's. Any type
 /// that is all of them is one; an `Arc<dyn DaemonStore>` upcasts to the `Arc<dyn Store>` an
 /// agent runs on.
-pub trait DaemonStore: Store + PlatformStore + ConversationStore + MemoryIndex {}
+pub trait DaemonStore:
+    Store + PlatformStore + ConversationStore + MemoryIndex + ChannelStore
+{
+}
 
-impl<T: Store + PlatformStore + ConversationStore + MemoryIndex + ?Sized> DaemonStore for T {}
+impl<T: Store + PlatformStore + ConversationStore + MemoryIndex + ChannelStore + ?Sized> DaemonStore
+    for T
+{
+}

@@ -52,6 +52,7 @@ impl From<EngineError> for ApiError {
                 ApiError::new(StatusCode::NOT_FOUND, "not_found", error.to_string())
             }
             EngineError::Conflict(message) => ApiError::conflict(message),
+            EngineError::Duplicate { .. } => ApiError::conflict(error.to_string()),
             EngineError::InvalidAnswer(message) => ApiError::invalid(message),
             EngineError::Store(store) => store.into(),
         }

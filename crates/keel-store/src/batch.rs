@@ -480,8 +480,12 @@ fn add_messages(batch: &mut Batch, chunk: &[Message], fenced: bool) -> Result<()
 fn add_run(batch: &mut Batch, commit: &Commit<'_>, counts: &RunCounts) -> Result<(), StoreError> {
     let run = commit.run;
     let events = i64::try_from(commit.events.len()).unwrap_or(i64::MAX);
-    batch.end_statement().sql(INSERT_RUN);
     let state = batch.param(run.state.as_str());
+    // A run that ends or waits for a person tells its conversation's channel, in this commit.
+    if run.state.is_terminal() || run.state == keel_core::AgentState::WaitingOnHuman {
+        crate::channels::add_outbox_row(batch, state, &timestamp(run.updated_at));
+    }
+    batch.end_statement().sql(INSERT_RUN);
     batch.placeholder(state);
     batch
         .value(run.reason.map(|reason| reason.as_str()))

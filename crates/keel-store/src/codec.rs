@@ -50,6 +50,11 @@ fn corrupt(place: Place<'_>, what: impl fmt::Display) -> StoreError {
     StoreError::Corrupt(format!("{place}: {what}"))
 }
 
+/// A row limit as SQL takes it.
+pub(crate) fn sql_limit(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
 /// A timestamp as stored: RFC 3339 in UTC with exactly nine fractional digits, so that it is
 /// lossless and text order is time order.
 pub(crate) fn timestamp(at: DateTime<Utc>) -> String {

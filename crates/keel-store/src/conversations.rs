@@ -17,6 +17,7 @@ use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 
 use crate::batch::Batch;
+use crate::codec::sql_limit;
 use crate::codec::{self, Place, column, json_column, optional_json, time_column, timestamp};
 use crate::connections::Connections;
 use crate::sqlite_store::{run_columns, session_columns};
@@ -54,7 +55,16 @@ const ENQUEUE: &str = "INSERT INTO run_queue \
      (run_id, session_id, user_id, message, enqueued_at, provider, model, options) \
      SELECT $1, $2, $3, $4, $5, $7, $8, $9 \
      WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $2) \
-     AND (SELECT count(*) FROM run_queue WHERE session_id = $2) < $6";
+     AND (SELECT count(*) FROM run_queue WHERE session_id = $2) < $6 \
+     AND NOT EXISTS (SELECT 1 FROM inbound_events WHERE source = $10 AND event_id = $11)";
+
+/// The platform event the queued run came from (`$10`, `$11`), recorded with its queue row.
+const RECORD_INBOUND: &str = "INSERT INTO inbound_events (source, event_id, run_id, received_at) \
+     SELECT $10, $11, $1, $5 WHERE $10 IS NOT NULL \
+     AND EXISTS (SELECT 1 FROM run_queue WHERE run_id = $1)";
+
+/// The run an inbound event became.
+const INBOUND_RUN: &str = "SELECT run_id FROM inbound_events WHERE source = $1 AND event_id = $2";
 
 /// The queued run's record, when its queue row was written.
 const INSERT_QUEUED_RUN: &str = "INSERT INTO runs (id, session_id, state, provider, model, \
@@ -271,8 +281,11 @@ pub(crate) async fn enqueue(
         .bind(optional_json(
             (run.options != Default::default()).then_some(&run.options),
             "run options",
-        )?);
+        )?)
+        .bind(run.inbound.as_ref().map(|key| key.source.as_str()))
+        .bind(run.inbound.as_ref().map(|key| key.event_id.as_str()));
     batch.end_statement().sql(INSERT_QUEUED_RUN).end_statement();
+    batch.sql(RECORD_INBOUND).end_statement();
     batch.sql(WAS_QUEUED);
     let queued = conns
         .transaction(vec![batch])
@@ -292,6 +305,11 @@ pub(crate) async fn enqueue(
         return Ok(EnqueueOutcome::Queued {
             ahead: usize::try_from(ahead).unwrap_or(0),
         });
+    }
+    if let Some(key) = &run.inbound
+        && let Some(first) = inbound_run(conns, key).await?
+    {
+        return Ok(EnqueueOutcome::Duplicate { run_id: first });
     }
     let exists = sqlx::query("SELECT 1 FROM sessions WHERE id = $1")
         .bind(&run.session_id)
@@ -314,6 +332,19 @@ pub(crate) async fn enqueue(
     Ok(EnqueueOutcome::Full {
         queued: usize::try_from(queued).unwrap_or(0),
     })
+}
+
+/// The run an inbound event became, when it was received before.
+pub(crate) async fn inbound_run(
+    conns: &Connections,
+    key: &keel_platform::InboundKey,
+) -> Result<Option<String>, StoreError> {
+    sqlx::query_scalar(INBOUND_RUN)
+        .bind(&key.source)
+        .bind(&key.event_id)
+        .fetch_optional(&mut *conns.reader().await?)
+        .await
+        .or_backend(|| format!("cannot read inbound event `{}`", key.event_id))
 }
 
 /// The session's queued runs, oldest first.
@@ -371,12 +402,9 @@ fn decode_queued(row: &SqliteRow) -> Result<QueuedRun, StoreError> {
         provider: column(row, "provider", place)?,
         model: column(row, "model", place)?,
         options: json_column::<keel_core::RunOptions>(row, "options", place)?.unwrap_or_default(),
+        // Recorded in `inbound_events` when it was queued; not needed again.
+        inbound: None,
     })
-}
-
-/// A `LIMIT` value: any `usize` beyond SQLite's range means "no limit".
-fn sql_limit(limit: usize) -> i64 {
-    i64::try_from(limit).unwrap_or(i64::MAX)
 }
 
 #[async_trait]

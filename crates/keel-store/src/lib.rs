@@ -26,6 +26,7 @@
 
 mod approvals;
 mod batch;
+mod channels;
 mod checkpointer;
 mod codec;
 mod connections;

@@ -2,6 +2,7 @@
 //! ([`keel_core::Store::messages_page`]) and a run's events after a seq
 //! ([`keel_core::Store::events_after`]).
 
+use crate::codec::sql_limit;
 use keel_core::{Event, StoreError, StoredMessage};
 
 use crate::OrBackend;
@@ -55,8 +56,4 @@ pub(crate) async fn events_after(
         .await
         .or_backend(|| format!("cannot read the events of run `{run_id}`"))?;
     codec::decode_events(&rows, run_id, i64::try_from(after).unwrap_or(i64::MAX))
-}
-
-fn sql_limit(limit: usize) -> i64 {
-    i64::try_from(limit).unwrap_or(i64::MAX)
 }

@@ -184,6 +184,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0027_message_model_and_pins.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            28,
+            "channels".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0028_channels.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

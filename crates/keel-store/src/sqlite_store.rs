@@ -21,6 +21,7 @@ use keel_core::{
 };
 
 use crate::batch::{self, Batch};
+use crate::codec::sql_limit;
 use crate::codec::{self, timestamp};
 use crate::connections::Connections;
 use crate::{OrBackend, durability, lanes};
@@ -199,11 +200,6 @@ impl SqliteStore {
     pub async fn close(&self) {
         self.conns.close().await;
     }
-}
-
-/// A `LIMIT` value: any `usize` beyond SQLite's range means "no limit".
-fn sql_limit(limit: usize) -> i64 {
-    i64::try_from(limit).unwrap_or(i64::MAX)
 }
 
 #[async_trait]

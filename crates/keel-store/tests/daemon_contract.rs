@@ -90,6 +90,7 @@ fn queued(run_id: &str, session_id: &str, enqueued_at: DateTime<Utc>) -> QueuedR
             }),
             ..Default::default()
         },
+        inbound: None,
     }
 }
 

@@ -92,6 +92,12 @@ pub enum EngineError {
         /// Seconds to wait before trying again.
         retry_after: u64,
     },
+    /// The platform event was received before, as this run: nothing was queued.
+    #[error("this event was received before, as run `{run_id}`")]
+    Duplicate {
+        /// The run the first delivery became.
+        run_id: String,
+    },
     /// The daemon is shutting down.
     #[error("keel serve is shutting down and takes no new runs; try again when it is back")]
     ShuttingDown,
@@ -257,10 +263,27 @@ impl Engine {
         user_id: Option<String>,
         options: RunOptions,
     ) -> Result<Submitted, EngineError> {
+        self.submit_inbound(conversation, text, user_id, options, None)
+            .await
+    }
+
+    /// [`Engine::submit_with`] for a platform event: `inbound` is recorded with the queued run,
+    /// in its transaction, and an event recorded before is refused as
+    /// [`EngineError::Duplicate`] (nothing is queued).
+    pub async fn submit_inbound(
+        self: &Arc<Self>,
+        conversation: &SessionInfo,
+        text: String,
+        user_id: Option<String>,
+        options: RunOptions,
+        inbound: Option<keel_platform::InboundKey>,
+    ) -> Result<Submitted, EngineError> {
         if !self.accepting() {
             return Err(EngineError::ShuttingDown);
         }
-        let submitted = self.enqueue(conversation, text, user_id, options).await;
+        let submitted = self
+            .enqueue(conversation, text, user_id, options, inbound)
+            .await;
         // A refused message, or a run that ended before the lane's gate was let go, leaves an
         // idle lane behind: forgotten here, so lanes never outlive their runs.
         self.forget_idle_lane(&conversation.id);
@@ -274,6 +297,7 @@ impl Engine {
         text: String,
         user_id: Option<String>,
         options: RunOptions,
+        inbound: Option<keel_platform::InboundKey>,
     ) -> Result<Submitted, EngineError> {
         let session = conversation.id.clone();
         let gate = self
@@ -295,17 +319,24 @@ impl Engine {
                 .clone()
                 .unwrap_or_else(|| self.options.model.clone()),
             options,
+            inbound,
         };
-        if let EnqueueOutcome::Full { queued } = self
+        match self
             .store
             .enqueue_run(&run, self.options.queue_limit)
             .await?
         {
-            return Err(EngineError::LaneFull {
-                conversation: session,
-                queued,
-                retry_after: 1,
-            });
+            EnqueueOutcome::Queued { .. } => {}
+            EnqueueOutcome::Full { queued } => {
+                return Err(EngineError::LaneFull {
+                    conversation: session,
+                    queued,
+                    retry_after: 1,
+                });
+            }
+            EnqueueOutcome::Duplicate { run_id } => {
+                return Err(EngineError::Duplicate { run_id });
+            }
         }
         self.watch_report(&run.run_id);
         let run_id = run.run_id.clone();

@@ -176,8 +176,20 @@ impl Data {
             .iter()
             .filter(|queued| queued.session_id == run.session_id)
             .count();
+        if let Some(key) = &run.inbound
+            && let Some(first) = self.channels.inbound.get(key)
+        {
+            return Ok(EnqueueOutcome::Duplicate {
+                run_id: first.clone(),
+            });
+        }
         if queued >= limit {
             return Ok(EnqueueOutcome::Full { queued });
+        }
+        if let Some(key) = &run.inbound {
+            self.channels
+                .inbound
+                .insert(key.clone(), run.run_id.clone());
         }
         self.queue.push(run.clone());
         self.runs.insert(

@@ -25,6 +25,7 @@ use keel_platform::PlatformLink;
 use keel_platform::api_key::ApiKeyRecord;
 use keel_platform::conversation::QueuedRun;
 
+mod channels;
 mod daemon;
 mod facts;
 mod platform;
@@ -62,6 +63,8 @@ struct Data {
     blobs: HashMap<String, Vec<u8>>,
     /// Known facts, oldest first.
     facts: Vec<keel_platform::known_facts::Fact>,
+    /// Channels' inbound events, the delivery routes, the outbox, state and pairings.
+    channels: channels::Channels,
 }
 
 /// Keeps sessions, messages and runs in memory; everything is lost when it is dropped.
@@ -257,6 +260,10 @@ impl Store for MemoryStore {
             data.lanes.remove(&run.session_id);
         }
         let cancel_requested_at = data.runs.get(&run.id).and_then(|r| r.cancel_requested_at);
+        let previous = data.runs.get(&run.id).map(|r| r.state);
+        if previous != Some(run.state) {
+            data.add_outbox_row(run);
+        }
         let mut record = run.clone();
         record.cancel_requested_at = cancel_requested_at;
         data.runs.insert(run.id.clone(), record);
