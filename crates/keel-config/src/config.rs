@@ -95,6 +95,13 @@ pub struct FileConfig {
     /// `[memory]`: the `memory` tool's notes, and known facts.
     #[serde(default)]
     pub memory: crate::memory_settings::MemoryConfig,
+    /// `[channels.NAME]`: Telegram, Slack, Discord, email; read by keel-channels when
+    /// `keel serve` starts.
+    #[serde(default)]
+    pub channels: toml::Table,
+    /// `[[webhooks]]`: signed inbound webhooks; read by keel-channels.
+    #[serde(default)]
+    pub webhooks: Vec<toml::Value>,
 }
 
 /// `[runs]`.

@@ -131,6 +131,15 @@ pub fn load(config_file: Option<&Path>, home: &Path) -> Result<ServeSettings, Co
     loaded.file.serve.settings().map_err(ConfigError)
 }
 
+/// `[channels]` and `[[webhooks]]` as written, for keel-channels to read.
+pub fn load_channels(
+    config_file: Option<&Path>,
+    home: &Path,
+) -> Result<(toml::Table, Vec<toml::Value>), ConfigError> {
+    let loaded = config::load(config_file, home)?;
+    Ok((loaded.file.channels, loaded.file.webhooks))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

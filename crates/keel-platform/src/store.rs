@@ -236,6 +236,15 @@ pub trait ChannelStore: Send + Sync {
     /// The run an inbound event became, when it was received before.
     async fn inbound_run(&self, key: &InboundKey) -> Result<Option<String>, StoreError>;
 
+    /// Records an inbound event that queues no run (an answer, a button press) as handled by
+    /// `run_id`, at `at`. False when it was recorded before: the event is a redelivery.
+    async fn record_inbound(
+        &self,
+        key: &InboundKey,
+        run_id: &str,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
     /// Sets where `session_id`'s replies go from now on (replacing the route it had).
     async fn set_delivery(&self, session_id: &str, route: &DeliveryRoute)
     -> Result<(), StoreError>;

@@ -42,7 +42,7 @@ pub fn install_crypto_provider() {
 
 /// A client with the given connect timeout and per-read timeout (a stalled connection fails
 /// after `read_timeout` without data, however long a healthy stream runs).
-pub(crate) fn build_client(
+pub fn build_client(
     connect_timeout: Duration,
     read_timeout: Duration,
 ) -> Result<reqwest::Client, ConfigError> {

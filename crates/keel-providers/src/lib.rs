@@ -51,6 +51,6 @@ pub use api::Api;
 pub use classify::{classify_http_error, retry_hint};
 pub use connect::{Endpoint, connect};
 pub use embeddings::OpenAiEmbeddings;
-pub use http::{ConfigError, install_crypto_provider};
+pub use http::{ConfigError, build_client, install_crypto_provider};
 pub use openai_chat::{OpenAiChat, OpenAiConfig};
 pub use openai_responses::OpenAiResponses;

@@ -16,6 +16,18 @@ pub async fn serve(
     limits: ConnectionLimits,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<crate::engine::ShutdownReport> {
+    serve_with(listener, state, axum::Router::new(), limits, stop).await
+}
+
+/// [`serve`], with `extra` routes served beside the API (the channels' webhooks): they have
+/// neither the API's keys nor its body limit, and check their callers themselves.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    extra: axum::Router,
+    limits: ConnectionLimits,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<crate::engine::ShutdownReport> {
     let engine = state.engine.clone();
     let hub = state.hub.clone();
     let (stopped_tx, stopped_rx) = tokio::sync::oneshot::channel();
@@ -25,6 +37,12 @@ pub async fn serve(
         hub.shutdown();
         let _ = stopped_tx.send(report);
     };
-    serve_connections(listener, crate::router(state), limits, graceful).await;
+    serve_connections(
+        listener,
+        crate::router(state).merge(extra),
+        limits,
+        graceful,
+    )
+    .await;
     Ok(stopped_rx.await.unwrap_or_default())
 }

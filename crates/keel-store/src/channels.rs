@@ -20,14 +20,17 @@ use crate::codec::{Place, column, optional_time_column, sql_limit, time_column, 
 /// In a commit (`$1` session, `$2` now, `$5` run), before the run is upserted: an outbox row
 /// for the run's new state (the parameter whose number follows) when its conversation has a
 /// delivery route and the run was not in that state already. The run's `updated_at` (the
-/// parameter after) tells one change of state from another.
+/// parameter after) tells one change of state from another, and is the row's `created_at`.
 pub(crate) const OUTBOX_IN_COMMIT: &str = "INSERT INTO outbox (channel, target, session_id, \
      run_id, run_state, marker, created_at, next_attempt_at) \
      SELECT d.channel, d.target, $1, $5, $";
 
 /// The rest of [`OUTBOX_IN_COMMIT`], after the state's and the marker's numbers.
-pub(crate) const OUTBOX_IN_COMMIT_TAIL: &str = ", $2, $2 FROM deliveries d WHERE d.session_id = $1 \
+pub(crate) const OUTBOX_IN_COMMIT_TAIL: &str = ", $2 FROM deliveries d WHERE d.session_id = $1 \
      AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = $5 AND r.state = $";
+
+const RECORD_INBOUND: &str = "INSERT INTO inbound_events (source, event_id, run_id, received_at) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING RETURNING 1";
 
 const SET_DELIVERY: &str = "INSERT INTO deliveries (session_id, channel, target) VALUES ($1, $2, $3) \
      ON CONFLICT (session_id) DO UPDATE SET channel = excluded.channel, target = excluded.target";
@@ -78,6 +81,8 @@ pub(crate) fn add_outbox_row(batch: &mut Batch, state: usize, marker: &str) {
         .end_statement()
         .sql(OUTBOX_IN_COMMIT)
         .number(state)
+        .sql(", $")
+        .number(marker)
         .sql(", $")
         .number(marker)
         .sql(OUTBOX_IN_COMMIT_TAIL)
@@ -131,6 +136,23 @@ impl SqliteStore {
 impl ChannelStore for SqliteStore {
     async fn inbound_run(&self, key: &InboundKey) -> Result<Option<String>, StoreError> {
         crate::conversations::inbound_run(&self.conns, key).await
+    }
+
+    async fn record_inbound(
+        &self,
+        key: &InboundKey,
+        run_id: &str,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let batch = Batch::of(RECORD_INBOUND)
+            .bind(key.source.as_str())
+            .bind(key.event_id.as_str())
+            .bind(run_id)
+            .bind(timestamp(at));
+        Ok(self
+            .channel_write(batch, "cannot record an inbound event")
+            .await?
+            .is_some())
     }
 
     async fn set_delivery(

@@ -118,6 +118,11 @@ async fn inbound_on(store: &dyn DaemonStore) {
         .unwrap();
     assert_eq!(full, EnqueueOutcome::Full { queued: 2 });
     assert_eq!(store.inbound_run(&full_key).await.unwrap(), None);
+    // An event that queues no run (a button press) is recorded once.
+    let press = InboundKey::new("telegram", "cb-9");
+    assert!(store.record_inbound(&press, "r1", at(2)).await.unwrap());
+    assert!(!store.record_inbound(&press, "r1", at(3)).await.unwrap());
+    assert_eq!(store.inbound_run(&press).await.unwrap(), Some("r1".into()));
 }
 
 fn route(chat: &str) -> DeliveryRoute {
@@ -160,6 +165,8 @@ async fn outbox_on(store: &dyn DaemonStore) {
     assert_eq!(rows[0].run_id.as_deref(), Some("run-a"));
     assert_eq!(rows[0].target, route("42").target);
     assert_eq!(rows[0].session_id, "routed");
+    // Written at the run's change of state.
+    assert_eq!(rows[0].created_at, at(2));
     // Answered, it runs and ends: a second row, after the first.
     run.state = AgentState::Running;
     run.updated_at = at(4);

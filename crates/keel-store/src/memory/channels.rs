@@ -87,6 +87,22 @@ impl ChannelStore for MemoryStore {
         Ok(self.lock()?.channels.inbound.get(key).cloned())
     }
 
+    async fn record_inbound(
+        &self,
+        key: &InboundKey,
+        run_id: &str,
+        _at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut data = self.lock()?;
+        if data.channels.inbound.contains_key(key) {
+            return Ok(false);
+        }
+        data.channels
+            .inbound
+            .insert(key.clone(), run_id.to_string());
+        Ok(true)
+    }
+
     async fn set_delivery(
         &self,
         session_id: &str,

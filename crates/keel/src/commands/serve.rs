@@ -24,6 +24,9 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
     let home = keel_home()?;
     let _only_daemon = lock_home(&home)?;
     let serve = keel_config::serve_settings::load(config_file, &home)?;
+    let (channels, webhooks) = keel_config::serve_settings::load_channels(config_file, &home)?;
+    let channels = keel_channels::ChannelsConfig::from_toml(&channels, &webhooks)
+        .map_err(keel_config::config::ConfigError)?;
     // The daemon takes no agent flags: keel.toml and the environment decide.
     let configured = keel_config::assembly::load_settings(
         config_file,
@@ -119,9 +122,29 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         header_timeout: serve.header_timeout,
         body_timeout: serve.body_timeout,
     };
-    let stopped = keel_server::serve::serve(listener, state, limits, stop_signal())
+    let running = if channels.is_empty() {
+        None
+    } else {
+        let running = keel_channels::start(state.clone(), &channels)
+            .await
+            .map_err(|error| match error {
+                keel_channels::StartError::Config(why) => {
+                    anyhow::Error::new(keel_config::config::ConfigError(why))
+                }
+                other => anyhow::Error::new(other).context("cannot start the channels"),
+            })?;
+        println!("keel serve: channels: {}", running.names.join(", "));
+        Some(running)
+    };
+    let routes = running
+        .as_ref()
+        .map_or_else(axum::Router::new, |running| running.routes.clone());
+    let stopped = keel_server::serve::serve_with(listener, state, routes, limits, stop_signal())
         .await
         .context("the HTTP server failed")?;
+    if let Some(running) = running {
+        running.shutdown().await;
+    }
     eprintln!(
         "keel serve: stopped; {} run(s) interrupted at a boundary, {} still going at the \
          deadline (both resume at the next start)",

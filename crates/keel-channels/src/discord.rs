@@ -1,0 +1,12 @@
+//! The discord channel (being built: issue 33).
+
+use crate::runtime::{Context, StartError, Started};
+
+/// Starts the discord channel from its section.
+pub async fn start(raw: &toml::Value, ctx: &Context) -> Result<Started, StartError> {
+    let _ = raw;
+    let _ = ctx;
+    Err(StartError::Config(
+        "[channels.discord] is not available in this build yet".into(),
+    ))
+}

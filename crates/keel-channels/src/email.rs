@@ -1,0 +1,12 @@
+//! The email channel (being built: issue 33).
+
+use crate::runtime::{Context, StartError, Started};
+
+/// Starts the email channel from its section.
+pub async fn start(raw: &toml::Value, ctx: &Context) -> Result<Started, StartError> {
+    let _ = raw;
+    let _ = ctx;
+    Err(StartError::Config(
+        "[channels.email] is not available in this build yet".into(),
+    ))
+}

@@ -1,0 +1,1 @@
+//! Replies formatted and split for each platform (being built: issue 33).
