@@ -28,8 +28,25 @@ pub struct Inbound {
     pub key: InboundKey,
     /// The message it carries.
     pub message: IncomingMessage,
-    /// Where the conversation's replies go.
-    pub route: DeliveryRoute,
+    /// Where the conversation's replies go; `None` keeps them for the API only.
+    pub route: Option<DeliveryRoute>,
+    /// The persona to use, by name, instead of the one the place chooses (a webhook's).
+    pub persona: Option<String>,
+    /// The tool modules the run may use, instead of the persona's (a webhook's).
+    pub modules: Option<Vec<String>>,
+}
+
+impl Inbound {
+    /// An event whose replies go to `route`, with the persona its place chooses.
+    pub fn new(key: InboundKey, message: IncomingMessage, route: DeliveryRoute) -> Self {
+        Inbound {
+            key,
+            message,
+            route: Some(route),
+            persona: None,
+            modules: None,
+        }
+    }
 }
 
 /// What became of an event.
@@ -123,7 +140,7 @@ impl Intake {
             }
             Admission::Pairing(code) => {
                 self.notice(
-                    &inbound.route,
+                    inbound.route.as_ref(),
                     "",
                     format!(
                         "Hello! I don't know you yet. Your pairing code is {code}; ask the \
@@ -141,14 +158,15 @@ impl Intake {
             };
             inbound.message.text = label_untrusted(origin, &inbound.message.text);
         }
-        let prepared = self
-            .inbox
-            .prepare(&inbound.message)
-            .await
-            .map_err(|error| match error {
-                InboxError::Invalid(why) => IntakeError::Invalid(why),
-                InboxError::Store(error) => error.into(),
-            })?;
+        let mut prepared =
+            self.inbox
+                .prepare(&inbound.message)
+                .await
+                .map_err(|error| match error {
+                    InboxError::Invalid(why) => IntakeError::Invalid(why),
+                    InboxError::Store(error) => error.into(),
+                })?;
+        self.override_options(&mut prepared, &inbound).await?;
         let conversation = &prepared.conversation;
         if let Some(run_id) = self
             .waiting_question(
@@ -167,9 +185,9 @@ impl Intake {
                 )
                 .await;
         }
-        self.store
-            .set_delivery(&conversation.id, &inbound.route)
-            .await?;
+        if let Some(route) = &inbound.route {
+            self.store.set_delivery(&conversation.id, route).await?;
+        }
         let submitted = self
             .engine
             .submit_inbound(
@@ -197,7 +215,7 @@ impl Intake {
             EngineError::Duplicate { run_id } => Ok(Received::Duplicate { run_id }),
             EngineError::LaneFull { queued, .. } => {
                 self.notice(
-                    &inbound.route,
+                    inbound.route.as_ref(),
                     &conversation.id,
                     format!(
                         "I already have {queued} message(s) of this conversation waiting; \
@@ -267,13 +285,44 @@ impl Intake {
         }
     }
 
-    /// Adds a notice for `route` to the outbox.
+    /// A webhook's persona and modules, over what the place chose.
+    async fn override_options(
+        &self,
+        prepared: &mut keel_platform::Prepared,
+        inbound: &Inbound,
+    ) -> Result<(), IntakeError> {
+        if let Some(name) = &inbound.persona {
+            let personas = self.store.personas().await?;
+            let Some(persona) = personas.iter().find(|p| &p.name == name) else {
+                return Err(IntakeError::Invalid(format!(
+                    "the persona `{name}` does not exist; make it with `keel personas set`"
+                )));
+            };
+            let chosen = keel_platform::persona::run_options(Some(persona), None);
+            let options = &mut prepared.options;
+            options.persona = chosen.persona;
+            options.system_prompt = chosen.system_prompt;
+            options.model = chosen.model;
+            options.max_tokens = chosen.max_tokens;
+            options.temperature = chosen.temperature;
+            options.allowed_modules = chosen.allowed_modules;
+        }
+        if let Some(modules) = &inbound.modules {
+            prepared.options.allowed_modules = Some(modules.clone());
+        }
+        Ok(())
+    }
+
+    /// Adds a notice for `route` (if any: without one, nobody is told) to the outbox.
     pub async fn notice(
         &self,
-        route: &DeliveryRoute,
+        route: Option<&DeliveryRoute>,
         session_id: &str,
         body: String,
     ) -> Result<(), StoreError> {
+        let Some(route) = route else {
+            return Ok(());
+        };
         self.store
             .add_notice(&Notice {
                 channel: route.channel.clone(),

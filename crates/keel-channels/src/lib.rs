@@ -34,5 +34,5 @@ pub mod webhook;
 
 pub use config::ChannelsConfig;
 pub use intake::{Inbound, Intake, IntakeError, Received, label_untrusted};
-pub use outlet::{Button, DeliveryError, Outlet, Reply};
+pub use outlet::{Button, DeliveryError, Outlet, Reply, Target};
 pub use runtime::{Context, Running, StartError, Started, start};

@@ -5,6 +5,42 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+/// Where a reply goes, as every channel writes it in a conversation's
+/// [`keel_platform::DeliveryRoute::target`] (JSON): a chat and, where the platform has them,
+/// a thread and the message answered. A webhook's `deliver` section names one too.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Target {
+    /// The chat: a Telegram chat id, a Slack or Discord channel id, a mail address.
+    pub chat: String,
+    /// The thread: a Telegram forum topic, a Slack `thread_ts`, a mail's `Message-ID` (for
+    /// `In-Reply-To`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<String>,
+    /// The message answered (a Telegram or Discord message id), if the reply should quote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<String>,
+    /// A mail's subject (a reply's is `Re: ` it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// A mail's `References` chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub references: Option<String>,
+}
+
+impl Target {
+    /// The target as a delivery route's text.
+    pub fn encode(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// A delivery route's text read back; a malformed one is a permanent delivery error.
+    pub fn decode(text: &str) -> Result<Self, DeliveryError> {
+        serde_json::from_str(text)
+            .map_err(|e| DeliveryError::Permanent(format!("the reply's target is malformed: {e}")))
+    }
+}
 
 /// A button under a reply: an approval's decision or a question's choice.
 #[derive(Clone, Debug, PartialEq, Eq)]
