@@ -53,8 +53,13 @@ pub enum Command {
     /// Run many concurrent conversations against the scripted model and report the loop's own
     /// overhead per iteration, wall time against the ideal, throughput and memory.
     Bench(BenchArgs),
-    /// The daemon: serve conversations and runs over an HTTP API, with live events.
+    /// The daemon: serve conversations and runs over an HTTP API, with live events. Channels
+    /// (Telegram, Slack, Discord, email, webhooks) are off until `keel.toml` has a
+    /// `[channels.telegram]` (…`slack`, `discord`, `email`) or `[[webhooks]]` table.
     Serve(ServeArgs),
+    /// Channels of `keel serve` (`[channels.NAME]`, `[[webhooks]]`; off until configured):
+    /// status.
+    Channels(ChannelsArgs),
     /// The daemon's API keys: create (shown once), list, revoke.
     Keys(KeysArgs),
     /// What the token log holds for a month: calls, tokens and dollars per user and model.

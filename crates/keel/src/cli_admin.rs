@@ -41,6 +41,35 @@ pub enum UsersAction {
         #[arg(long)]
         username: Option<String>,
     },
+    /// Approve a pairing code an unknown sender was given on a channel (`allow = "pairing"`):
+    /// they become a user (or, with --user, that user) and may talk from now on.
+    Pair {
+        /// The code, as the sender was told it (`ABCD-2345`).
+        code: String,
+        /// Link the sender to this existing user instead of making a new one.
+        #[arg(long, value_name = "ID")]
+        user: Option<String>,
+    },
+}
+
+/// `keel channels`.
+#[derive(Debug, Args)]
+pub struct ChannelsArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: ChannelsAction,
+}
+
+/// `keel channels` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ChannelsAction {
+    /// Each configured channel: its last event and error, and its replies waiting, delivered
+    /// and given up.
+    Status {
+        /// Print JSON lines instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `--permission`.

@@ -113,6 +113,9 @@ fn main() -> ExitCode {
         Command::Serve(args) => runtime.block_on(commands::serve::serve(config, args)),
         Command::Sessions(args) => runtime.block_on(commands::sessions::sessions(args)),
         Command::Users(args) => runtime.block_on(commands::users::users(args)),
+        Command::Channels(args) => {
+            runtime.block_on(commands::channels::channels(cli.config.as_deref(), args))
+        }
         Command::Facts(args) => runtime.block_on(commands::facts::facts(args)),
         Command::Usage(args) => runtime.block_on(commands::usage::usage(args)),
         Command::Personas(args) => runtime.block_on(commands::personas::personas(args)),

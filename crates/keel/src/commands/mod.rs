@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod channels;
 pub mod chat;
 pub mod demo;
 pub mod facts;

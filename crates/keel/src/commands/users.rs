@@ -106,6 +106,63 @@ pub async fn users(args: UsersArgs) -> anyhow::Result<ExitCode> {
             })?;
             println!("{platform}:{platform_user_id} is {id}");
         }
+        Some(UsersAction::Pair { code, user }) => {
+            let code = code.trim().to_ascii_uppercase();
+            if let Some(id) = &user
+                && store.user(id).await?.is_none()
+            {
+                return Err(ConfigError(format!(
+                    "no user `{id}`: make it first with `keel users set {id} --permission user`"
+                ))
+                .into());
+            }
+            let Some(pairing) = store.take_pairing(&code).await? else {
+                return Err(ConfigError(format!(
+                    "no pending pairing has the code `{code}` (a code works once)"
+                ))
+                .into());
+            };
+            let who = format!("{}:{}", pairing.platform, pairing.platform_user_id);
+            let linked = store
+                .user_by_link(&pairing.platform, &pairing.platform_user_id)
+                .await?;
+            let id = match (user, linked) {
+                (Some(id), _) => id,
+                (None, Some(linked)) => linked.id,
+                (None, None) => who.clone(),
+            };
+            let mut record = store.user(&id).await?.unwrap_or(UserRecord {
+                id: id.clone(),
+                monthly_token_budget: None,
+                created_at: now,
+                updated_at: now,
+                permission: Permission::User,
+            });
+            // A paired sender is a user at least: a guest talks only where everyone may.
+            if record.permission == Permission::Guest {
+                record.permission = Permission::User;
+            }
+            record.updated_at = now;
+            store.save_user(&record).await?;
+            let link = PlatformLink {
+                platform: pairing.platform.clone(),
+                platform_user_id: pairing.platform_user_id.clone(),
+                user_id: id.clone(),
+                username: pairing.username.clone(),
+                created_at: now,
+            };
+            store
+                .link_user(&link)
+                .await
+                .map_err(|e| ConfigError(format!("cannot link {who}: {e}")))?;
+            let name = pairing
+                .username
+                .map_or(String::new(), |name| format!(" ({name})"));
+            println!(
+                "{who}{name} is paired as {id}, {}",
+                permission_name(record.permission)
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
