@@ -27,12 +27,10 @@ pub async fn render(
     let Some(run) = store.run(run_id).await? else {
         return Ok(None);
     };
-    // The row tells the state the run was in at `created_at`; a run that left it since (or
-    // changed within it: a new question) has another row for that.
-    let told = item.run_state.as_deref().unwrap_or_default();
-    if run.state.as_str() != told
-        || (told == "waiting_on_human" && run.updated_at != item.created_at)
-    {
+    // The row tells the state the run was in when it was written; a run that left it since
+    // has another row for where it is now. (A run that waits again, on a new question, is
+    // told what it waits on now: a question is never left untold.)
+    if item.run_state.as_deref() != Some(run.state.as_str()) {
         return Ok(None);
     }
     if run.state == AgentState::TimedOut && run.resume_available {
