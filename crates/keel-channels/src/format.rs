@@ -1,1 +1,0 @@
-//! Replies formatted and split for each platform (being built: issue 33).
