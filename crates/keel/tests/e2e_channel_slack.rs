@@ -269,6 +269,54 @@ async fn an_approval_is_decided_by_the_owner_s_button_never_a_guest_s() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_question_s_choices_are_buttons_the_owner_answers_with() {
+    let script = json!({"steps": [
+        {"tool_calls": [{"name": "clarify", "arguments": {
+            "question": "Which format should the export use?",
+            "choices": ["CSV", "JSON", "YAML"]
+        }}]},
+        {"text": "Exported."}
+    ]});
+    let s = Setup::start(script, "", &[("bob", "UBOB", "user")]).await;
+    let dm = event(
+        "Ev1",
+        message("UBOB", "D7", "1700000005.000100", "export it"),
+    );
+    assert_eq!(s.event(&dm, &[]).await, 200);
+    let posts = s.fake.until("chat.postMessage", 1).await;
+    assert!(section(&posts[0]).contains("Which format"), "{}", posts[0]);
+    let buttons = posts[0]["blocks"][1]["elements"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let labels: Vec<&str> = buttons
+        .iter()
+        .map(|b| b["text"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["CSV", "JSON", "YAML"]);
+    let json_button = buttons[1]["value"].as_str().unwrap();
+
+    assert_eq!(
+        s.press("UBOB", "D7", json_button, "1700000005.000200")
+            .await,
+        200
+    );
+    let told = s.fake.until("chat.postEphemeral", 1).await;
+    assert_eq!(told[0]["text"], "Answered: JSON");
+    let posts = s.fake.until("chat.postMessage", 2).await;
+    assert_eq!(section(&posts[1]), "Exported.");
+    let requests = s.mock.requests();
+    let result = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default();
+    assert!(result.contains("JSON"), "{result}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_long_answer_is_split_in_order_through_a_429_and_a_503_without_a_double() {
     let prose: String = (0..400).map(|i| format!("word{i} ")).collect();
     let code: String = (0..200).map(|i| format!("let v{i} = a < {i};\n")).collect();
@@ -417,6 +465,14 @@ async fn hostile_requests_are_refused_and_store_nothing() {
     );
     let malformed = post(INTERACTIONS, "payload=%7Bnope".into(), FORM, SECRET, now()).await;
     refused(malformed, 400, "no JSON payload");
+    // Nothing of them was stored: no event noted, no reply queued.
+    let status = common::run(common::keel(&s.daemon.home).args(["channels", "status", "--json"]));
+    assert_eq!(status.status.code(), Some(0), "{}", common::stderr(&status));
+    let status: Value = serde_json::from_str(common::stdout(&status).trim()).unwrap();
+    assert_eq!(status["channel"], "slack", "{status}");
+    assert!(!status.to_string().contains("last_event_at"), "{status}");
+    assert_eq!(status["outbox"]["pending"], 0, "{status}");
+    assert_eq!(status["outbox"]["delivered"], 0, "{status}");
     let view = format!("payload={}", "%7B%22type%22%3A%22view_submission%22%7D");
     assert_eq!(post(INTERACTIONS, view, FORM, SECRET, now()).await.0, 200);
     assert_eq!(s.press("UANY", "D1", "999:y", "1.6").await, 200);
