@@ -239,6 +239,10 @@ async fn an_approval_is_decided_by_the_owner_s_button_never_a_guest_s() {
         s.fake_home.join("canary").exists(),
         "ran on a guest's press"
     );
+    assert!(
+        s.fake.bodies("chat.update").is_empty(),
+        "a guest's press changed the message"
+    );
     assert_eq!(s.mock.requests().len(), 1);
     assert_eq!(s.fake.bodies("chat.postMessage").len(), 1);
 
@@ -256,6 +260,19 @@ async fn an_approval_is_decided_by_the_owner_s_button_never_a_guest_s() {
     assert_eq!(section(&posts[1]), "Cleaned.");
     assert_eq!(posts[1]["thread_ts"], ts);
     assert!(!s.fake_home.exists(), "the approved command did not run");
+    // The approval request loses its buttons and says who decided.
+    let updated = s.fake.until("chat.update", 1).await;
+    let blocks = updated[0]["blocks"].as_array().unwrap();
+    assert!(
+        blocks.iter().all(|b| b["type"] != "actions"),
+        "{}",
+        updated[0]
+    );
+    assert!(
+        updated[0].to_string().contains("Approved. (<@UANA>)"),
+        "{}",
+        updated[0]
+    );
 
     // The same press sent again does nothing more.
     assert_eq!(

@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 
 use crate::access::{Access, Allow};
 use crate::config::{parse_section, secret};
+use crate::decide::Pressed;
 use crate::intake::{Inbound, IntakeError, Received};
 use crate::outlet::{DeliveryError, Target};
 use crate::runtime::{Context, StartError, Started};
@@ -289,15 +290,26 @@ impl Slack {
             "a Slack button was pressed"
         );
         if let Some(chat) = str_at("/channel/id") {
-            let mut body = json!({"channel": chat, "user": user, "text": pressed.text()});
+            let mut tell = json!({"channel": chat, "user": user, "text": pressed.text()});
             let thread = str_at("/container/thread_ts").or(str_at("/message/thread_ts"));
             if let Some(thread) = thread {
-                body["thread_ts"] = json!(thread);
+                tell["thread_ts"] = json!(thread);
             }
+            // A decided message loses its buttons, and says who decided.
+            let update = match (&pressed, payload.get("message")) {
+                (Pressed::Done(done), Some(message)) => decided(chat, message, done, user),
+                _ => None,
+            };
             let (outlet, ctx) = (self.outlet.clone(), self.ctx.clone());
             self.ctx.tasks.spawn(async move {
-                if let Err(error) = outlet.call("chat.postEphemeral", &body).await {
+                if let Err(error) = outlet.call("chat.postEphemeral", &tell).await {
                     ctx.note_error(CHANNEL, &format!("cannot tell a presser: {error}"))
+                        .await;
+                }
+                if let Some(update) = update
+                    && let Err(error) = outlet.call("chat.update", &update).await
+                {
+                    ctx.note_error(CHANNEL, &format!("cannot mark a message decided: {error}"))
                         .await;
                 }
             });
@@ -353,6 +365,28 @@ async fn interactions_route(
     slack.press(&payload).await
 }
 
+/// The `chat.update` body that takes the buttons off a decided `message` of `chat` and says what
+/// `user` decided (`done`); `None` when the message has no `ts`.
+fn decided(chat: &str, message: &Value, done: &str, user: &str) -> Option<Value> {
+    let ts = message.get("ts")?.as_str()?;
+    let mut blocks: Vec<Value> = message
+        .get("blocks")
+        .and_then(Value::as_array)
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) != Some("actions"))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    blocks.push(json!({"type": "context", "elements": [
+        {"type": "mrkdwn", "text": format!("{done} (<@{user}>)")}
+    ]}));
+    let text = message.get("text").and_then(Value::as_str).unwrap_or(done);
+    Some(json!({"channel": chat, "ts": ts, "text": text, "blocks": blocks}))
+}
+
 /// The value of field `name` of a form-encoded body.
 fn form_value(form: &str, name: &str) -> Option<String> {
     form.split('&')
@@ -395,6 +429,23 @@ mod tests {
         assert_eq!(form_value(form, "none"), None);
         assert_eq!(form_value("payload=%zz", "payload"), None);
         assert_eq!(form_value("payload=%e", "payload"), None);
+    }
+
+    #[test]
+    fn a_decided_message_loses_its_buttons() {
+        let message = json!({"ts": "5.1", "text": "Run `ls`?", "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": "Run `ls`?"}},
+            {"type": "actions", "elements": []}
+        ]});
+        let update = decided("C1", &message, "Approved.", "U1").unwrap();
+        assert_eq!(
+            update,
+            json!({"channel": "C1", "ts": "5.1", "text": "Run `ls`?", "blocks": [
+                {"type": "section", "text": {"type": "mrkdwn", "text": "Run `ls`?"}},
+                {"type": "context", "elements": [{"type": "mrkdwn", "text": "Approved. (<@U1>)"}]}
+            ]})
+        );
+        assert_eq!(decided("C1", &json!({}), "Approved.", "U1"), None);
     }
 
     #[test]

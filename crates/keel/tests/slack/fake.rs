@@ -152,6 +152,7 @@ async fn call(
         "chat.postMessage" => json!({"ok": true, "channel": body["channel"],
             "ts": format!("1800000000.{n:06}")}),
         "chat.postEphemeral" => json!({"ok": true, "message_ts": format!("1800000001.{n:06}")}),
+        "chat.update" => json!({"ok": true, "channel": body["channel"], "ts": body["ts"]}),
         _ => json!({"ok": false, "error": "unknown_method"}),
     };
     axum::Json(answer).into_response()
@@ -215,6 +216,9 @@ pub fn message(user: &str, channel: &str, ts: &str, text: &str) -> Value {
 pub fn press(user: &str, channel: &str, value: &str, action_ts: &str) -> String {
     let payload = json!({"type": "block_actions", "user": {"id": user}, "team": {"id": "T1"},
         "channel": {"id": channel}, "trigger_id": format!("trig-{action_ts}"),
+        "message": {"ts": "1800000000.000000", "text": "asked", "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": "asked"}},
+            {"type": "actions", "elements": []}]},
         "actions": [{"type": "button", "action_id": value, "value": value,
             "action_ts": action_ts}]});
     let encoded: String = payload
