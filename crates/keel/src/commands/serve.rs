@@ -21,6 +21,7 @@ use keel_config::worker::ProcProbe;
 
 /// Runs `keel serve`.
 pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Result<ExitCode> {
+    log_to_stderr();
     let home = keel_home()?;
     let _only_daemon = lock_home(&home)?;
     let serve = keel_config::serve_settings::load(config_file, &home)?;
@@ -177,6 +178,46 @@ fn lock_home(home: &Path) -> anyhow::Result<std::fs::File> {
         },
     )?;
     Ok(file)
+}
+
+/// The daemon's log lines (a refused webhook, a channel's error, a reply put off) on stderr:
+/// keel's own at `info`, other crates' at `warn`, or as `KEEL_LOG` says (e.g.
+/// `KEEL_LOG=debug`, `KEEL_LOG=warn,keel_channels=debug`).
+fn log_to_stderr() {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::prelude::*;
+    let keel = [
+        "keel",
+        "keel_core",
+        "keel_server",
+        "keel_channels",
+        "keel_platform",
+        "keel_store",
+        "keel_providers",
+        "keel_tools",
+        "keel_mcp",
+        "keel_memory",
+        "keel_extensions",
+        "keel_config",
+    ];
+    let filter = match std::env::var("KEEL_LOG") {
+        Ok(spec) if !spec.trim().is_empty() => spec.parse::<Targets>().unwrap_or_else(|error| {
+            eprintln!("keel serve: KEEL_LOG is not a log filter ({error}); using the default");
+            Targets::new().with_default(LevelFilter::WARN)
+        }),
+        _ => keel.iter().fold(
+            Targets::new().with_default(LevelFilter::WARN),
+            |targets, crate_name| targets.with_target(*crate_name, LevelFilter::INFO),
+        ),
+    };
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_target(true);
+    let _ = tracing_subscriber::registry()
+        .with(layer)
+        .with(filter)
+        .try_init();
 }
 
 /// Resolves at the first SIGTERM or SIGINT.
