@@ -510,7 +510,8 @@ async fn hostile_requests_are_refused_and_store_nothing() {
     assert!(s.fake.bodies("chat.postMessage").is_empty());
 
     // Each refusal is a line in the daemon's log.
-    s.daemon.until_logged("a Slack Events API request was refused");
+    s.daemon
+        .until_logged("a Slack Events API request was refused");
     assert!(
         s.daemon.log().contains("signature does not match"),
         "{}",

@@ -96,11 +96,6 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
             reconciled.timed_out, reconciled.resumable
         );
     }
-    let bind = args.bind.unwrap_or(serve.bind);
-    let listener = tokio::net::TcpListener::bind(bind)
-        .await
-        .with_context(|| format!("cannot listen on {bind}"))?;
-    println!("keel serve: listening on http://{}", listener.local_addr()?);
     let inbox = keel_platform::Inbox::new(
         store.clone(),
         keel_platform::InboxSettings {
@@ -137,6 +132,13 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         println!("keel serve: channels: {}", running.names.join(", "));
         Some(running)
     };
+    // Listening once the channels started: a channel that cannot start stops the daemon
+    // before anyone is told its address.
+    let bind = args.bind.unwrap_or(serve.bind);
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .with_context(|| format!("cannot listen on {bind}"))?;
+    println!("keel serve: listening on http://{}", listener.local_addr()?);
     let routes = running
         .as_ref()
         .map_or_else(axum::Router::new, |running| running.routes.clone());
