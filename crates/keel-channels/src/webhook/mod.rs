@@ -202,11 +202,9 @@ pub fn check_timestamp(timestamp: &str, now: i64) -> Result<(), String> {
     Ok(())
 }
 
-/// Logs a refusal or a drop: a tracing warning, and a line on stderr (where `keel serve`
-/// writes what it tells its operator).
+/// Logs a refusal or a drop (`keel serve` writes it on stderr).
 pub(crate) fn warn(line: &str) {
     tracing::warn!("{line}");
-    eprintln!("keel serve: {line}");
 }
 
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
