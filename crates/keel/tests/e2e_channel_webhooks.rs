@@ -3,9 +3,13 @@
 //! API, read with an admin key); the same delivery again runs nothing; unsigned, stale and
 //! forged deliveries, an unknown hook, a body that is not JSON or is over 1 MiB are refused
 //! and store nothing. A payload telling the model to run a shell command makes the run wait
-//! for a person's approval; the command never runs.
+//! for a person's approval; the command never runs. With `deliver`, the answer goes to the
+//! channel it names (Slack, on the Slack tests' fake Web API), in the chat and thread named.
 
 mod common;
+#[path = "slack/fake.rs"]
+#[allow(dead_code)]
+mod fake;
 
 use std::path::Path;
 
@@ -283,4 +287,42 @@ async fn a_payload_asking_for_a_shell_command_waits_for_approval_and_runs_nothin
     // The model saw the payload fenced as untrusted.
     let seen = last_message(&mock.requests()[0])["content"].to_string();
     assert!(seen.contains("<untrusted"), "{seen}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_deliver_the_answer_goes_to_the_channel_and_thread_it_names() {
+    let slack = fake::FakeSlack::start().await;
+    let mock =
+        Mock::start(&json!({"steps": [{"text": "Deploy noted.", "forever": true}]}).to_string());
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    let thread = "1700000000.000100";
+    let config = format!(
+        "[channels]\npoll_ms = 20\nretry_first_ms = 20\nretry_max_secs = 1\n\n\
+         [channels.slack]\napi_url = \"{}\"\n\n{}",
+        slack.url,
+        hooks_config(&format!(
+            "deliver = {{ channel = \"slack\", chat = \"C9\", thread = \"{thread}\" }}"
+        ))
+    );
+    daemon_config(&home, &mock, &workspace, &config);
+    let daemon = Daemon::start_with(
+        &home,
+        &[
+            ("KEEL_TEST_HOOK_SECRET", SECRET),
+            ("SLACK_BOT_TOKEN", fake::TOKEN),
+            ("SLACK_SIGNING_SECRET", fake::SECRET),
+        ],
+    );
+    let body = json!({"repo": {"name": "keel"}, "sender": "ci", "note": "shipped"}).to_string();
+    let (status, accepted) = signed(&daemon, &body, "d-slack").await;
+    assert_eq!(status, 202, "{accepted}");
+    let posts = slack.until("chat.postMessage", 1).await;
+    assert_eq!(posts[0]["channel"], "C9", "{}", posts[0]);
+    assert_eq!(posts[0]["thread_ts"], thread, "{}", posts[0]);
+    assert!(
+        posts[0].to_string().contains("Deploy noted."),
+        "{}",
+        posts[0]
+    );
 }
