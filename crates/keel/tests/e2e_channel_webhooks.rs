@@ -233,6 +233,33 @@ async fn a_signed_delivery_runs_once_and_every_bad_one_is_refused() {
     daemon.until_logged("the signature does not match");
     assert_eq!(run_count(&api).await, 1);
     assert_eq!(mock.requests().len(), 1);
+
+    // The delivery id is not signed: the same signed request under another id is a replay.
+    let body = json!({"repo": {"name": "keel"}, "sender": "ci", "note": "again"}).to_string();
+    let at = now();
+    let signature = sign(SECRET, &at.to_string(), &body);
+    let first = deliver(
+        &daemon,
+        "deploys",
+        &body,
+        Some(at),
+        Some(signature.clone()),
+        Some("r-1"),
+    )
+    .await;
+    assert_eq!(first.0, 202, "{}", first.1);
+    let replay = deliver(
+        &daemon,
+        "deploys",
+        &body,
+        Some(at),
+        Some(signature),
+        Some("r-2"),
+    )
+    .await;
+    assert_eq!(replay.0, 401, "{}", replay.1);
+    daemon.until_logged("a replay under another X-Keel-Delivery");
+    assert_eq!(run_count(&api).await, 2);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -101,6 +101,36 @@ struct Hook {
 struct Hooks {
     hooks: HashMap<String, Hook>,
     ctx: Context,
+    seen: Replays,
+}
+
+/// The signatures of the last ten minutes, each with the delivery id it came with: the
+/// delivery id is not signed, so a captured request sent again under another id is a replay.
+#[derive(Default)]
+struct Replays(std::sync::Mutex<HashMap<String, (String, i64)>>);
+
+impl Replays {
+    /// Notes `signature` of hook `hook` with `delivery` at `now`; a signature seen before with
+    /// another delivery id is refused.
+    fn note(&self, hook: &str, signature: &str, delivery: &str, now: i64) -> Result<(), String> {
+        let mut seen = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        seen.retain(|_, (_, at)| now - *at <= 2 * MAX_SKEW_SECS);
+        let key = format!("{hook}\n{}", signature.trim().to_ascii_lowercase());
+        match seen.get(&key) {
+            Some((first, _)) if first != delivery => Err(format!(
+                "this signed request was received before as delivery `{first}`: a replay under \
+                 another X-Keel-Delivery"
+            )),
+            Some(_) => Ok(()),
+            None => {
+                seen.insert(key, (delivery.to_string(), now));
+                Ok(())
+            }
+        }
+    }
 }
 
 /// Starts the webhooks of `raws` (each a `[[webhooks]]` entry): their routes.
@@ -137,6 +167,7 @@ pub async fn start(raws: &[toml::Value], ctx: &Context) -> Result<Started, Start
     let state = Arc::new(Hooks {
         hooks,
         ctx: ctx.clone(),
+        seen: Replays::default(),
     });
     let routes = Router::new()
         .route("/hooks/{name}", post(receive))
@@ -331,6 +362,10 @@ async fn receive(
         ))
         .into_response();
     }
+    let now = chrono::Utc::now().timestamp();
+    if let Err(why) = hooks.seen.note(&name, given, delivery, now) {
+        return refuse(&name, why);
+    }
     let payload: serde_json::Value = match serde_json::from_slice(&body) {
         Ok(payload) => payload,
         Err(error) => {
@@ -428,6 +463,20 @@ mod tests {
             toml::from_str("name = \"n\"\nsecret_env = \"X\"\ntemplate = \"t\"\nsecret = \"x\"\n")
                 .unwrap();
         assert!(parse_section::<HookConfig>("webhooks", &unknown).is_err());
+    }
+
+    #[test]
+    fn a_signature_again_under_another_delivery_id_is_a_replay() {
+        let seen = Replays::default();
+        assert!(seen.note("h", "sha256=AB", "d1", 1000).is_ok());
+        assert!(seen.note("h", "sha256=ab", "d1", 1001).is_ok());
+        assert!(seen.note("h", "sha256=ab", "d2", 1002).is_err());
+        assert!(seen.note("other", "sha256=ab", "d2", 1002).is_ok());
+        // Forgotten once its timestamp would be refused anyway.
+        assert!(
+            seen.note("h", "sha256=ab", "d2", 1000 + 2 * MAX_SKEW_SECS + 1)
+                .is_ok()
+        );
     }
 
     #[test]
