@@ -94,7 +94,7 @@ impl Verifier {
 
 /// Bytes of `hex` (even length, hex digits only).
 fn unhex(hex: &str) -> Option<Vec<u8>> {
-    if hex.len() % 2 != 0 {
+    if !hex.len().is_multiple_of(2) {
         return None;
     }
     (0..hex.len())

@@ -121,7 +121,10 @@ pub async fn start(raw: &toml::Value, ctx: &Context) -> Result<Started, StartErr
         },
         respond: config.respond,
     });
-    ctx.deliver_with(Arc::new(outlet::DiscordOutlet::new(discord.rest.clone())));
+    ctx.deliver_with(Arc::new(outlet::DiscordOutlet::new(
+        discord.rest.clone(),
+        ctx.state.store.clone(),
+    )));
     ctx.tasks.spawn(gateway::run(
         discord.clone(),
         token,

@@ -1,11 +1,21 @@
 //! The `discord` outlet: a reply posted with `POST /channels/{chat}/messages`, split into
-//! messages of at most 2,000 characters (code fences closed and reopened across a cut), the
+//! messages of at most 2,000 characters by [`crate::format::discord_chunks`], the
 //! first quoting the message answered, mentions never pinging anyone, and buttons (an
 //! approval's decisions, a question's choices) as action rows of up to five under the last
 //! part. The receipt is the message ids, comma-joined.
+//!
+//! A reply of several parts keeps the ids of the parts posted so far in the channel's state
+//! (`discord/parts`, by a digest of target and reply) until its last part is posted: Discord
+//! limits a channel to a few messages every few seconds, so a long reply often meets a 429
+//! halfway, and the courier's next attempt (or the next daemon's, after a crash) posts only the
+//! parts not posted yet.
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
+use keel_platform::DaemonStore;
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 use super::CHANNEL;
 use super::rest::Rest;
@@ -17,16 +27,62 @@ pub const MAX_CONTENT: usize = 2_000;
 /// Discord's limit on a button's label, in characters.
 const MAX_LABEL: usize = 80;
 
+/// Where the parts of a reply being posted are kept.
+const PARTS: &str = "discord/parts";
+
 /// Sends replies through Discord's REST API.
 pub struct DiscordOutlet {
     rest: Rest,
+    store: Arc<dyn DaemonStore>,
 }
 
 impl DiscordOutlet {
-    /// An outlet over `rest`.
-    pub fn new(rest: Rest) -> Self {
-        DiscordOutlet { rest }
+    /// An outlet over `rest`, keeping a long reply's progress in `store`.
+    pub fn new(rest: Rest, store: Arc<dyn DaemonStore>) -> Self {
+        DiscordOutlet { rest, store }
     }
+
+    /// The parts of the reply `key` posted before (their ids).
+    async fn posted(&self, key: &str) -> Vec<String> {
+        match self.store.channel_state(PARTS, key).await {
+            Ok(Some(ids)) => ids
+                .split(',')
+                .filter(|id| !id.is_empty())
+                .map(str::to_string)
+                .collect(),
+            Ok(None) => Vec::new(),
+            Err(error) => {
+                tracing::warn!(channel = CHANNEL, %error, "cannot read a long reply's progress");
+                Vec::new()
+            }
+        }
+    }
+
+    async fn keep(&self, key: &str, ids: &[String]) {
+        let at = chrono::Utc::now();
+        if let Err(error) = self
+            .store
+            .set_channel_state(PARTS, key, &ids.join(","), at)
+            .await
+        {
+            tracing::warn!(channel = CHANNEL, %error, "cannot keep a long reply's progress");
+        }
+    }
+}
+
+/// A reply's key for its progress: a digest of where it goes and what it says.
+fn progress_key(target: &str, bodies: &[Value]) -> String {
+    let mut digest = Sha256::new();
+    digest.update(target.as_bytes());
+    for body in bodies {
+        digest.update([0]);
+        digest.update(body.to_string().as_bytes());
+    }
+    digest
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 #[async_trait]
@@ -36,19 +92,27 @@ impl Outlet for DiscordOutlet {
     }
 
     async fn deliver(&self, target: &str, reply: &Reply) -> Result<String, DeliveryError> {
-        let target = Target::decode(target)?;
+        let route = target;
+        let target = Target::decode(route)?;
         let bodies = bodies(&target, reply);
-        let mut ids = Vec::with_capacity(bodies.len());
-        for body in &bodies {
-            ids.push(self.rest.post_message(&target.chat, body).await?);
+        if let [body] = bodies.as_slice() {
+            return self.rest.post_message(&target.chat, body).await;
         }
+        let key = progress_key(route, &bodies);
+        let mut ids = self.posted(&key).await;
+        for body in bodies.iter().skip(ids.len()) {
+            ids.push(self.rest.post_message(&target.chat, body).await?);
+            self.keep(&key, &ids).await;
+        }
+        // Done: the same reply again (a later one, word for word) starts anew.
+        self.keep(&key, &[]).await;
         Ok(ids.join(","))
     }
 }
 
 /// The messages `reply` is posted as, in order.
 pub fn bodies(target: &Target, reply: &Reply) -> Vec<Value> {
-    let mut parts = chunks(reply.text());
+    let mut parts = crate::format::discord_chunks(reply.text());
     if parts.is_empty() {
         parts.push("…".to_string());
     }
@@ -95,111 +159,21 @@ fn components(buttons: &[Button]) -> Value {
     Value::Array(rows)
 }
 
-/// `text` in parts of at most [`MAX_CONTENT`] characters, cut at line ends where it can; a
-/// part that cuts a fenced code block closes it, and the next reopens it with its language.
-/// (keel's shared formatter, `crate::format`, takes this over when it has Discord's.)
-pub fn chunks(text: &str) -> Vec<String> {
-    let mut parts = Vec::new();
-    let mut current = String::new();
-    let mut fence: Option<String> = None;
-    let room = |fence: &Option<String>| MAX_CONTENT - if fence.is_some() { 4 } else { 0 };
-    for line in text.split_inclusive('\n') {
-        let mut rest = line;
-        while !rest.is_empty() {
-            let used = current.chars().count();
-            let space = room(&fence).saturating_sub(used);
-            let length = rest.chars().count();
-            if length <= space {
-                current.push_str(rest);
-                break;
-            }
-            if used > 0 && length <= room(&fence) - opening(&fence).chars().count() {
-                // The line fits whole in the next part.
-                close(&mut parts, &mut current, &fence);
-                continue;
-            }
-            // A line longer than a part: cut it.
-            let cut: String = rest.chars().take(space).collect();
-            current.push_str(&cut);
-            rest = &rest[cut.len()..];
-            close(&mut parts, &mut current, &fence);
-        }
-        let trimmed = line.trim_start();
-        if let Some(info) = trimmed.strip_prefix("```") {
-            fence = match fence {
-                Some(_) => None,
-                // The language only (a long info string would not fit a reopened part).
-                None => Some(info.trim().chars().take(20).collect()),
-            };
-        }
-    }
-    if !current.trim().is_empty() {
-        parts.push(current);
-    }
-    parts
-}
-
-/// The line that reopens `fence` in a new part.
-fn opening(fence: &Option<String>) -> String {
-    fence
-        .as_ref()
-        .map(|info| format!("```{info}\n"))
-        .unwrap_or_default()
-}
-
-/// Ends the current part (closing an open fence) and starts the next (reopening it).
-fn close(parts: &mut Vec<String>, current: &mut String, fence: &Option<String>) {
-    let mut part = std::mem::take(current);
-    if fence.is_some() {
-        if !part.ends_with('\n') {
-            part.push('\n');
-        }
-        part.push_str("```");
-    }
-    if !part.trim().is_empty() {
-        parts.push(part);
-    }
-    *current = opening(fence);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn short_text_is_one_part() {
-        assert_eq!(chunks("hello"), vec!["hello".to_string()]);
-    }
-
-    #[test]
-    fn long_text_is_cut_at_lines_within_the_limit() {
+    fn a_long_reply_is_posted_in_parts_within_the_limit() {
         let text = (0..400)
             .map(|n| format!("line {n} of the answer\n"))
             .collect::<String>();
-        let parts = chunks(&text);
-        assert!(parts.len() >= 4, "{}", parts.len());
-        assert!(parts.iter().all(|p| p.chars().count() <= MAX_CONTENT));
-        assert_eq!(parts.concat(), text);
-        let long_line = "é".repeat(5_000);
-        let parts = chunks(&long_line);
-        assert_eq!(parts.len(), 3);
-        assert!(parts.iter().all(|p| p.chars().count() <= MAX_CONTENT));
-    }
-
-    #[test]
-    fn a_cut_code_block_is_closed_and_reopened() {
-        let code = (0..300)
-            .map(|n| format!("let x{n} = {n};\n"))
-            .collect::<String>();
-        let text = format!("Here:\n```rust\n{code}```\nDone.");
-        let parts = chunks(&text);
-        assert!(parts.len() >= 2);
-        for part in &parts {
-            assert!(part.chars().count() <= MAX_CONTENT);
-            assert_eq!(part.matches("```").count() % 2, 0, "unbalanced: {part}");
+        let bodies = bodies(&Target::default(), &Reply::Answer { text });
+        assert!(bodies.len() >= 4, "{}", bodies.len());
+        for body in &bodies {
+            assert!(body["content"].as_str().unwrap().chars().count() <= MAX_CONTENT);
+            assert!(body.get("message_reference").is_none());
         }
-        assert!(parts[1].starts_with("```rust\n"));
-        assert!(parts.last().unwrap().ends_with("Done."));
     }
 
     #[test]

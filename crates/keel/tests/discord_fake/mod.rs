@@ -47,7 +47,7 @@ struct Inner {
     identifies: Vec<Value>,
     resumes: Vec<Value>,
     unauthorized: usize,
-    refusals: VecDeque<(u16, Value)>,
+    refusals: VecDeque<(usize, u16, Value)>,
     socket: Option<mpsc::UnboundedSender<Command>>,
     seq: u64,
     next_id: u64,
@@ -137,11 +137,13 @@ impl FakeDiscord {
 
     /// Answers the next message post with `status` and `body` instead of taking it.
     pub fn refuse_next(&self, status: u16, body: Value) {
-        self.inner
-            .lock()
-            .unwrap()
-            .refusals
-            .push_back((status, body));
+        self.refuse_later(0, status, body);
+    }
+
+    /// Takes `skip` message posts, then answers the next with `status` and `body`.
+    pub fn refuse_later(&self, skip: usize, status: u16, body: Value) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.refusals.push_back((skip, status, body));
     }
 
     /// Every message posted so far.
@@ -233,8 +235,13 @@ async fn message(
         return StatusCode::UNAUTHORIZED.into_response();
     }
     let mut inner = inner.lock().unwrap();
-    if let Some((status, refusal)) = inner.refusals.pop_front() {
-        return (StatusCode::from_u16(status).unwrap(), Json(refusal)).into_response();
+    match inner.refusals.front_mut() {
+        Some((skip, _, _)) if *skip > 0 => *skip -= 1,
+        Some(_) => {
+            let (_, status, refusal) = inner.refusals.pop_front().unwrap();
+            return (StatusCode::from_u16(status).unwrap(), Json(refusal)).into_response();
+        }
+        None => {}
     }
     inner.next_id += 1;
     let id = inner.next_id.to_string();
