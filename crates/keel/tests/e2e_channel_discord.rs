@@ -104,8 +104,7 @@ fn messages_in_through_the_gateway_answers_out_to_their_channels() {
     let (_h, home) = temp();
     let (_w, workspace) = temp();
     configure(&home, &mock, &workspace, &fake, false);
-    // Kept running to the end: every step below goes through it.
-    let _daemon = Daemon::start_with(&home, &[("KEEL_TEST_DISCORD_TOKEN", TOKEN)]);
+    let daemon = Daemon::start_with(&home, &[("KEEL_TEST_DISCORD_TOKEN", TOKEN)]);
     fake.until_connected(1);
     let identify = &fake.identifies()[0];
     assert_eq!(identify["d"]["intents"], 512 + 4096 + 32768, "{identify}");
@@ -241,6 +240,11 @@ fn messages_in_through_the_gateway_answers_out_to_their_channels() {
             .contains("pairing code"),
         "{notice:?}"
     );
+    // Each hostile frame was passed over with a line saying so.
+    let log = daemon.log();
+    assert!(log.contains("not JSON was ignored"), "{log}");
+    assert!(log.contains("MESSAGE_CREATE keel cannot read"), "{log}");
+    assert!(log.contains("unknown op"), "{log}");
     let runs = stdout(&run(keel(&home).arg("runs")));
     assert_eq!(
         runs.lines().filter(|l| l.contains("completed")).count(),
@@ -420,6 +424,9 @@ fn an_approval_is_decided_by_the_owners_button_press_and_refused_to_a_guest() {
     assert_eq!(status, 200);
     assert_eq!(answer["data"]["content"], "Already received.", "{answer}");
 
+    let log = daemon.log();
+    assert!(log.contains("a Discord interaction was refused"), "{log}");
+    assert!(log.contains("may not decide"), "{log}");
     let runs = stdout(&run(keel(&home).arg("runs")));
     assert_eq!(
         runs.lines().filter(|l| l.contains("completed")).count(),
