@@ -121,7 +121,13 @@ async fn a_message_is_answered_in_its_chat_and_topic_and_hostile_updates_are_ski
     .await;
     // Two runs, for the two messages addressed to keel; nothing else reached the model.
     assert_eq!(mock.requests().len(), 2);
-    drop(daemon);
+    let log = daemon.log();
+    assert!(
+        log.contains("skipped an update of an unknown shape (fields: hologram)"),
+        "{log}"
+    );
+    assert!(log.contains("skipped a message keel cannot read"), "{log}");
+    assert!(log.contains("a button press was refused"), "{log}");
 }
 
 /// Makes `user` (an admin: the shell is theirs) the Telegram user `id`.
@@ -307,11 +313,11 @@ async fn an_update_delivered_again_after_a_sigkill_mid_run_is_answered_once() {
     daemon.kill();
     assert!(fake.sent_to(42).is_empty(), "answered before the kill");
 
-    // Telegram delivers the update again (its offset was not confirmed, say).
+    // Telegram delivers the update again (as when keel died before confirming it).
     let mut again = update;
     again["update_id"] = json!(id);
-    fake.push(again);
     let daemon = start(&fake, &home, &[]).await;
+    fake.redeliver(again);
     fake.until("the answer", WITHIN, |f| !f.sent_to(42).is_empty())
         .await;
     fake.until("the redelivery confirmed", WITHIN, |f| {
@@ -319,5 +325,5 @@ async fn an_update_delivered_again_after_a_sigkill_mid_run_is_answered_once() {
     })
     .await;
     assert_eq!(texts(&fake.sent_to(42)), ["Once."]);
-    drop(daemon);
+    daemon.until_logged("a redelivered event was dropped");
 }

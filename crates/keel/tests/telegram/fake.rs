@@ -45,6 +45,10 @@ struct Inner {
     fails: VecDeque<Fail>,
     down_until: Option<Instant>,
     offsets: Vec<i64>,
+    /// Updates served once whatever the offset (a redelivery), to a `getUpdates` that arrives
+    /// after this many had.
+    forced: Vec<(usize, Value)>,
+    polls: usize,
 }
 
 #[derive(Default)]
@@ -97,6 +101,15 @@ impl FakeTelegram {
         };
         self.shared.arrived.notify_waiters();
         id
+    }
+
+    /// Serves `update` (with its `update_id`) again, whatever the offset, to the first
+    /// `getUpdates` that arrives from now on (not to one waiting already, which may be a killed
+    /// daemon's): what Telegram does when keel died before it confirmed the update.
+    pub fn redeliver(&self, update: Value) {
+        let mut inner = self.lock();
+        let polls = inner.polls;
+        inner.forced.push((polls, update));
     }
 
     /// Queues a text message from `from` in `chat`; returns its update id.
@@ -262,6 +275,11 @@ async fn get_updates(shared: Arc<Shared>, body: Value) -> Response {
     let offset = body["offset"].as_i64().unwrap_or(0);
     let timeout = Duration::from_secs(body["timeout"].as_u64().unwrap_or(0).min(5));
     let deadline = tokio::time::Instant::now() + timeout;
+    let arrival = {
+        let mut inner = shared.inner.lock().unwrap();
+        inner.polls += 1;
+        inner.polls
+    };
     loop {
         let arrived = shared.arrived.notified();
         {
@@ -272,7 +290,12 @@ async fn get_updates(shared: Arc<Shared>, body: Value) -> Response {
             inner
                 .updates
                 .retain(|u| u["update_id"].as_i64().unwrap_or(0) >= offset);
-            let ready: Vec<Value> = inner.updates.iter().take(100).cloned().collect();
+            let (mut ready, later): (Vec<_>, Vec<_>) = std::mem::take(&mut inner.forced)
+                .into_iter()
+                .partition(|(since, _)| *since < arrival);
+            inner.forced = later;
+            let mut ready: Vec<Value> = ready.drain(..).map(|(_, update)| update).collect();
+            ready.extend(inner.updates.iter().take(100).cloned());
             if !ready.is_empty() {
                 return ok(json!(ready));
             }
