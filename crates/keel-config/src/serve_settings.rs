@@ -39,7 +39,47 @@ pub struct ServeConfig {
     pub header_timeout_secs: Option<f64>,
     /// Seconds a client may take to send a request's whole body (60).
     pub body_timeout_secs: Option<f64>,
+    /// A channel conversation whose context stands above this share of the window after a run
+    /// is compacted before its next message (0.85, seed 004); `0` or `false`: never.
+    pub compact_between_turns: Option<ShareOrSwitch>,
 }
+
+/// A share of the context window, or a switch (`true`: the default share, `false`: off).
+#[derive(Clone, Copy, Debug)]
+pub enum ShareOrSwitch {
+    /// On at the default share, or off.
+    Switch(bool),
+    /// This share of the window.
+    Share(f64),
+}
+
+impl<'de> Deserialize<'de> for ShareOrSwitch {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = ShareOrSwitch;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("compact_between_turns: a share of the context window (0.85), or false")
+            }
+            fn visit_bool<E>(self, on: bool) -> Result<ShareOrSwitch, E> {
+                Ok(ShareOrSwitch::Switch(on))
+            }
+            fn visit_f64<E>(self, share: f64) -> Result<ShareOrSwitch, E> {
+                Ok(ShareOrSwitch::Share(share))
+            }
+            fn visit_i64<E>(self, share: i64) -> Result<ShareOrSwitch, E> {
+                Ok(ShareOrSwitch::Share(share as f64))
+            }
+            fn visit_u64<E>(self, share: u64) -> Result<ShareOrSwitch, E> {
+                Ok(ShareOrSwitch::Share(share as f64))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+/// The share of the window above which a channel conversation is compacted between turns.
+pub const DEFAULT_COMPACT_BETWEEN_TURNS: f64 = 0.85;
 
 impl ServeConfig {
     /// Says what is wrong, naming the key.
@@ -84,6 +124,17 @@ impl ServeConfig {
             max_connections: at_least_one(self.max_connections, "max_connections", 1024)?,
             header_timeout: secs(self.header_timeout_secs, "header_timeout_secs", 10.0)?,
             body_timeout: secs(self.body_timeout_secs, "body_timeout_secs", 60.0)?,
+            compact_between_turns: match self.compact_between_turns {
+                None | Some(ShareOrSwitch::Switch(true)) => DEFAULT_COMPACT_BETWEEN_TURNS,
+                Some(ShareOrSwitch::Switch(false)) => 0.0,
+                Some(ShareOrSwitch::Share(share)) if (0.0..=1.0).contains(&share) => share,
+                Some(ShareOrSwitch::Share(share)) => {
+                    return Err(format!(
+                        "[serve] compact_between_turns = {share}: use a share of the context \
+                         window between 0 and 1 (0.85), or false to turn it off"
+                    ));
+                }
+            },
         })
     }
 }
@@ -123,6 +174,9 @@ pub struct ServeSettings {
     pub header_timeout: Duration,
     /// The most a client may take to send a request's whole body.
     pub body_timeout: Duration,
+    /// A channel conversation whose context stands above this share of the window after a run
+    /// is compacted before its next message; 0: never.
+    pub compact_between_turns: f64,
 }
 
 /// The `[serve]` settings of the configuration in use.
@@ -190,6 +244,26 @@ mod tests {
             ("[serve]\nbody_timeout_secs = -3\n", "body_timeout_secs"),
         ] {
             assert!(parse(text).unwrap_err().contains(key), "{text}");
+        }
+    }
+
+    #[test]
+    fn compaction_between_turns_defaults_on_and_turns_off() {
+        let share = |text: &str| parse(text).map(|set| set.compact_between_turns);
+        assert_eq!(share(""), Ok(0.85));
+        assert_eq!(share("[serve]\ncompact_between_turns = 0.9\n"), Ok(0.9));
+        assert_eq!(share("[serve]\ncompact_between_turns = true\n"), Ok(0.85));
+        assert_eq!(share("[serve]\ncompact_between_turns = false\n"), Ok(0.0));
+        assert_eq!(share("[serve]\ncompact_between_turns = 0\n"), Ok(0.0));
+        for text in [
+            "[serve]\ncompact_between_turns = 1.5\n",
+            "[serve]\ncompact_between_turns = -0.1\n",
+            "[serve]\ncompact_between_turns = \"soon\"\n",
+        ] {
+            assert!(
+                parse(text).unwrap_err().contains("compact_between_turns"),
+                "{text}"
+            );
         }
     }
 

@@ -309,7 +309,7 @@ impl Driver<'_> {
 
     /// Waits out a retry's backoff, then calls the model. `announce`: emit the model events
     /// (the agent's own calls; not compaction summaries).
-    async fn call_model(
+    pub(crate) async fn call_model(
         &self,
         iteration: u32,
         call: ModelCall,

@@ -50,7 +50,8 @@ pub mod tool_source;
 pub mod worker;
 
 pub use agent::{
-    Agent, AgentBuilder, AgentError, ResumeOptions, RunReport, RunRequest, UnsafeCall,
+    Agent, AgentBuilder, AgentError, BetweenTurns, BetweenTurnsReport, ResumeOptions, RunReport,
+    RunRequest, UnsafeCall,
 };
 pub use approval::{ApprovalDecision, ApprovalNeed, PendingApproval};
 pub use checkpoint::{Boundary, Checkpoint, ToolCallRecord};

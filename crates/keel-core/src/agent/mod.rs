@@ -22,11 +22,13 @@ use crate::run_settings::RunSettings;
 use crate::state::{AgentState, ErrorReason};
 use crate::store::{Store, StoreError, usage_month};
 
+mod between_turns;
 mod builder;
 mod child_runs;
 mod internal;
 mod resume;
 
+pub use between_turns::{BetweenTurns, BetweenTurnsReport};
 pub use builder::AgentBuilder;
 pub use resume::{ResumeOptions, UnsafeCall};
 
@@ -260,41 +262,17 @@ impl Agent {
         let stored_before = session.as_ref().map_or(0, |session| session.message_count);
         // Only the live context: what the latest compaction summary replaced stays in the store.
         let history = self.store.context_messages(&session_id).await?;
-        let month = usage_month(self.clock.now());
-        let mut settings = self.settings.clone();
-        // A run for no user is the machine's owner's; a stored user's is at their level, on
-        // their budget; an unknown user is a guest.
-        let (over_budget, permission) = match &request.user_id {
-            Some(user) => {
-                let record = self.store.user(user).await?;
-                let over = self
-                    .apply_monthly_budget(user, record.as_ref(), &month, &mut settings)
-                    .await?;
-                (over, record.map_or(Permission::Guest, |r| r.permission))
-            }
-            None => (None, Permission::Owner),
-        };
-        settings.permission = permission;
-        request.options.apply(&mut settings);
+        let (mut settings, tools, over_budget) = self
+            .frame(
+                &session_id,
+                session.as_ref(),
+                request.user_id.as_deref(),
+                &request.options,
+            )
+            .await?;
         // The prompt the run is checked against on resume is the configured one, before the
         // persona's and the per-message sections.
         let base_prompt_hash = crate::run::prompt_hash(self.settings.system_prompt.as_deref());
-        // A session is untrusted by its kind (`email_trigger`, `event_…`) or as stored.
-        settings.untrusted = settings.untrusted
-            || crate::session_kind::SessionKind::of(&session_id).untrusted()
-            || session.as_ref().is_some_and(|session| !session.trusted);
-        if settings.place.is_none() {
-            settings.place = session.as_ref().and_then(|session| session.place.clone());
-        }
-        // A tool source (an MCP server) still starting is waited for, within its own bound.
-        self.registry.ready().await;
-        let tools: Vec<_> = self
-            .registry
-            .specs()
-            .into_iter()
-            .filter(|tool| tool.required_permission <= settings.permission)
-            .filter(|tool| request.options.allows(tool))
-            .collect();
         let mut journal = self.store.journal(&session_id).await?.unwrap_or_default();
         let mut start = RunStart {
             session_id: &session_id,
@@ -359,6 +337,51 @@ impl Agent {
             }
         }
         Ok(RunReport::of(&run, self.store.as_ref()).await?)
+    }
+
+    /// The settings and tools a run of `session_id` for `user_id` starts from, with what the
+    /// incoming-message pipeline chose (`options`), before the extensions prepare it; and why
+    /// it may not start (the user's monthly budget is spent).
+    async fn frame(
+        &self,
+        session_id: &str,
+        session: Option<&crate::store::SessionInfo>,
+        user_id: Option<&str>,
+        options: &crate::run_options::RunOptions,
+    ) -> Result<(RunSettings, Vec<crate::tool::ToolSpec>, Option<String>), AgentError> {
+        let month = usage_month(self.clock.now());
+        let mut settings = self.settings.clone();
+        // A run for no user is the machine's owner's; a stored user's is at their level, on
+        // their budget; an unknown user is a guest.
+        let (over_budget, permission) = match user_id {
+            Some(user) => {
+                let record = self.store.user(user).await?;
+                let over = self
+                    .apply_monthly_budget(user, record.as_ref(), &month, &mut settings)
+                    .await?;
+                (over, record.map_or(Permission::Guest, |r| r.permission))
+            }
+            None => (None, Permission::Owner),
+        };
+        settings.permission = permission;
+        options.apply(&mut settings);
+        // A session is untrusted by its kind (`email_trigger`, `event_…`) or as stored.
+        settings.untrusted = settings.untrusted
+            || crate::session_kind::SessionKind::of(session_id).untrusted()
+            || session.is_some_and(|session| !session.trusted);
+        if settings.place.is_none() {
+            settings.place = session.and_then(|session| session.place.clone());
+        }
+        // A tool source (an MCP server) still starting is waited for, within its own bound.
+        self.registry.ready().await;
+        let tools: Vec<_> = self
+            .registry
+            .specs()
+            .into_iter()
+            .filter(|tool| tool.required_permission <= settings.permission)
+            .filter(|tool| options.allows(tool))
+            .collect();
+        Ok((settings, tools, over_budget))
     }
 
     /// Hands a run that has ended to the extensions, with the messages it stored. Its outcome

@@ -63,6 +63,8 @@ pub(super) enum Then {
     NextCall,
     /// Retry the call the provider refused as too long.
     RetryCall,
+    /// Stop: a compaction between turns, with no call after it (see `super::between_turns`).
+    Finish,
 }
 
 /// A summary call in flight.
@@ -482,6 +484,7 @@ impl Run {
         match pending.then {
             Then::NextCall => self.next_model_call(),
             Then::RetryCall => Step::CallModel(self.model_call(Duration::ZERO)),
+            Then::Finish => Step::Finish,
         }
     }
 

@@ -37,6 +37,10 @@ impl Run {
     /// Before a compaction: the flush turn when it is owed, else `None` (and the compaction
     /// may go on).
     pub(super) fn flush_before_compaction(&mut self) -> Option<Step> {
+        if self.between_turns {
+            // No model turn with tools between turns (see `super::between_turns`).
+            return None;
+        }
         match self.flush {
             Flush::Done => None,
             Flush::Asked { from } => {

@@ -29,6 +29,7 @@ use crate::tool::ToolSpec;
 
 mod answer;
 mod approval;
+mod between_turns;
 mod context;
 mod durable;
 mod escalation;
@@ -246,6 +247,9 @@ pub struct Run {
     /// [`Run::with_extensions`]).
     #[serde(skip)]
     by_loop: Vec<(String, usize)>,
+    /// A run between turns, whose only work is a compaction (see [`between_turns`]).
+    #[serde(skip)]
+    between_turns: bool,
 }
 
 impl Run {
@@ -259,6 +263,21 @@ impl Run {
         tools: Vec<ToolSpec>,
         history: Vec<StoredMessage>,
         input: Message,
+        started_at: DateTime<Utc>,
+    ) -> Run {
+        let mut run = Run::loaded(id, session_id, settings, tools, history, started_at);
+        run.turn.input = Some(run.messages.len());
+        run.push(input);
+        run
+    }
+
+    /// A run of `history` with no new message yet: [`Run::new`] before its input.
+    fn loaded(
+        id: impl Into<String>,
+        session_id: impl Into<String>,
+        settings: RunSettings,
+        tools: Vec<ToolSpec>,
+        history: Vec<StoredMessage>,
         started_at: DateTime<Utc>,
     ) -> Run {
         let id = id.into();
@@ -355,6 +374,7 @@ impl Run {
             state_len: 0,
             share: shared_budget::Share::default(),
             by_loop: Vec::new(),
+            between_turns: false,
             id,
         };
         run.index_loop_tools();
@@ -362,8 +382,6 @@ impl Run {
             run.push(stored.message);
         }
         run.resume_context();
-        run.turn.input = Some(run.messages.len());
-        run.push(input);
         run
     }
 

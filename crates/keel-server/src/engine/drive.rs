@@ -65,6 +65,10 @@ impl Engine {
         let mut request = RunRequest::new(run.message)
             .session(run.session_id.clone())
             .cancel_token(control.cancel.clone());
+        let next_turn = super::between_turns::NextTurn {
+            user_id: run.user_id.clone(),
+            options: run.options.clone(),
+        };
         request.user_id = run.user_id;
         request.options = run.options;
         request.run_id = Some(run.run_id.clone());
@@ -74,7 +78,11 @@ impl Engine {
             _ = control.stop.notified() => None,
         };
         drop(permit);
+        let completed = super::between_turns::completed(&outcome);
         self.finish(&run.session_id, &run.run_id, outcome).await;
+        if completed {
+            self.compact_between_turns(&run.session_id, next_turn).await;
+        }
     }
 
     /// Drives a stored run again in the background; false when it is driven here already.
@@ -132,7 +140,12 @@ impl Engine {
                 _ = control.stop.notified() => None,
             };
             drop(permit);
+            let completed = super::between_turns::completed(&outcome);
             engine.finish(&session_id, &run_id, outcome).await;
+            if completed {
+                let next_turn = super::between_turns::NextTurn::default();
+                engine.compact_between_turns(&session_id, next_turn).await;
+            }
         });
         true
     }

@@ -4,6 +4,7 @@
 //! and every few minutes, and stops at the runs' next boundaries on shutdown.
 
 mod approval_timeout;
+mod between_turns;
 mod control;
 mod drive;
 mod lanes;
@@ -58,6 +59,10 @@ pub struct EngineOptions {
     pub model: String,
     /// Tells whether a run's recorded worker process is still alive.
     pub probe: Arc<dyn WorkerProbe>,
+    /// A conversation with a delivery route whose context stands above this share of the
+    /// window after a completed run is compacted before its next message (seed 004's gateway
+    /// compression); 0 never.
+    pub compact_between_turns: f64,
 }
 
 impl Default for EngineOptions {
@@ -73,6 +78,7 @@ impl Default for EngineOptions {
             provider: String::new(),
             model: String::new(),
             probe: Arc::new(NoProbe),
+            compact_between_turns: 0.85,
         }
     }
 }

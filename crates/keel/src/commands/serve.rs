@@ -65,6 +65,7 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
             provider: settings.provider.name.clone(),
             model: settings.model.clone(),
             probe,
+            compact_between_turns: serve.compact_between_turns,
         },
     );
     let mut sinks: Vec<Arc<dyn EventSink>> =

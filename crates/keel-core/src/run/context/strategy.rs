@@ -52,7 +52,7 @@ impl Run {
 
     /// Climbs the ladder one rung, as the strategy decides; `None` when the run can go on
     /// without a model call.
-    pub(super) fn recover(&mut self) -> Option<Step> {
+    pub(in crate::run) fn recover(&mut self) -> Option<Step> {
         let rung = self.rung();
         let mut decision = self.decide(rung);
         if matches!(
@@ -78,6 +78,8 @@ impl Run {
                 self.reset_flush();
                 None
             }
+            // Between turns nobody is there to ask: the next run climbs the ladder itself.
+            Action::AskHuman if self.between_turns => None,
             Action::AskHuman => self.ask_for_help(),
             Action::Drop { until } => {
                 self.slide(until);
@@ -90,6 +92,9 @@ impl Run {
                 } else {
                     Tier::R2
                 };
+                if self.between_turns {
+                    return self.summarize(tier, Then::Finish, "between_turns", until);
+                }
                 self.summarize(tier, Then::NextCall, "threshold", until)
                     .or_else(|| self.ask_for_help())
             }
