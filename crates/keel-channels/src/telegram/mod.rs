@@ -56,7 +56,8 @@ pub struct TelegramConfig {
     /// When keel answers in a group.
     #[serde(default)]
     pub group_mode: GroupMode,
-    /// Whether a run's answer is shown while it is written (typing is shown either way).
+    /// Whether a run's answer is to be shown while it is written. Accepted, not used yet: the
+    /// answer arrives whole, with "typing" shown while the run works.
     #[serde(default = "default_stream")]
     pub stream: bool,
     /// Who may talk.
