@@ -327,3 +327,39 @@ async fn an_update_delivered_again_after_a_sigkill_mid_run_is_answered_once() {
     assert_eq!(texts(&fake.sent_to(42)), ["Once."]);
     daemon.until_logged("a redelivered event was dropped");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_document_and_a_photo_reach_the_model_as_attachments() {
+    let fake = FakeTelegram::start().await;
+    let mock = Mock::start(&json!({"steps": [{"text": "Got them.", "forever": true}]}).to_string());
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    daemon_config(&home, &mock, &workspace, &channel_config(&fake, ""));
+    let _daemon = start(&fake, &home, &[]).await;
+
+    fake.file("doc1", b"the notes say hello");
+    fake.file("big-photo", b"\xff\xd8\xff\xe0 a jpeg, roughly");
+    fake.push(json!({"message": {
+        "message_id": 9, "date": 0, "chat": private(42), "caption": "what do these say?",
+        "from": {"id": 42, "is_bot": false, "first_name": "P"},
+        "document": {"file_id": "doc1", "file_unique_id": "u1", "file_name": "notes.txt",
+                     "mime_type": "text/plain", "file_size": 19},
+        "photo": [
+            {"file_id": "small-photo", "file_unique_id": "u2", "width": 90, "height": 90, "file_size": 10},
+            {"file_id": "big-photo", "file_unique_id": "u3", "width": 900, "height": 900, "file_size": 24}
+        ],
+    }}));
+    fake.until("the answer", WITHIN, |f| f.sent_to(42).len() == 1)
+        .await;
+    let asked: Vec<Value> = fake.calls_of("getFile");
+    let ids: Vec<&str> = asked.iter().filter_map(|b| b["file_id"].as_str()).collect();
+    assert_eq!(
+        ids,
+        ["doc1", "big-photo"],
+        "the document and the largest photo only"
+    );
+    let request = mock.requests()[0].to_string();
+    assert!(request.contains("what do these say?"), "{request}");
+    assert!(request.contains("notes.txt"), "{request}");
+    assert!(request.contains("photo-9.jpg"), "{request}");
+}
