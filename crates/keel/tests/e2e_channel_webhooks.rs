@@ -26,9 +26,9 @@ fn hooks_config(extra: &str) -> String {
     )
 }
 
-fn sign(secret: &str, timestamp: &str, body: &str) -> String {
+fn sign(secret: &str, timestamp: &str, delivery: &str, body: &str) -> String {
     // Checked against `openssl dgst -sha256 -hmac` in keel-channels' unit tests.
-    keel_channels::webhook::signature(secret.as_bytes(), timestamp, body.as_bytes())
+    keel_channels::webhook::signature(secret.as_bytes(), timestamp, delivery, body.as_bytes())
 }
 
 fn now() -> i64 {
@@ -69,7 +69,7 @@ async fn deliver(
 /// A delivery signed as it should be.
 async fn signed(daemon: &Daemon, body: &str, delivery: &str) -> (u16, Value) {
     let at = now();
-    let signature = sign(SECRET, &at.to_string(), body);
+    let signature = sign(SECRET, &at.to_string(), delivery, body);
     deliver(
         daemon,
         "deploys",
@@ -125,7 +125,7 @@ async fn a_signed_delivery_runs_once_and_every_bad_one_is_refused() {
 
     // Refused, each with a clear error, nothing stored.
     let at = now();
-    let good = sign(SECRET, &at.to_string(), &body);
+    let good = sign(SECRET, &at.to_string(), "d-2", &body);
     let cases = [
         (
             "unsigned",
@@ -141,7 +141,7 @@ async fn a_signed_delivery_runs_once_and_every_bad_one_is_refused() {
             "stale",
             {
                 let old = at - 301;
-                let signature = sign(SECRET, &old.to_string(), &body);
+                let signature = sign(SECRET, &old.to_string(), "d-2", &body);
                 deliver(
                     &daemon,
                     "deploys",
@@ -157,7 +157,7 @@ async fn a_signed_delivery_runs_once_and_every_bad_one_is_refused() {
         (
             "forged",
             {
-                let forged = sign("not-the-secret", &at.to_string(), &body);
+                let forged = sign("not-the-secret", &at.to_string(), "d-2", &body);
                 deliver(
                     &daemon,
                     "deploys",
@@ -234,10 +234,10 @@ async fn a_signed_delivery_runs_once_and_every_bad_one_is_refused() {
     assert_eq!(run_count(&api).await, 1);
     assert_eq!(mock.requests().len(), 1);
 
-    // The delivery id is not signed: the same signed request under another id is a replay.
+    // The delivery id is signed: the same signed request under another id is refused.
     let body = json!({"repo": {"name": "keel"}, "sender": "ci", "note": "again"}).to_string();
     let at = now();
-    let signature = sign(SECRET, &at.to_string(), &body);
+    let signature = sign(SECRET, &at.to_string(), "r-1", &body);
     let first = deliver(
         &daemon,
         "deploys",
@@ -258,7 +258,13 @@ async fn a_signed_delivery_runs_once_and_every_bad_one_is_refused() {
     )
     .await;
     assert_eq!(replay.0, 401, "{}", replay.1);
-    daemon.until_logged("a replay under another X-Keel-Delivery");
+    // Refused as forged (the forged and the other-body cases above, and this one).
+    assert_eq!(
+        daemon.log().matches("the signature does not match").count(),
+        3,
+        "{}",
+        daemon.log()
+    );
     assert_eq!(run_count(&api).await, 2);
 }
 

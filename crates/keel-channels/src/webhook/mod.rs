@@ -1,8 +1,9 @@
 //! Signed webhooks: `POST /hooks/{name}` of the daemon, one `[[webhooks]]` entry per name.
 //!
 //! A delivery carries `X-Keel-Timestamp` (unix seconds), `X-Keel-Signature: sha256=HEX`, the
-//! HMAC-SHA256 of `"{timestamp}.{raw body}"` keyed with the hook's secret, and
-//! `X-Keel-Delivery` (its id, at most 200 characters). Unsigned, forged (compared in constant
+//! HMAC-SHA256 of `"{timestamp}.{delivery}.{raw body}"` keyed with the hook's secret, where
+//! `delivery` is `X-Keel-Delivery` (its id, at most 200 characters): the id is signed, so a
+//! captured request cannot be sent again under another id. Unsigned, forged (compared in constant
 //! time) or stale (more than five minutes off) deliveries are refused with 401 and a log line;
 //! an unknown hook is 404, a body over 1 MiB 413, a body that is not JSON 400. A valid one
 //! becomes the hook's template rendered from the payload ([`template`]), taken by the intake as
@@ -101,36 +102,6 @@ struct Hook {
 struct Hooks {
     hooks: HashMap<String, Hook>,
     ctx: Context,
-    seen: Replays,
-}
-
-/// The signatures of the last ten minutes, each with the delivery id it came with: the
-/// delivery id is not signed, so a captured request sent again under another id is a replay.
-#[derive(Default)]
-struct Replays(std::sync::Mutex<HashMap<String, (String, i64)>>);
-
-impl Replays {
-    /// Notes `signature` of hook `hook` with `delivery` at `now`; a signature seen before with
-    /// another delivery id is refused.
-    fn note(&self, hook: &str, signature: &str, delivery: &str, now: i64) -> Result<(), String> {
-        let mut seen = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        seen.retain(|_, (_, at)| now - *at <= 2 * MAX_SKEW_SECS);
-        let key = format!("{hook}\n{}", signature.trim().to_ascii_lowercase());
-        match seen.get(&key) {
-            Some((first, _)) if first != delivery => Err(format!(
-                "this signed request was received before as delivery `{first}`: a replay under \
-                 another X-Keel-Delivery"
-            )),
-            Some(_) => Ok(()),
-            None => {
-                seen.insert(key, (delivery.to_string(), now));
-                Ok(())
-            }
-        }
-    }
 }
 
 /// Starts the webhooks of `raws` (each a `[[webhooks]]` entry): their routes.
@@ -167,7 +138,6 @@ pub async fn start(raws: &[toml::Value], ctx: &Context) -> Result<Started, Start
     let state = Arc::new(Hooks {
         hooks,
         ctx: ctx.clone(),
-        seen: Replays::default(),
     });
     let routes = Router::new()
         .route("/hooks/{name}", post(receive))
@@ -194,11 +164,13 @@ fn check_name(name: &str) -> Result<(), StartError> {
     }
 }
 
-/// The signature header's value for `body` sent at `timestamp` with `secret`:
-/// `sha256=` and the hex HMAC-SHA256 of `"{timestamp}.{body}"`.
-pub fn signature(secret: &[u8], timestamp: &str, body: &[u8]) -> String {
+/// The signature header's value for delivery `delivery` of `body` sent at `timestamp` with
+/// `secret`: `sha256=` and the hex HMAC-SHA256 of `"{timestamp}.{delivery}.{body}"`.
+pub fn signature(secret: &[u8], timestamp: &str, delivery: &str, body: &[u8]) -> String {
     let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret).expect("HMAC takes any key");
     mac.update(timestamp.as_bytes());
+    mac.update(b".");
+    mac.update(delivery.as_bytes());
     mac.update(b".");
     mac.update(body);
     let digest = mac.finalize().into_bytes();
@@ -210,9 +182,10 @@ pub fn signature(secret: &[u8], timestamp: &str, body: &[u8]) -> String {
     hex
 }
 
-/// Whether `given` is `secret`'s signature of `body` at `timestamp` (constant time).
-pub fn verify(secret: &[u8], timestamp: &str, body: &[u8], given: &str) -> bool {
-    let expected = signature(secret, timestamp, body);
+/// Whether `given` is `secret`'s signature of delivery `delivery` of `body` at `timestamp`
+/// (constant time).
+pub fn verify(secret: &[u8], timestamp: &str, delivery: &str, body: &[u8], given: &str) -> bool {
+    let expected = signature(secret, timestamp, delivery, body);
     let given = given.trim().to_ascii_lowercase();
     expected.as_bytes().ct_eq(given.as_bytes()).into()
 }
@@ -342,14 +315,6 @@ async fn receive(
         Ok(body) => body,
         Err(response) => return response,
     };
-    if !verify(&hook.secret, timestamp, &body, given) {
-        return refuse(
-            &name,
-            "the signature does not match: X-Keel-Signature must be sha256= and the hex \
-             HMAC-SHA256 of \"{timestamp}.{body}\" keyed with the hook's secret"
-                .into(),
-        );
-    }
     let delivery = header(&headers, "x-keel-delivery")
         .unwrap_or_default()
         .trim();
@@ -362,9 +327,13 @@ async fn receive(
         ))
         .into_response();
     }
-    let now = chrono::Utc::now().timestamp();
-    if let Err(why) = hooks.seen.note(&name, given, delivery, now) {
-        return refuse(&name, why);
+    if !verify(&hook.secret, timestamp, delivery, &body, given) {
+        return refuse(
+            &name,
+            "the signature does not match: X-Keel-Signature must be sha256= and the hex \
+             HMAC-SHA256 of \"{timestamp}.{delivery}.{body}\" keyed with the hook's secret"
+                .into(),
+        );
     }
     let payload: serde_json::Value = match serde_json::from_slice(&body) {
         Ok(payload) => payload,
@@ -411,24 +380,23 @@ mod tests {
 
     #[test]
     fn signatures_match_a_known_vector_and_differ_otherwise() {
-        // As `openssl dgst -sha256 -hmac s3cret` computes it over `1700000000.{"a":1}`.
+        // As `openssl dgst -sha256 -hmac s3cret` computes it over `1700000000.d-1.{"a":1}`.
+        let body = b"{\"a\":1}";
         assert_eq!(
-            signature(b"s3cret", "1700000000", b"{\"a\":1}"),
-            "sha256=1698a50bc74d1ff1db85c4e0a5297c2ad9fdba245d5737cdb789e4cc6e098940"
+            signature(b"s3cret", "1700000000", "d-1", body),
+            "sha256=761bfc55e91102e942060687b506b7bd16e4725f47d76f159cc448cbe3056197"
         );
-        let good = signature(b"s3cret", "1700000000", b"{\"a\":1}");
-        assert!(verify(b"s3cret", "1700000000", b"{\"a\":1}", &good));
-        assert!(verify(
-            b"s3cret",
-            "1700000000",
-            b"{\"a\":1}",
-            &good.to_uppercase().replace("SHA256=", "sha256=")
-        ));
-        assert!(!verify(b"other", "1700000000", b"{\"a\":1}", &good));
-        assert!(!verify(b"s3cret", "1700000001", b"{\"a\":1}", &good));
-        assert!(!verify(b"s3cret", "1700000000", b"{\"a\":2}", &good));
-        assert!(!verify(b"s3cret", "1700000000", b"{\"a\":1}", "sha256="));
-        assert!(!verify(b"s3cret", "1700000000", b"{\"a\":1}", ""));
+        let good = signature(b"s3cret", "1700000000", "d-1", body);
+        assert!(verify(b"s3cret", "1700000000", "d-1", body, &good));
+        let upper = good.to_uppercase().replace("SHA256=", "sha256=");
+        assert!(verify(b"s3cret", "1700000000", "d-1", body, &upper));
+        assert!(!verify(b"other", "1700000000", "d-1", body, &good));
+        assert!(!verify(b"s3cret", "1700000001", "d-1", body, &good));
+        // The same request under another delivery id: a replay, refused.
+        assert!(!verify(b"s3cret", "1700000000", "d-2", body, &good));
+        assert!(!verify(b"s3cret", "1700000000", "d-1", b"{\"a\":2}", &good));
+        assert!(!verify(b"s3cret", "1700000000", "d-1", body, "sha256="));
+        assert!(!verify(b"s3cret", "1700000000", "d-1", body, ""));
     }
 
     #[test]
@@ -463,20 +431,6 @@ mod tests {
             toml::from_str("name = \"n\"\nsecret_env = \"X\"\ntemplate = \"t\"\nsecret = \"x\"\n")
                 .unwrap();
         assert!(parse_section::<HookConfig>("webhooks", &unknown).is_err());
-    }
-
-    #[test]
-    fn a_signature_again_under_another_delivery_id_is_a_replay() {
-        let seen = Replays::default();
-        assert!(seen.note("h", "sha256=AB", "d1", 1000).is_ok());
-        assert!(seen.note("h", "sha256=ab", "d1", 1001).is_ok());
-        assert!(seen.note("h", "sha256=ab", "d2", 1002).is_err());
-        assert!(seen.note("other", "sha256=ab", "d2", 1002).is_ok());
-        // Forgotten once its timestamp would be refused anyway.
-        assert!(
-            seen.note("h", "sha256=ab", "d2", 1000 + 2 * MAX_SKEW_SECS + 1)
-                .is_ok()
-        );
     }
 
     #[test]
