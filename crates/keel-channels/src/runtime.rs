@@ -112,8 +112,30 @@ impl Running {
     }
 }
 
+/// A webhook's `deliver` must name a configured channel: its replies would wait for ever.
+fn check_deliveries(config: &ChannelsConfig) -> Result<(), StartError> {
+    let configured = config.names();
+    for hook in &config.webhooks {
+        let channel = hook
+            .get("deliver")
+            .and_then(|deliver| deliver.get("channel"))
+            .and_then(|channel| channel.as_str());
+        if let Some(channel) = channel
+            && !configured.contains(&channel)
+        {
+            let name = hook.get("name").and_then(|n| n.as_str()).unwrap_or("?");
+            return Err(StartError::Config(format!(
+                "[[webhooks]] `{name}` delivers to `{channel}`, which is not configured: add a \
+                 [channels.{channel}] table, or remove its `deliver`"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Starts every channel `config` names, on the daemon's `state`.
 pub async fn start(state: AppState, config: &ChannelsConfig) -> Result<Running, StartError> {
+    check_deliveries(config)?;
     let http = keel_providers::build_client(
         std::time::Duration::from_secs(10),
         std::time::Duration::from_secs(90),
@@ -164,4 +186,28 @@ pub async fn start(state: AppState, config: &ChannelsConfig) -> Result<Running, 
         stop: ctx.stop,
         tasks: ctx.tasks,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_webhook_must_deliver_to_a_configured_channel() {
+        let hooks: Vec<toml::Value> = vec![
+            toml::from_str(
+                "name = \"deploys\"\ndeliver = { channel = \"telegram\", chat = \"1\" }",
+            )
+            .unwrap(),
+        ];
+        let none = ChannelsConfig::from_toml(&toml::Table::new(), &hooks).unwrap();
+        let error = check_deliveries(&none).unwrap_err().to_string();
+        assert!(
+            error.contains("`deploys` delivers to `telegram`"),
+            "{error}"
+        );
+        let channels: toml::Table = toml::from_str("[telegram]\ntoken_env = \"T\"").unwrap();
+        let with = ChannelsConfig::from_toml(&channels, &hooks).unwrap();
+        assert!(check_deliveries(&with).is_ok());
+    }
 }
