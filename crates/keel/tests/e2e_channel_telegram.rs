@@ -363,3 +363,60 @@ async fn a_document_and_a_photo_reach_the_model_as_attachments() {
     assert!(request.contains("notes.txt"), "{request}");
     assert!(request.contains("photo-9.jpg"), "{request}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_streamed_answer_is_one_draft_edited_at_most_once_a_second_then_the_answer() {
+    let fake = FakeTelegram::start().await;
+    let words: Vec<String> = (1..=30).map(|n| format!("word{n}")).collect();
+    let answer = format!("{}.", words.join(" "));
+    // About three seconds of streaming: a draft, edits, then the answer.
+    let script = json!({"steps": [{"text": answer, "chunk_delay_ms": 100, "forever": true}]});
+    let mock = Mock::start(&script.to_string());
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    daemon_config(&home, &mock, &workspace, &channel_config(&fake, ""));
+    let _daemon = start(&fake, &home, &[]).await;
+
+    fake.message(private(42), 42, "count for me");
+    fake.until("the draft edited into the answer", WITHIN, |f| {
+        f.calls_of("editMessageText")
+            .iter()
+            .any(|b| b["text"] == json!(answer.clone()) && b["parse_mode"] == "HTML")
+    })
+    .await;
+    let sent = fake.sent_to(42);
+    assert_eq!(sent.len(), 1, "one message for a one-part answer: {sent:?}");
+    let draft = &sent[0];
+    let id = draft["_message_id"].clone();
+    let first = draft["text"].as_str().unwrap();
+    assert!(
+        answer.starts_with(first) && first != answer,
+        "the draft is the answer so far: {first}"
+    );
+    assert!(draft.get("parse_mode").is_none(), "a draft is plain text");
+    let edits = fake.calls_of("editMessageText");
+    assert!(edits.iter().all(|e| e["message_id"] == id), "{edits:?}");
+    let last = edits.last().unwrap();
+    assert_eq!(last["text"], json!(answer), "the answer ends in the draft");
+    assert_eq!(last["parse_mode"], "HTML");
+    // The draft and its stream edits (plain text), at most one a second.
+    let mut shows = vec![draft["_ms"].as_u64().unwrap()];
+    shows.extend(
+        edits
+            .iter()
+            .filter(|e| e.get("parse_mode").is_none())
+            .map(|e| e["_ms"].as_u64().unwrap()),
+    );
+    assert!(
+        shows.len() >= 2,
+        "the draft was edited while written: {shows:?}"
+    );
+    for pair in shows.windows(2) {
+        assert!(
+            pair[1] - pair[0] >= 990,
+            "shown faster than once a second: {shows:?}"
+        );
+    }
+    let finals = edits.iter().filter(|e| e["parse_mode"] == "HTML").count();
+    assert_eq!(finals, 1, "{edits:?}");
+}

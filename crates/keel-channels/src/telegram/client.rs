@@ -52,6 +52,13 @@ impl ApiError {
         }
     }
 
+    /// Whether an edit was refused because the message already reads so (`message is not
+    /// modified`): the edit's text is shown.
+    pub fn is_unchanged(&self) -> bool {
+        matches!(self, ApiError::Refused { code: 400, description, .. }
+            if description.contains("message is not modified"))
+    }
+
     /// Whether Telegram refused a message's HTML (`can't parse entities`).
     pub fn is_bad_html(&self) -> bool {
         matches!(self, ApiError::Refused { code: 400, description, .. }

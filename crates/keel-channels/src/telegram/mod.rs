@@ -6,13 +6,16 @@
 //! (`telegram`, `update_id`) makes the redelivery a duplicate. Messages with a `document` or a
 //! `photo` come with their files ([`updates`]); in groups keel answers when mentioned, when a
 //! message replies to one of its own, or always (`group_mode = "all"`); forum topics are
-//! threads. While a run works, the chat shows "typing".
+//! threads. While a run works, the chat shows "typing", and (`stream`, on by default) its
+//! answer is shown as it is written in one draft message edited at most once a second
+//! ([`draft`]), which the answer then replaces.
 //!
 //! Outbound ([`outlet`]): `sendMessage` in HTML, split at 4,096 characters without breaking a
 //! code block, buttons as an inline keyboard; a 429 waits its `retry_after`, a 5xx is tried
 //! again, a chat that is gone is given up.
 
 pub mod client;
+pub mod draft;
 mod html;
 pub mod outlet;
 pub mod poller;
@@ -56,8 +59,9 @@ pub struct TelegramConfig {
     /// When keel answers in a group.
     #[serde(default)]
     pub group_mode: GroupMode,
-    /// Whether a run's answer is to be shown while it is written. Accepted, not used yet: the
-    /// answer arrives whole, with "typing" shown while the run works.
+    /// Whether a run's answer is shown while it is written: a draft message edited at most once
+    /// a second, then edited into the answer ([`draft`]). Off: the answer arrives whole, with
+    /// "typing" shown while the run works.
     #[serde(default = "default_stream")]
     pub stream: bool,
     /// Who may talk.
@@ -97,8 +101,12 @@ pub async fn start(raw: &toml::Value, ctx: &Context) -> Result<Started, StartErr
         allow: config.allow,
         allowlist: config.allowlist.clone(),
     };
-    ctx.deliver_with(Arc::new(outlet::TelegramOutlet::new(client.clone())));
-    let poller = poller::Poller::new(ctx.clone(), client, config, access);
+    let drafts = Arc::new(draft::Drafts::default());
+    ctx.deliver_with(Arc::new(outlet::TelegramOutlet::new(
+        client.clone(),
+        drafts.clone(),
+    )));
+    let poller = poller::Poller::new(ctx.clone(), client, config, access, drafts);
     ctx.tasks.spawn(poller.run());
     Ok(Started::default())
 }

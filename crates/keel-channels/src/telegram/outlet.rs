@@ -13,27 +13,33 @@ use serde_json::{Value, json};
 
 use super::CHANNEL;
 use super::client::Client;
+use super::draft::Drafts;
 use super::html;
 use crate::outlet::{DeliveryError, Outlet, Reply, Target};
 
 /// Sends replies to Telegram chats.
 pub struct TelegramOutlet {
     client: Arc<Client>,
+    /// The drafts of streamed answers, edited into the answers they were.
+    drafts: Arc<Drafts>,
     /// The message ids of the parts of a reply sent already, by (target, text), while the rest
     /// is still to send.
     sent: Mutex<HashMap<(String, String), Vec<String>>>,
 }
 
+/// What `sendMessage` answers, as far as keel reads it.
 #[derive(Deserialize)]
-struct Sent {
-    message_id: i64,
+pub struct Sent {
+    /// The message's id in its chat.
+    pub message_id: i64,
 }
 
 impl TelegramOutlet {
-    /// An outlet sending through `client`.
-    pub fn new(client: Arc<Client>) -> Self {
+    /// An outlet sending through `client`, finishing the drafts of `drafts`.
+    pub fn new(client: Arc<Client>, drafts: Arc<Drafts>) -> Self {
         TelegramOutlet {
             client,
+            drafts,
             sent: Mutex::new(HashMap::new()),
         }
     }
@@ -57,6 +63,30 @@ impl TelegramOutlet {
             other => other,
         }?;
         Ok(sent.message_id.to_string())
+    }
+
+    /// Edits the draft `message_id` into `part`; false when Telegram refuses (the part is then
+    /// sent as a new message). HTML refused is tried again as plain text.
+    async fn edit_part(&self, message_id: i64, body: &Value) -> bool {
+        let mut body = json!({"chat_id": body["chat_id"], "message_id": message_id,
+            "text": body["text"], "parse_mode": "HTML",
+            "link_preview_options": {"is_disabled": true}});
+        let mut result = self.client.call::<Value>("editMessageText", &body).await;
+        if result.as_ref().is_err_and(|error| error.is_bad_html()) {
+            body["text"] = json!(html::plain(body["text"].as_str().unwrap_or("")));
+            if let Some(body) = body.as_object_mut() {
+                body.remove("parse_mode");
+            }
+            result = self.client.call::<Value>("editMessageText", &body).await;
+        }
+        match result {
+            Ok(_) => true,
+            Err(error) if error.is_unchanged() => true,
+            Err(error) => {
+                tracing::info!(channel = CHANNEL, %error, "a streamed draft cannot be edited into its answer; sent anew");
+                false
+            }
+        }
     }
 }
 
@@ -86,6 +116,8 @@ impl Outlet for TelegramOutlet {
         }
         let key = (target_text.to_string(), reply.text().to_string());
         let mut ids = self.sent().remove(&key).unwrap_or_default();
+        // A streamed answer's draft becomes its first part (buttons go only on new messages).
+        let draft = self.drafts.take(target_text).await;
         let last = parts.len() - 1;
         for (n, part) in parts.iter().enumerate().skip(ids.len()) {
             let mut body = json!({
@@ -113,6 +145,15 @@ impl Outlet for TelegramOutlet {
                     .map(|button| json!([{"text": button.label, "callback_data": button.data}]))
                     .collect();
                 body["reply_markup"] = json!({ "inline_keyboard": rows });
+            }
+            if n == 0
+                && reply.buttons().is_empty()
+                && matches!(reply, Reply::Answer { .. })
+                && let Some(message_id) = draft
+                && self.edit_part(message_id, &body).await
+            {
+                ids.push(message_id.to_string());
+                continue;
             }
             match self.send_part(body).await {
                 Ok(id) => ids.push(id),

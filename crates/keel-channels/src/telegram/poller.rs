@@ -12,6 +12,7 @@ use keel_platform::{DeliveryRoute, InboundKey, IncomingAttachment};
 use serde_json::{Value, json};
 
 use super::client::{ApiError, Client};
+use super::draft::{self, Drafts};
 use super::outlet::{chat_id, thread_id};
 use super::updates::{Bot, ForKeel, Press, Update, classify};
 use super::{CHANNEL, TelegramConfig};
@@ -37,16 +38,25 @@ pub struct Poller {
     client: Arc<Client>,
     config: TelegramConfig,
     access: Access,
+    drafts: Arc<Drafts>,
 }
 
 impl Poller {
-    /// A poller of `client`'s bot, taking messages under `access`.
-    pub fn new(ctx: Context, client: Arc<Client>, config: TelegramConfig, access: Access) -> Self {
+    /// A poller of `client`'s bot, taking messages under `access`, showing streamed answers
+    /// as `drafts` (when `config.stream`).
+    pub fn new(
+        ctx: Context,
+        client: Arc<Client>,
+        config: TelegramConfig,
+        access: Access,
+        drafts: Arc<Drafts>,
+    ) -> Self {
         Poller {
             ctx,
             client,
             config,
             access,
+            drafts,
         }
     }
 
@@ -196,6 +206,15 @@ impl Poller {
         let inbound = Inbound::new(InboundKey::new(CHANNEL, id.to_string()), got.message, route);
         match self.ctx.intake.receive(inbound, &self.access).await {
             Ok(Received::Queued { run_id, .. } | Received::Answered { run_id }) => {
+                if self.config.stream {
+                    draft::spawn(
+                        &self.ctx,
+                        self.client.clone(),
+                        self.drafts.clone(),
+                        target.clone(),
+                        run_id.clone(),
+                    );
+                }
                 self.show_typing(target, run_id);
                 Ok(())
             }

@@ -171,8 +171,8 @@ impl Hub {
     }
 
     /// Frames of every run of `session_id` driven here from now on, until the [`Following`]
-    /// is dropped.
-    pub(crate) fn follow_conversation(&self, session_id: &str) -> Following {
+    /// is dropped (a channel showing a run's answer while it is written follows it so).
+    pub fn follow_conversation(&self, session_id: &str) -> Following {
         let receiver = lock(&self.conversations)
             .entry(session_id.to_string())
             .or_insert_with(|| broadcast::channel(4096).0)
@@ -211,6 +211,17 @@ impl Hub {
     /// Becomes true when the daemon shuts down.
     pub(crate) fn closing(&self) -> watch::Receiver<bool> {
         self.closed.subscribe()
+    }
+
+    /// The frames of `run_id` kept here so far (none when it is not kept here): with
+    /// [`Hub::follow_conversation`] called first, a follower misses nothing of a run that
+    /// started before it followed (it skips the live frames whose id it has seen).
+    pub fn frames_of(&self, run_id: &str) -> Vec<Arc<Frame>> {
+        self.lock_runs()
+            .logs
+            .get(run_id)
+            .map(|log| log.frames.clone())
+            .unwrap_or_default()
     }
 
     /// The id of the last event of `run_id` kept here.
@@ -262,15 +273,16 @@ pub struct HubSizes {
 
 /// A conversation's live frames for one follower; the conversation's channel goes when its
 /// last follower is dropped.
-pub(crate) struct Following {
+pub struct Following {
     receiver: broadcast::Receiver<Arc<Frame>>,
     conversations: Weak<Followed>,
     session_id: String,
 }
 
 impl Following {
-    /// The next frame of a run of the conversation.
-    pub(crate) async fn recv(&mut self) -> Result<Arc<Frame>, broadcast::error::RecvError> {
+    /// The next frame of a run of the conversation; `Lagged` when this follower fell behind
+    /// (frames were skipped), `Closed` never while the hub lives.
+    pub async fn recv(&mut self) -> Result<Arc<Frame>, broadcast::error::RecvError> {
         self.receiver.recv().await
     }
 }

@@ -49,6 +49,8 @@ struct Inner {
     /// after this many had.
     forced: Vec<(usize, Value)>,
     polls: usize,
+    /// When the fake started: each call is recorded with `_ms` since.
+    born: Option<Instant>,
 }
 
 #[derive(Default)]
@@ -70,6 +72,7 @@ impl FakeTelegram {
         let shared = Arc::new(Shared::default());
         shared.inner.lock().unwrap().next_update = 1000;
         shared.inner.lock().unwrap().next_message = 1;
+        shared.inner.lock().unwrap().born = Some(Instant::now());
         let app = Router::new()
             .route("/{bot}/{method}", post(method))
             .route("/file/{bot}/{*path}", get(file))
@@ -220,6 +223,9 @@ async fn method(
     }
     let mut inner = shared.inner.lock().unwrap();
     let mut recorded = body.clone();
+    if let Some(born) = inner.born {
+        recorded["_ms"] = json!(born.elapsed().as_millis() as u64);
+    }
     let answer = match method.as_str() {
         "getMe" => {
             ok(json!({"id": BOT_ID, "is_bot": true, "first_name": "Keel", "username": BOT_NAME}))
@@ -254,8 +260,11 @@ async fn method(
                 }
             }
         }
-        "editMessageText" => ok(json!({"message_id": body["message_id"], "date": 0,
-            "chat": {"id": body["chat_id"], "type": "private"}, "text": body["text"]})),
+        "editMessageText" => {
+            recorded["_ok"] = json!(true);
+            ok(json!({"message_id": body["message_id"], "date": 0,
+            "chat": {"id": body["chat_id"], "type": "private"}, "text": body["text"]}))
+        }
         "sendChatAction" | "answerCallbackQuery" | "deleteMessage" => ok(json!(true)),
         "getFile" => {
             let id = body["file_id"].as_str().unwrap_or("");
