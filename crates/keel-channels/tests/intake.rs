@@ -10,16 +10,16 @@ use async_trait::async_trait;
 use keel_channels::access::{Access, Allow};
 use keel_channels::courier::{Courier, CourierPolicy};
 use keel_channels::{DeliveryError, Inbound, Intake, IntakeError, Outlet, Received, Reply, Target};
-use keel_core::{Agent, Store};
-use keel_mock::{Script, ScriptedProvider, Step};
+use keel_core::Store;
+use keel_mock::{ScriptedProvider, Step};
 use keel_platform::{
     ChannelStore, DeliveryRoute, InboundKey, IncomingMessage, PlatformStore, Source,
 };
 use keel_server::AppState;
-use keel_server::engine::{Engine, EngineOptions};
-use keel_server::hub::Hub;
 use keel_store::MemoryStore;
 use tokio_util::task::TaskTracker;
+
+mod common;
 
 struct Daemon {
     state: AppState,
@@ -29,35 +29,13 @@ struct Daemon {
 }
 
 async fn daemon(step: Step) -> Daemon {
-    let store = Arc::new(MemoryStore::new());
-    let hub = Arc::new(Hub::new(store.clone()));
-    let engine = Engine::new(store.clone(), hub.clone(), EngineOptions::default());
-    let provider = Arc::new(ScriptedProvider::new(
-        Script::new(vec![step]).with_per_turn(),
-    ));
-    let agent = Agent::builder()
-        .store(store.clone())
-        .event_sink(hub.clone())
-        .event_sink(engine.sink())
-        .provider(provider.clone())
-        .model("m")
-        .build()
-        .unwrap();
-    engine.start(Arc::new(agent)).await.unwrap();
-    let inbox = Arc::new(keel_platform::Inbox::new(
-        store.clone(),
-        keel_platform::InboxSettings::default(),
-    ));
-    let state = AppState {
-        store: store.clone(),
-        engine: engine.clone(),
-        hub,
-        max_request_bytes: 64 * 1024,
-        inbox: inbox.clone(),
-        modules: Vec::new().into(),
-    };
+    let (state, store, provider) = common::daemon_state(step).await;
     Daemon {
-        intake: Arc::new(Intake::new(store.clone(), engine, inbox)),
+        intake: Arc::new(Intake::new(
+            store.clone(),
+            state.engine.clone(),
+            state.inbox.clone(),
+        )),
         state,
         store,
         provider,

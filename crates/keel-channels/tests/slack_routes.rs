@@ -7,15 +7,14 @@ use std::sync::Arc;
 use keel_channels::courier::CourierPolicy;
 use keel_channels::decide::Decider;
 use keel_channels::{Context, Intake};
-use keel_core::Agent;
-use keel_mock::{Script, ScriptedProvider, Step};
+use keel_mock::Step;
 use keel_platform::{ChannelStore, InboundKey};
-use keel_server::AppState;
-use keel_server::engine::{Engine, EngineOptions};
-use keel_server::hub::Hub;
+use keel_server::engine::Engine;
 use keel_store::MemoryStore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+
+mod common;
 
 const SECRET: &str = "slack-routes-test-secret";
 
@@ -28,33 +27,8 @@ struct Served {
 
 /// The Slack channel's routes, served on 127.0.0.1:0 over a daemon on the memory store.
 async fn serve() -> Served {
-    let store = Arc::new(MemoryStore::new());
-    let hub = Arc::new(Hub::new(store.clone()));
-    let engine = Engine::new(store.clone(), hub.clone(), EngineOptions::default());
-    let provider = Arc::new(ScriptedProvider::new(
-        Script::new(vec![Step::text("ok")]).with_per_turn(),
-    ));
-    let agent = Agent::builder()
-        .store(store.clone())
-        .event_sink(hub.clone())
-        .event_sink(engine.sink())
-        .provider(provider)
-        .model("m")
-        .build()
-        .unwrap();
-    engine.start(Arc::new(agent)).await.unwrap();
-    let inbox = Arc::new(keel_platform::Inbox::new(
-        store.clone(),
-        keel_platform::InboxSettings::default(),
-    ));
-    let state = AppState {
-        store: store.clone(),
-        engine: engine.clone(),
-        hub,
-        max_request_bytes: 64 * 1024,
-        inbox: inbox.clone(),
-        modules: Vec::new().into(),
-    };
+    let (state, store, _provider) = common::daemon_state(Step::text("ok")).await;
+    let (engine, inbox) = (state.engine.clone(), state.inbox.clone());
     keel_providers::install_crypto_provider();
     let http = reqwest::Client::new();
     let ctx = Context {

@@ -43,6 +43,7 @@ pub(super) fn convert(markdown: &str, dialect: &dyn Dialect) -> String {
                 block = Some((lang.to_string(), Vec::new()));
             }
             (Some(_), Some(_)) => {
+                // This arm matched `block` as `Some`: the take cannot find it empty.
                 let (lang, lines) = block.take().expect("a block is open");
                 newline(&mut out);
                 dialect.code_block(&mut out, &lang, &lines.join("\n"));
