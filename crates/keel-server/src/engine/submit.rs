@@ -1,0 +1,137 @@
+//! Accepting messages: each becomes a queued run in its conversation's lane, stored before
+//! the caller hears of it, with its platform event's key when it has one.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use keel_core::{LanePolicy, RunOptions, SessionInfo};
+use keel_platform::{EnqueueOutcome, QueuedRun};
+
+use super::{Engine, EngineError, Submitted};
+
+impl Engine {
+    /// Accepts `text` for `conversation`: a queued run, stored before this returns, started
+    /// when the runs before it in the lane have ended. Under the `interrupt` policy, the
+    /// running run is asked to stop at its next safe point.
+    pub async fn submit(
+        self: &Arc<Self>,
+        conversation: &SessionInfo,
+        text: String,
+        user_id: Option<String>,
+    ) -> Result<Submitted, EngineError> {
+        self.submit_with(conversation, text, user_id, RunOptions::default())
+            .await
+    }
+
+    /// [`Engine::submit`], with what the incoming-message pipeline chose for the run.
+    pub async fn submit_with(
+        self: &Arc<Self>,
+        conversation: &SessionInfo,
+        text: String,
+        user_id: Option<String>,
+        options: RunOptions,
+    ) -> Result<Submitted, EngineError> {
+        self.submit_inbound(conversation, text, user_id, options, None)
+            .await
+    }
+
+    /// [`Engine::submit_with`] for a platform event: `inbound` is recorded with the queued run,
+    /// in its transaction, and an event recorded before is refused as
+    /// [`EngineError::Duplicate`] (nothing is queued).
+    pub async fn submit_inbound(
+        self: &Arc<Self>,
+        conversation: &SessionInfo,
+        text: String,
+        user_id: Option<String>,
+        options: RunOptions,
+        inbound: Option<keel_platform::InboundKey>,
+    ) -> Result<Submitted, EngineError> {
+        if !self.accepting() {
+            return Err(EngineError::ShuttingDown);
+        }
+        let submitted = self
+            .enqueue(conversation, text, user_id, options, inbound)
+            .await;
+        // A refused message, or a run that ended before the lane's gate was let go, leaves an
+        // idle lane behind: forgotten here, so lanes never outlive their runs.
+        self.forget_idle_lane(&conversation.id);
+        submitted
+    }
+
+    /// Queues the run in its lane and the store, and starts it if the lane is free.
+    async fn enqueue(
+        self: &Arc<Self>,
+        conversation: &SessionInfo,
+        text: String,
+        user_id: Option<String>,
+        options: RunOptions,
+        inbound: Option<keel_platform::InboundKey>,
+    ) -> Result<Submitted, EngineError> {
+        let session = conversation.id.clone();
+        let gate = self
+            .lock_lanes()
+            .entry(session.clone())
+            .or_default()
+            .accepting
+            .clone();
+        let _in_order = gate.lock().await;
+        let run = QueuedRun {
+            run_id: uuid::Uuid::now_v7().to_string(),
+            session_id: session.clone(),
+            user_id,
+            message: text,
+            enqueued_at: Utc::now(),
+            provider: self.options.provider.clone(),
+            model: options
+                .model
+                .clone()
+                .unwrap_or_else(|| self.options.model.clone()),
+            options,
+            inbound,
+        };
+        match self
+            .store
+            .enqueue_run(&run, self.options.queue_limit)
+            .await?
+        {
+            EnqueueOutcome::Queued { .. } => {}
+            EnqueueOutcome::Full { queued } => {
+                return Err(EngineError::LaneFull {
+                    conversation: session,
+                    queued,
+                    retry_after: 1,
+                });
+            }
+            EnqueueOutcome::Duplicate { run_id } => {
+                return Err(EngineError::Duplicate { run_id });
+            }
+        }
+        self.watch_report(&run.run_id);
+        let run_id = run.run_id.clone();
+        let (position, interrupt) = {
+            let mut lanes = self.lock_lanes();
+            let lane = lanes.entry(session.clone()).or_default();
+            lane.queued.push_back(run);
+            let interrupt = (conversation.lane_policy == LanePolicy::Interrupt)
+                .then(|| lane.running.clone())
+                .flatten();
+            (lane.ahead_of_last(), interrupt)
+        };
+        drop(_in_order);
+        if let Some(running) = interrupt
+            && let Some(control) = self.boundaries.get(&running)
+        {
+            control.cancel.cancel();
+            self.store.request_cancel(&running, Utc::now()).await?;
+        }
+        self.pump(&session);
+        Ok(Submitted { run_id, position })
+    }
+
+    /// Runs ahead of a queued run in its lane, when it is queued here.
+    pub fn position(&self, run_id: &str) -> Option<usize> {
+        self.lock_lanes()
+            .values()
+            .find_map(|lane| lane.position(run_id))
+    }
+}
