@@ -96,3 +96,10 @@ pub struct RunFilter {
     /// At most this many.
     pub limit: usize,
 }
+
+/// What a queued run folded into another ends with, as its error (see
+/// [`crate::ConversationStore::absorb_queued`]): `"{how} into run {into}"`, e.g. `collected
+/// into run 0190…`.
+pub fn absorbed_reason(how: &str, into: &str) -> String {
+    format!("{how} into run {into}")
+}

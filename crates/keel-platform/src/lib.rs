@@ -30,7 +30,9 @@ pub mod usage;
 pub use api_key::ApiKeyRecord;
 pub use attachments::{IncomingAttachment, READ_ATTACHMENT, register_attachments};
 pub use channel::{DeliveryRoute, InboundKey, Notice, OutboxItem, OutboxStats, Pairing};
-pub use conversation::{ConversationFilter, EnqueueOutcome, NewConversation, QueuedRun, RunFilter};
+pub use conversation::{
+    ConversationFilter, EnqueueOutcome, NewConversation, QueuedRun, RunFilter, absorbed_reason,
+};
 pub use inbox::{Inbox, InboxError, InboxSettings, IncomingMessage, MAX_TEXT_BYTES, Prepared};
 pub use known_facts::{Fact, FactHit, MessageMemory};
 pub use link::PlatformLink;

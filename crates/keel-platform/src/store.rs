@@ -124,6 +124,24 @@ pub trait ConversationStore: Send + Sync {
     /// `cancelled`, finished at `at`. False when it is not queued (it started, or never was).
     async fn cancel_queued(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError>;
 
+    /// Folds queued runs into run `into` (the double-texting policies `steer` and `collect`),
+    /// in one transaction: each run of `absorbed` that is still queued in `into`'s conversation
+    /// leaves the queue and ends `cancelled` at `at`, its error saying `"{how} into run
+    /// {into}"` (`how`: `steered`, `collected`). No outbox row is written for them: the user is
+    /// answered by `into`. With `message`, the queued run `into`'s stored message becomes it
+    /// (so a crash after a collect loses nothing), and nothing is absorbed unless `into` is
+    /// still queued (a run that started has stored its message already). Returns the ids it
+    /// absorbed, in `absorbed`'s order: a run cancelled, started or absorbed meanwhile is
+    /// skipped.
+    async fn absorb_queued(
+        &self,
+        into: &str,
+        absorbed: &[String],
+        message: Option<&str>,
+        how: &str,
+        at: DateTime<Utc>,
+    ) -> Result<Vec<String>, StoreError>;
+
     /// Every file of a conversation (its attachments and what its runs produced), oldest first.
     async fn session_files(&self, session_id: &str) -> Result<Vec<FileRecord>, StoreError>;
 

@@ -468,6 +468,17 @@ impl ConversationStore for SqliteStore {
         cancel_queued(&self.conns, run_id, at).await
     }
 
+    async fn absorb_queued(
+        &self,
+        into: &str,
+        absorbed: &[String],
+        message: Option<&str>,
+        how: &str,
+        at: DateTime<Utc>,
+    ) -> Result<Vec<String>, StoreError> {
+        crate::absorb::absorb_queued(&self.conns, into, absorbed, message, how, at).await
+    }
+
     async fn session_files(&self, session_id: &str) -> Result<Vec<FileRecord>, StoreError> {
         crate::files::of_session(&self.conns, session_id).await
     }

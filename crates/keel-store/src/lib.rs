@@ -24,6 +24,7 @@
 
 #![warn(missing_docs)]
 
+mod absorb;
 mod approvals;
 mod batch;
 mod channels;

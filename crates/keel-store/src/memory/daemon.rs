@@ -240,6 +240,54 @@ impl Data {
         Ok(true)
     }
 
+    /// Folds queued runs into run `into`, all at once under the lock (see
+    /// [`keel_platform::ConversationStore::absorb_queued`]). No outbox row, like
+    /// [`Data::cancel_queued`].
+    pub(super) fn absorb_queued(
+        &mut self,
+        into: &str,
+        absorbed: &[String],
+        message: Option<&str>,
+        how: &str,
+        at: DateTime<Utc>,
+    ) -> Vec<String> {
+        let Some(session) = self.runs.get(into).map(|run| run.session_id.clone()) else {
+            return Vec::new();
+        };
+        if message.is_some() && !self.queue.iter().any(|queued| queued.run_id == into) {
+            return Vec::new();
+        }
+        let reason = keel_platform::absorbed_reason(how, into);
+        let mut taken = Vec::new();
+        for run_id in absorbed {
+            let Some(at_queue) = self.queue.iter().position(|queued| {
+                queued.run_id == *run_id && queued.run_id != into && queued.session_id == session
+            }) else {
+                continue;
+            };
+            let Some(run) = self
+                .runs
+                .get_mut(run_id)
+                .filter(|run| run.state == AgentState::Queued)
+            else {
+                continue;
+            };
+            run.state = AgentState::Cancelled;
+            run.error = Some(reason.clone());
+            run.updated_at = at;
+            run.finished_at = Some(at);
+            run.cancel_requested_at.get_or_insert(at);
+            self.queue.remove(at_queue);
+            taken.push(run_id.clone());
+        }
+        if let Some(message) = message
+            && let Some(queued) = self.queue.iter_mut().find(|queued| queued.run_id == into)
+        {
+            queued.message = message.to_string();
+        }
+        taken
+    }
+
     /// Keeps a new API key; its id and hash must be new (see [`keel_core::Store::save_api_key`]).
     pub(super) fn save_api_key(&mut self, key: &ApiKeyRecord) -> Result<(), StoreError> {
         if self
@@ -466,6 +514,17 @@ impl ConversationStore for MemoryStore {
 
     async fn cancel_queued(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
         self.lock()?.cancel_queued(run_id, at)
+    }
+
+    async fn absorb_queued(
+        &self,
+        into: &str,
+        absorbed: &[String],
+        message: Option<&str>,
+        how: &str,
+        at: DateTime<Utc>,
+    ) -> Result<Vec<String>, StoreError> {
+        Ok(self.lock()?.absorb_queued(into, absorbed, message, how, at))
     }
 
     async fn session_files(&self, session_id: &str) -> Result<Vec<FileRecord>, StoreError> {
