@@ -25,6 +25,7 @@ use crate::provider_error::{ProviderError, ProviderErrorKind};
 use crate::registry::ToolRegistry;
 use crate::run::{BatchSpend, ModelCall, Run, Step};
 use crate::session_kind::SessionKind;
+use crate::steering::{SteerMessage, Steering};
 use crate::store::{Commit, Store, StoreError};
 use crate::tool::ToolContext;
 use crate::tool_exec::{BatchOutcome, Replay, ToolExecutor};
@@ -53,6 +54,9 @@ pub struct Driver<'a> {
     /// Who starts and resumes child runs, for the extensions that answer calls with them
     /// (the agent).
     pub children: Option<&'a dyn crate::child_run::ChildRuns>,
+    /// Messages the user sent while the run works, which join it before its next model call
+    /// (see [`crate::steering`]).
+    pub steering: Option<&'a dyn Steering>,
 }
 
 /// Whether cancelling may interrupt a step in flight.
@@ -135,11 +139,20 @@ impl Driver<'_> {
         let mut envelope: Vec<ToolCallRecord> = Vec::new();
         let mut progress = Progress::default();
         loop {
+            // Messages sent meanwhile join before the model call, and are stored with it.
+            let steered = self.steer(run, &mut step).await;
             progress.before_boundary(&step, run, self.emitter);
             // Safe boundary: everything the run decided so far becomes durable before anything
             // else happens.
             seq += 1;
             self.persist(run, seq, &mut envelope).await?;
+            if let (Some(steering), false) = (self.steering, steered.is_empty()) {
+                // Stored in the run: the source may forget them, unless the run stops here
+                // (they are then the source's again, and answered by a run of their own).
+                if !self.cancel.is_cancelled() {
+                    steering.joined(&steered).await;
+                }
+            }
             if matches!(step, Step::Finish) {
                 return Ok(());
             }
@@ -174,6 +187,12 @@ impl Driver<'_> {
                     }
                 }
                 Step::RunTools(calls) => 'tools: {
+                    let steering = self.steering.filter(|_| run.takes_steering());
+                    if steering.is_some_and(|steering| steering.pending()) {
+                        // The user changed course before any of the batch ran: none of it runs,
+                        // and nobody is asked to approve any of it.
+                        break 'tools run.on_tool_results(Run::skipped_for_steer(&calls));
+                    }
                     // A call that needs a person's yes stops the batch before any of it runs.
                     if let Some(pending) = self.needs_approval(run, &calls).await? {
                         break 'tools run.await_approval(pending);
@@ -182,7 +201,7 @@ impl Driver<'_> {
                     // side-effecting calls in flight finish and are stored, and the flag is seen
                     // at the next boundary. The hard limit ends the batch whatever it waits on.
                     spend.begin(run);
-                    let work = executor.run_batch(&calls, &replay);
+                    let work = executor.run_steered_batch(&calls, &replay, steering);
                     let raced = self.race(run.id(), hard_at, Interruptible::No, work).await;
                     // What the child runs spent counts against this run's budgets.
                     run.add_child_usage(spend.take());
@@ -244,6 +263,26 @@ impl Driver<'_> {
                 }
             };
         }
+    }
+
+    /// Before a model call: takes the messages waiting to join the run, when the run takes
+    /// them now, and makes `step` the call with them. Returns what it took.
+    async fn steer(&self, run: &mut Run, step: &mut Step) -> Vec<SteerMessage> {
+        let Some(steering) = self.steering else {
+            return Vec::new();
+        };
+        let Step::CallModel(call) = &*step else {
+            return Vec::new();
+        };
+        if self.cancel.is_cancelled() || !run.takes_steering() || !steering.pending() {
+            return Vec::new();
+        }
+        let wait = call.wait;
+        let taken = steering.take().await;
+        if !taken.is_empty() {
+            *step = run.on_steer(&taken, wait);
+        }
+        taken
     }
 
     /// The first call of `calls` that needs a person's approval and has none: its tool says

@@ -40,6 +40,7 @@ pub mod run_options;
 pub mod run_settings;
 pub mod session_kind;
 pub mod state;
+pub mod steering;
 pub mod store;
 pub mod timestamp;
 pub mod token_log;
@@ -77,6 +78,7 @@ pub use run_options::{PlatformPlace, RunOptions};
 pub use run_settings::{ModelTarget, RunSettings};
 pub use session_kind::SessionKind;
 pub use state::{AgentState, ErrorReason};
+pub use steering::{SteerMessage, Steering};
 pub use store::{RunRecord, SessionInfo, Store, StoreError, StoredMessage, UserRecord};
 pub use token_log::TokenCharge;
 pub use tool::{

@@ -7,6 +7,9 @@
 //! write sees it. Whatever happens — unknown tool, bad arguments, a tool error, a panic — the
 //! model gets a clear result and the run goes on. Results come back in call order.
 //!
+//! When a message the user sent meanwhile is about to join the run ([`crate::steering`]), calls
+//! not started yet are skipped with a result that says so; calls running finish.
+//!
 //! On cancel, idempotent calls are abandoned at once (their result says so) and calls not yet
 //! started never start; a side-effecting call in flight is awaited, since stopping a write
 //! halfway is worse than finishing it (the driver's hard time limit still ends the run).
@@ -34,6 +37,7 @@ use crate::message::ToolCall;
 use crate::registry::{PreparedCall, ToolRegistry};
 use crate::run::{BatchSpend, ToolResult};
 use crate::run_settings::RunSettings;
+use crate::steering::Steering;
 use crate::store::Store;
 pub use crate::tool::truncate_output;
 use crate::tool::{Tool, ToolContext, ToolError, ToolErrorKind, ToolOutput};
@@ -88,6 +92,18 @@ impl ToolExecutor<'_> {
     /// completed are replayed, not run; an unfinished side-effecting call stops the batch
     /// before anything runs.
     pub async fn run_batch(&self, calls: &[ToolCall], replay: &Replay) -> BatchOutcome {
+        self.run_steered_batch(calls, replay, None).await
+    }
+
+    /// [`ToolExecutor::run_batch`] for a run that messages may join (see [`crate::steering`]):
+    /// once `steering` has one pending, calls not started yet are not started; each gets
+    /// [`crate::steering::SKIPPED_FOR_STEER`]. Calls already running finish.
+    pub async fn run_steered_batch(
+        &self,
+        calls: &[ToolCall],
+        replay: &Replay,
+        steering: Option<&dyn Steering>,
+    ) -> BatchOutcome {
         for call in calls {
             let unfinished = replay
                 .records
@@ -110,7 +126,8 @@ impl ToolExecutor<'_> {
                 .unwrap_or(rest.len())
                 .max(1);
             let (group, tail) = rest.split_at(group_len);
-            outcomes.extend(join_all(group.iter().map(|c| self.run_one(c, replay))).await);
+            let runs = group.iter().map(|c| self.run_one(c, replay, steering));
+            outcomes.extend(join_all(runs).await);
             rest = tail;
         }
         let (results, records) = outcomes.into_iter().unzip();
@@ -124,7 +141,12 @@ impl ToolExecutor<'_> {
             .is_some_and(|tool| tool.spec().idempotent && !tool.spec().interactive)
     }
 
-    async fn run_one(&self, call: &ToolCall, replay: &Replay) -> (ToolResult, ToolCallRecord) {
+    async fn run_one(
+        &self,
+        call: &ToolCall,
+        replay: &Replay,
+        steering: Option<&dyn Steering>,
+    ) -> (ToolResult, ToolCallRecord) {
         if let Some(record) = replay.records.get(&call.id)
             && record.completed_at.is_some()
         {
@@ -162,6 +184,9 @@ impl ToolExecutor<'_> {
                 "Error: `{}` was not run: the run was cancelled.",
                 call.name
             ))
+        } else if steering.is_some_and(|steering| steering.pending()) {
+            // The user changed course: nothing of this call has happened yet.
+            Err(crate::steering::SKIPPED_FOR_STEER.to_string())
         } else if self.registry.get(&call.name).is_some()
             && !self.offered.iter().any(|tool| tool.name == call.name)
         {
@@ -175,6 +200,13 @@ impl ToolExecutor<'_> {
             Ok(prepared) => self.before_tool(call, prepared).await,
             Err(message) => Err(message),
         };
+        // A steer that arrived while the extensions looked at the call still comes first.
+        let prepared = prepared.and_then(|prepared| match steering {
+            Some(steering) if steering.pending() => {
+                Err(crate::steering::SKIPPED_FOR_STEER.to_string())
+            }
+            _ => Ok(prepared),
+        });
         // The arguments the tool ran with, kept for the extensions that see its result.
         let mut ran_with = None;
         let (ok, raw) = match prepared {

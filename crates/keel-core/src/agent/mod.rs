@@ -76,6 +76,9 @@ pub struct RunRequest {
     /// What the incoming-message pipeline chose: persona settings, allowed tool modules, the
     /// session's trust and place.
     pub options: crate::run_options::RunOptions,
+    /// Messages the user sends while the run works, which join it before its next model call
+    /// (see [`crate::steering`]); without it they wait for their own run.
+    pub steering: Option<Arc<dyn crate::steering::Steering>>,
 }
 
 impl RunRequest {
@@ -324,7 +327,8 @@ impl Agent {
             emitter.emit(kind);
         }
         let cancel = request.cancel.unwrap_or_default();
-        let driver = self.driver(&emitter, &cancel, request.user_id.clone());
+        let mut driver = self.driver(&emitter, &cancel, request.user_id.clone());
+        driver.steering = request.steering.as_deref();
         match over_budget {
             // The message is still stored, and the run says why it did not start.
             Some(message) => {
@@ -443,6 +447,7 @@ impl Agent {
             human: self.human.as_deref(),
             heartbeat: &self.heartbeat,
             children: Some(self),
+            steering: None,
         }
     }
 

@@ -37,6 +37,9 @@ pub struct ResumeOptions {
     /// Go on with this agent's provider, model and fallbacks instead of those the run started
     /// with (the caller chose other ones).
     pub switch_models: bool,
+    /// Messages the user sends while the resumed run works, which join it before its next
+    /// model call (see [`crate::steering`]).
+    pub steering: Option<std::sync::Arc<dyn crate::steering::Steering>>,
 }
 
 impl Agent {
@@ -110,7 +113,8 @@ impl Agent {
         self.take_over(&mut run, options.switch_models)?;
         let emitter = self.emitter(run_id, &record.session_id);
         let cancel = options.cancel.clone().unwrap_or_default();
-        let driver = self.driver(&emitter, &cancel, run.user_id().map(str::to_string));
+        let mut driver = self.driver(&emitter, &cancel, run.user_id().map(str::to_string));
+        driver.steering = options.steering.as_deref();
         // A run keeps the hash of the configured prompt it started under (before a persona's
         // text and the per-run sections); a changed configuration halts the resume.
         let current_prompt = self.settings.system_prompt.clone();

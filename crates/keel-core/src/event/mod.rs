@@ -352,6 +352,14 @@ pub enum EventKind {
         /// `approve_once`, `approve_session` or `deny`.
         decision: crate::approval::ApprovalDecision,
     },
+    /// Messages the user sent while the run worked joined it before its next model call (the
+    /// `steer` lane policy; see [`crate::steering`]).
+    #[serde(rename = "agent.lane.steered")]
+    LaneSteered {
+        /// The sources' ids of the messages that joined, in order (the daemon: the queued runs
+        /// they arrived as, which end `cancelled`, "steered into" this run).
+        absorbed: Vec<String>,
+    },
     /// A resume stopped before a side-effecting call that may already have run.
     #[serde(rename = "agent_run.resume_unsafe")]
     ResumeUnsafe {

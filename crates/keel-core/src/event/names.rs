@@ -38,6 +38,7 @@ impl EventKind {
             EventKind::HumanAnswered { .. } => "agent.human.answered",
             EventKind::ApprovalRequested { .. } => "agent.approval.requested",
             EventKind::ApprovalDecided { .. } => "agent.approval.decided",
+            EventKind::LaneSteered { .. } => "agent.lane.steered",
             EventKind::ResumeUnsafe { .. } => "agent_run.resume_unsafe",
             EventKind::Resumed { .. } => "agent_run.resumed",
             EventKind::Reconcile { .. } => "agent_run.reconcile",

@@ -38,6 +38,7 @@ mod flush;
 mod pinned;
 mod relaunch;
 mod shared_budget;
+mod steer;
 mod step;
 mod stopping;
 mod turn;

@@ -166,6 +166,7 @@ async fn go_on(
                     cancel: Some(cancel),
                     force,
                     switch_models,
+                    steering: None,
                 };
                 agent.resume(run_id, options).await
             }
