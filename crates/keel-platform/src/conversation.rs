@@ -49,6 +49,9 @@ pub struct QueuedRun {
     /// The platform event it came from, recorded with it so that a redelivery is dropped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inbound: Option<crate::channel::InboundKey>,
+    /// The schedule slot it fires, recorded `fired` with it so that a slot runs once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<crate::schedule::SlotKey>,
 }
 
 /// What [`crate::ConversationStore::enqueue_run`] did.
@@ -64,9 +67,11 @@ pub enum EnqueueOutcome {
         /// Runs waiting in the queue.
         queued: usize,
     },
-    /// The run's inbound event was received before, as this run: nothing was stored.
+    /// The run's inbound event was received before, or its schedule slot was recorded before
+    /// (fired, missed or refused): nothing was stored.
     Duplicate {
-        /// The run the first delivery became.
+        /// The run the first delivery (or the slot's fire) became; empty for a slot recorded
+        /// without a run (missed, refused).
         run_id: String,
     },
 }

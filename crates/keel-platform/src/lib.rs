@@ -4,8 +4,9 @@
 //! conversation (found by its key: platform, server, channel, thread, and an email trigger's
 //! sender; never by an id), the tools its caller may use and the session's trust — then it runs
 //! like any other message ([`inbox::Inbox`]). It also owns the daemon's vocabulary around that:
-//! API keys, conversation listings and the lane queue, the token log report, attachments, known
-//! facts' records and session search, and the store traits that keep them ([`store`]).
+//! API keys, conversation listings and the lane queue, schedules and their slots
+//! ([`schedule`]), the token log report, attachments, known facts' records and session search,
+//! and the store traits that keep them ([`store`]).
 //!
 //! It depends on keel-core only. It must not depend on a store, an adapter, a tool crate or the
 //! daemon: keel-store implements its traits, keel-server and the `keel` binary use them. The loop
@@ -23,6 +24,7 @@ pub mod known_facts;
 pub mod link;
 pub mod persona;
 pub mod place;
+pub mod schedule;
 pub mod session_search;
 pub mod store;
 pub mod usage;
@@ -38,6 +40,10 @@ pub use known_facts::{Fact, FactHit, MessageMemory};
 pub use link::PlatformLink;
 pub use persona::{Persona, choose_persona};
 pub use place::{ConversationKey, ConversationKind, Source, session_id_for};
+pub use schedule::{
+    CatchUp, Creator, EndedFire, Schedule, ScheduleFilter, ScheduleKind, ScheduleState,
+    ScheduleStore, Settled, SlotEntry, SlotKey, SlotOutcome, SlotRecord,
+};
 pub use session_search::{SessionHit, SessionSearch};
 pub use store::{ChannelStore, ConversationStore, DaemonStore, MemoryIndex, PlatformStore};
 pub use usage::{UsageLine, UsageQuery};

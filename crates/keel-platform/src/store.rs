@@ -19,6 +19,7 @@ use crate::known_facts::{Fact, FactHit, MessageMemory};
 use crate::link::PlatformLink;
 use crate::persona::Persona;
 use crate::place::ConversationKey;
+use crate::schedule::ScheduleStore;
 use crate::session_search::{SessionHit, SessionSearch};
 use crate::usage::{UsageLine, UsageQuery};
 
@@ -106,7 +107,9 @@ pub trait ConversationStore: Send + Sync {
     /// record in state `queued` (started at `enqueued_at`), unless the session's queue holds
     /// `limit` runs already. The session must exist. A run with an [`QueuedRun::inbound`] key
     /// records it in the same transaction; a key recorded before queues nothing and answers
-    /// [`EnqueueOutcome::Duplicate`].
+    /// [`EnqueueOutcome::Duplicate`]. A run with a [`QueuedRun::slot`] records the slot `fired`
+    /// (with the run) in the same transaction; a slot recorded before queues nothing and
+    /// answers [`EnqueueOutcome::Duplicate`] too.
     async fn enqueue_run(
         &self,
         run: &QueuedRun,
@@ -340,15 +343,16 @@ pub trait ChannelStore: Send + Sync {
     async fn take_pairing(&self, code: &str) -> Result<Option<Pairing>, StoreError>;
 }
 
-/// Everything the daemon keeps: the kernel's [`Store`] and each of keel-platform's. Any type
-/// that is all of them is one; an `Arc<dyn DaemonStore>` upcasts to the `Arc<dyn Store>` an
-/// agent runs on.
+/// Everything the daemon keeps: the kernel's [`Store`] and each of keel-platform's (schedules:
+/// [`ScheduleStore`]). Any type that is all of them is one; an `Arc<dyn DaemonStore>` upcasts
+/// to the `Arc<dyn Store>` an agent runs on.
 pub trait DaemonStore:
-    Store + PlatformStore + ConversationStore + MemoryIndex + ChannelStore
+    Store + PlatformStore + ConversationStore + MemoryIndex + ChannelStore + ScheduleStore
 {
 }
 
-impl<T: Store + PlatformStore + ConversationStore + MemoryIndex + ChannelStore + ?Sized> DaemonStore
-    for T
+impl<
+    T: Store + PlatformStore + ConversationStore + MemoryIndex + ChannelStore + ScheduleStore + ?Sized,
+> DaemonStore for T
 {
 }

@@ -56,12 +56,23 @@ const ENQUEUE: &str = "INSERT INTO run_queue \
      SELECT $1, $2, $3, $4, $5, $7, $8, $9 \
      WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $2) \
      AND (SELECT count(*) FROM run_queue WHERE session_id = $2) < $6 \
-     AND NOT EXISTS (SELECT 1 FROM inbound_events WHERE source = $10 AND event_id = $11)";
+     AND NOT EXISTS (SELECT 1 FROM inbound_events WHERE source = $10 AND event_id = $11) \
+     AND NOT EXISTS (SELECT 1 FROM schedule_slots WHERE schedule_id = $12 AND slot = $13)";
 
 /// The platform event the queued run came from (`$10`, `$11`), recorded with its queue row.
 const RECORD_INBOUND: &str = "INSERT INTO inbound_events (source, event_id, run_id, received_at) \
      SELECT $10, $11, $1, $5 WHERE $10 IS NOT NULL \
      AND EXISTS (SELECT 1 FROM run_queue WHERE run_id = $1)";
+
+/// The schedule slot the queued run fires (`$12`, `$13`), recorded `fired` with its queue row
+/// (`migrations/0030_schedules.sql`).
+const RECORD_SLOT_FIRED: &str = "INSERT INTO schedule_slots \
+     (schedule_id, slot, outcome, run_id, at) SELECT $12, $13, 'fired', $1, $5 \
+     WHERE $12 IS NOT NULL AND EXISTS (SELECT 1 FROM run_queue WHERE run_id = $1)";
+
+/// The run a recorded schedule slot became ('' for one recorded without a run).
+const SLOT_RUN: &str =
+    "SELECT COALESCE(run_id, '') FROM schedule_slots WHERE schedule_id = $1 AND slot = $2";
 
 /// The run an inbound event became.
 const INBOUND_RUN: &str = "SELECT run_id FROM inbound_events WHERE source = $1 AND event_id = $2";
@@ -283,9 +294,12 @@ pub(crate) async fn enqueue(
             "run options",
         )?)
         .bind(run.inbound.as_ref().map(|key| key.source.as_str()))
-        .bind(run.inbound.as_ref().map(|key| key.event_id.as_str()));
+        .bind(run.inbound.as_ref().map(|key| key.event_id.as_str()))
+        .bind(run.slot.as_ref().map(|key| key.schedule_id.as_str()))
+        .bind(run.slot.as_ref().map(|key| timestamp(key.slot)));
     batch.end_statement().sql(INSERT_QUEUED_RUN).end_statement();
     batch.sql(RECORD_INBOUND).end_statement();
+    batch.sql(RECORD_SLOT_FIRED).end_statement();
     batch.sql(WAS_QUEUED);
     let queued = conns
         .transaction(vec![batch])
@@ -310,6 +324,17 @@ pub(crate) async fn enqueue(
         && let Some(first) = inbound_run(conns, key).await?
     {
         return Ok(EnqueueOutcome::Duplicate { run_id: first });
+    }
+    if let Some(key) = &run.slot {
+        let first: Option<String> = sqlx::query_scalar(SLOT_RUN)
+            .bind(&key.schedule_id)
+            .bind(timestamp(key.slot))
+            .fetch_optional(&mut *reader)
+            .await
+            .or_backend(doing)?;
+        if let Some(run_id) = first {
+            return Ok(EnqueueOutcome::Duplicate { run_id });
+        }
     }
     let exists = sqlx::query("SELECT 1 FROM sessions WHERE id = $1")
         .bind(&run.session_id)
@@ -402,8 +427,9 @@ fn decode_queued(row: &SqliteRow) -> Result<QueuedRun, StoreError> {
         provider: column(row, "provider", place)?,
         model: column(row, "model", place)?,
         options: json_column::<keel_core::RunOptions>(row, "options", place)?.unwrap_or_default(),
-        // Recorded in `inbound_events` when it was queued; not needed again.
+        // Recorded in `inbound_events` and `schedule_slots` when it was queued; not needed again.
         inbound: None,
+        slot: None,
     })
 }
 

@@ -15,9 +15,10 @@
 //!
 //! Beside the kernel's [`keel_core::Store`] it implements keel-platform's store traits, each in
 //! files of its own concept: [`keel_platform::PlatformStore`] (`platform.rs`: links, keys,
-//! personas, the token log report), [`keel_platform::ConversationStore`] (`conversations.rs`)
-//! and [`keel_platform::MemoryIndex`] (`memory_index.rs`: facts, messages as memories, session
-//! search); the in-memory store ([`MemoryStore`]) implements the same.
+//! personas, the token log report), [`keel_platform::ConversationStore`] (`conversations.rs`),
+//! [`keel_platform::MemoryIndex`] (`memory_index.rs`: facts, messages as memories, session
+//! search) and [`keel_platform::ScheduleStore`] (`schedules.rs`); the in-memory store
+//! ([`MemoryStore`]) implements the same.
 //!
 //! It depends on keel-core and keel-platform only: the loop, adapters and tools never see SQL,
 //! and this crate never sees them.
@@ -43,6 +44,7 @@ mod pages;
 mod param;
 mod personas;
 mod platform;
+mod schedules;
 mod schema;
 mod search_index;
 mod session_search;

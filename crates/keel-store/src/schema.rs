@@ -191,6 +191,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0028_channels.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            30,
+            "schedules".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0030_schedules.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

@@ -77,6 +77,7 @@ fn queued(run_id: &str, session: &str, inbound: Option<InboundKey>) -> QueuedRun
         model: "m".into(),
         options: Default::default(),
         inbound,
+        slot: None,
     }
 }
 

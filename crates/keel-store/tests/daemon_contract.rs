@@ -91,6 +91,7 @@ fn queued(run_id: &str, session_id: &str, enqueued_at: DateTime<Utc>) -> QueuedR
             ..Default::default()
         },
         inbound: None,
+        slot: None,
     }
 }
 

@@ -88,6 +88,7 @@ impl Engine {
                 .unwrap_or_else(|| self.options.model.clone()),
             options,
             inbound,
+            slot: None,
         };
         match self
             .store

@@ -18,6 +18,7 @@ use keel_platform::api_key::ApiKeyRecord;
 use keel_platform::conversation::{
     ConversationFilter, EnqueueOutcome, NewConversation, QueuedRun, RunFilter,
 };
+use keel_platform::schedule::{SlotOutcome, SlotRecord};
 
 use super::MemoryStore;
 
@@ -183,6 +184,13 @@ impl Data {
                 run_id: first.clone(),
             });
         }
+        if let Some(run_id) = run
+            .slot
+            .as_ref()
+            .and_then(|key| self.schedules.slot_run(key))
+        {
+            return Ok(EnqueueOutcome::Duplicate { run_id });
+        }
         if queued >= limit {
             return Ok(EnqueueOutcome::Full { queued });
         }
@@ -190,6 +198,16 @@ impl Data {
             self.channels
                 .inbound
                 .insert(key.clone(), run.run_id.clone());
+        }
+        if let Some(key) = &run.slot {
+            self.schedules.record(&SlotRecord {
+                schedule_id: key.schedule_id.clone(),
+                slot: key.slot,
+                outcome: SlotOutcome::Fired,
+                run_id: Some(run.run_id.clone()),
+                reason: None,
+                at: run.enqueued_at,
+            });
         }
         self.queue.push(run.clone());
         self.runs.insert(

@@ -29,6 +29,7 @@ mod channels;
 mod daemon;
 mod facts;
 mod platform;
+mod schedules;
 mod search;
 
 #[derive(Default)]
@@ -65,6 +66,8 @@ struct Data {
     facts: Vec<keel_platform::known_facts::Fact>,
     /// Channels' inbound events, the delivery routes, the outbox, state and pairings.
     channels: channels::Channels,
+    /// Schedules and their slots' records.
+    schedules: schedules::Schedules,
 }
 
 /// Keeps sessions, messages and runs in memory; everything is lost when it is dropped.
