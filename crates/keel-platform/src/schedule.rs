@@ -111,6 +111,10 @@ named! {
     }
 }
 
+/// The catch-up policy of a schedule made without one: the missed slots' message arrives once,
+/// late, rather than never (and the slots are listed).
+pub const DEFAULT_CATCH_UP: CatchUp = CatchUp::Once;
+
 /// The default [`Schedule::catch_up_cap`].
 pub const DEFAULT_CATCH_UP_CAP: u32 = 10;
 
