@@ -68,6 +68,7 @@ async fn enqueue(store: &dyn DaemonStore, run_id: &str, session: &str, minute: i
         model: "m".into(),
         options: Default::default(),
         inbound: None,
+        slot: None,
     };
     store.enqueue_run(&run, 64).await.unwrap();
 }
