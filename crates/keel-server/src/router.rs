@@ -25,6 +25,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::control::routes())
         .merge(crate::api::routes())
         .merge(crate::platform::routes())
+        .merge(crate::schedules::routes())
         .split_for_parts();
     let mut document = document;
     crate::openapi::describe_responses(&mut document);
