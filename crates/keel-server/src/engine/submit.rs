@@ -50,10 +50,31 @@ impl Engine {
             return Err(EngineError::ShuttingDown);
         }
         let submitted = self
-            .enqueue(conversation, text, user_id, options, inbound)
+            .enqueue(conversation, text, user_id, options, inbound, None)
             .await;
         // A refused message, or a run that ended before the lane's gate was let go, leaves an
         // idle lane behind: forgotten here, so lanes never outlive their runs.
+        self.forget_idle_lane(&conversation.id);
+        submitted
+    }
+
+    /// [`Engine::submit_with`] for a schedule's slot: `slot` is recorded `fired` with the
+    /// queued run, in its transaction, and a slot recorded before (fired, missed or refused)
+    /// is refused as [`EngineError::Duplicate`] (nothing is queued): a slot runs once.
+    pub async fn submit_scheduled(
+        self: &Arc<Self>,
+        conversation: &SessionInfo,
+        text: String,
+        user_id: Option<String>,
+        options: RunOptions,
+        slot: keel_platform::SlotKey,
+    ) -> Result<Submitted, EngineError> {
+        if !self.accepting() {
+            return Err(EngineError::ShuttingDown);
+        }
+        let submitted = self
+            .enqueue(conversation, text, user_id, options, None, Some(slot))
+            .await;
         self.forget_idle_lane(&conversation.id);
         submitted
     }
@@ -66,6 +87,7 @@ impl Engine {
         user_id: Option<String>,
         options: RunOptions,
         inbound: Option<keel_platform::InboundKey>,
+        slot: Option<keel_platform::SlotKey>,
     ) -> Result<Submitted, EngineError> {
         let session = conversation.id.clone();
         let gate = self
@@ -88,7 +110,7 @@ impl Engine {
                 .unwrap_or_else(|| self.options.model.clone()),
             options,
             inbound,
-            slot: None,
+            slot,
         };
         match self
             .store

@@ -109,6 +109,8 @@ pub struct Hub {
     awaited: Mutex<HashMap<String, watch::Sender<bool>>>,
     /// Set when the daemon shuts down: every stream ends.
     closed: watch::Sender<bool>,
+    /// Frames announced so far ([`Hub::announce`]), for their ids.
+    announced: std::sync::atomic::AtomicU64,
 }
 
 /// What a run's subscriber gets: the frames so far and a way to wait for more.
@@ -149,6 +151,7 @@ impl Hub {
             conversations: Arc::new(Mutex::new(HashMap::new())),
             awaited: Mutex::new(HashMap::new()),
             closed: watch::channel(false).0,
+            announced: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -182,6 +185,25 @@ impl Hub {
             conversations: Arc::downgrade(&self.conversations),
             session_id: session_id.to_string(),
         }
+    }
+
+    /// Tells `session_id`'s live followers about something that is no run's event (a schedule
+    /// slot missed or refused, a schedule paused): a frame named `name` of the pseudo-run
+    /// `source` (e.g. `schedule:ID`), numbered after the ones before it, never stored.
+    pub fn announce(&self, session_id: &str, source: &str, name: &'static str, data: String) {
+        let Some(conversation) = lock(&self.conversations).get(session_id).cloned() else {
+            return;
+        };
+        let delta = self
+            .announced
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let _ = conversation.send(Arc::new(Frame {
+            run_id: source.to_string(),
+            id: EventId { seq: 0, delta },
+            name,
+            data,
+        }));
     }
 
     /// Becomes true when `run_id` starts being driven here. Subscribe before looking for the
