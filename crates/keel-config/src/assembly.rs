@@ -112,14 +112,16 @@ fn register_environment_secrets(settings: &Settings) {
 }
 
 /// An agent with the file tools on the settings' workspace (never reaching `own_files`) and
-/// every setting applied. Its runs record this process as their worker and the settings as
-/// their launch spec.
+/// every setting applied, and the daemon's own `daemon_tools` (the `schedule` tool, built by
+/// the caller with the scheduler's clock). Its runs record this process as their worker and
+/// the settings as their launch spec.
 pub fn agent(
     settings: &Settings,
     own_files: &[PathBuf],
     store: Arc<dyn DaemonStore>,
     sinks: Vec<Arc<dyn EventSink>>,
     human: Option<Arc<dyn HumanChannel>>,
+    daemon_tools: Vec<Arc<dyn keel_core::Tool>>,
 ) -> Result<Agent, ConfigError> {
     let workspace = Workspace::new(&settings.workspace).map_err(|e| {
         ConfigError(format!(
@@ -158,6 +160,7 @@ pub fn agent(
         )))
         .tool(Arc::new(ReadAttachment::new(store.clone())))
         .tool(Arc::new(SessionSearchTool::new(store.clone())))
+        .tools(daemon_tools)
         .tools(http_tools(HttpGetConfig {
             allowed_hosts: settings.http_allowed_hosts.clone(),
             allow_private: settings.http_allow_private,

@@ -77,6 +77,9 @@ pub struct FileConfig {
     /// `[serve]`: the daemon.
     #[serde(default)]
     pub serve: crate::serve_settings::ServeConfig,
+    /// `[schedules]`: whether and how `keel serve` fires schedules.
+    #[serde(default)]
+    pub schedules: crate::schedules_settings::SchedulesConfig,
     /// `[[hooks]]`: commands that see tool calls, in order.
     #[serde(default)]
     pub hooks: Vec<crate::hooks_settings::HookConfig>,
@@ -262,6 +265,7 @@ impl FileConfig {
             }
         }
         self.serve.validate()?;
+        self.schedules.validate()?;
         crate::hooks_settings::resolve(&self.hooks)?;
         self.tools.shell.validate()?;
         self.memory.settings()?;

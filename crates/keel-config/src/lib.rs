@@ -19,6 +19,7 @@ pub mod memory_settings;
 pub mod overrides;
 pub mod resolve;
 pub mod sandbox_settings;
+pub mod schedules_settings;
 pub mod serve_settings;
 pub mod shell_settings;
 pub mod skills_routing;

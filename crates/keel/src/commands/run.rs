@@ -252,6 +252,8 @@ pub fn build(
         store,
         sinks,
         human,
+        // Schedules are the daemon's: a one-off run offers no `schedule` tool.
+        Vec::new(),
     )?;
     Ok((agent, configured.settings.user.clone()))
 }

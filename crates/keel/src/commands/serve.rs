@@ -25,6 +25,7 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
     let home = keel_home()?;
     let _only_daemon = lock_home(&home)?;
     let serve = keel_config::serve_settings::load(config_file, &home)?;
+    let schedules = keel_config::schedules_settings::load(config_file, &home)?;
     let (channels, webhooks) = keel_config::serve_settings::load_channels(config_file, &home)?;
     let channels = keel_channels::ChannelsConfig::from_toml(&channels, &webhooks)
         .map_err(keel_config::config::ConfigError)?;
@@ -73,8 +74,24 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
     if let Some(hook) = PauseAtCheckpoint::from_env() {
         sinks.push(Arc::new(hook));
     }
-    let agent =
-        keel_config::assembly::agent(settings, &configured.own_files, store.clone(), sinks, None)?;
+    // The scheduler's clock: the system's, or for tests the instant `[schedules] clock_file`
+    // holds. The `schedule` tool counts a new schedule's first slot from the same clock.
+    let clock: Arc<dyn keel_core::clock::Clock> = match &schedules.clock_file {
+        Some(path) => Arc::new(keel_schedules::clock::FileClock::new(path)),
+        None => Arc::new(keel_core::clock::SystemClock),
+    };
+    let schedule_tool: Arc<dyn keel_core::Tool> = Arc::new(keel_schedules::ScheduleTool::new(
+        store.clone(),
+        clock.clone(),
+    ));
+    let agent = keel_config::assembly::agent(
+        settings,
+        &configured.own_files,
+        store.clone(),
+        sinks,
+        None,
+        vec![schedule_tool],
+    )?;
     let modules = agent.tool_modules();
     if let Some(unknown) = serve
         .default_modules
@@ -133,6 +150,17 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         println!("keel serve: channels: {}", running.names.join(", "));
         Some(running)
     };
+    let scheduler = schedules.enabled.then(|| {
+        keel_server::schedules::start(
+            &state,
+            clock,
+            keel_schedules::scheduler::SchedulerOptions {
+                tick: schedules.tick,
+                grace: chrono::Duration::from_std(schedules.grace)
+                    .unwrap_or(keel_schedules::catch_up::DEFAULT_GRACE),
+            },
+        )
+    });
     // Listening once the channels started: a channel that cannot start stops the daemon
     // before anyone is told its address.
     let bind = args.bind.unwrap_or(serve.bind);
@@ -146,6 +174,9 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
     let stopped = keel_server::serve::serve_with(listener, state, routes, limits, stop_signal())
         .await
         .context("the HTTP server failed")?;
+    if let Some(scheduler) = scheduler {
+        scheduler.stop().await;
+    }
     if let Some(running) = running {
         running.shutdown().await;
     }
@@ -193,6 +224,7 @@ fn log_to_stderr() {
         "keel",
         "keel_core",
         "keel_server",
+        "keel_schedules",
         "keel_channels",
         "keel_platform",
         "keel_store",
