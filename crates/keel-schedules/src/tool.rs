@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use keel_core::clock::Clock;
 use keel_core::{Permission, Reach, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use keel_platform::schedule::{DEFAULT_CATCH_UP_CAP, DEFAULT_MAX_FAILURES};
+use keel_platform::schedule::{DEFAULT_CATCH_UP, DEFAULT_CATCH_UP_CAP, DEFAULT_MAX_FAILURES};
 use keel_platform::{
     CatchUp, Creator, DaemonStore, Schedule, ScheduleFilter, ScheduleKind, ScheduleState,
 };
@@ -42,8 +42,8 @@ later like a message from the user (a reminder, a daily summary, a check). actio
 `every` (an interval of at least 1m: 90s, 15m, 2h, 1d) or `cron` (five fields: minute hour \
 day-of-month month weekday, read in `tz`, an IANA zone such as Europe/Berlin; UTC if none). \
 `text` may contain {time} and {date}, filled in with the time it fires. `catch_up` says what \
-happens to times missed while keel was not running: `skip` (default), `once` (one run for all) \
-or `all` (each). action `list` shows this conversation's schedules; action `cancel` with `id` \
+happens to times missed while keel was not running: `once` (default: one run for all), `skip` \
+(none) or `all` (each). action `list` shows this conversation's schedules; action `cancel` with `id` \
 removes one you made. Schedules of other conversations, and schedules an operator made, are \
 out of reach.";
 
@@ -78,7 +78,7 @@ fn parameters() -> serde_json::Value {
             "text": {"type": "string",
                 "description": "add: the message to handle when it fires ({time}, {date})"},
             "catch_up": {"type": "string", "enum": ["skip", "once", "all"],
-                "description": "add: what to do with times missed while keel was down (skip)"},
+                "description": "add: what to do with times missed while keel was down (once)"},
             "id": {"type": "string", "description": "cancel: the schedule's id"}
         },
         "required": ["action"],
@@ -162,7 +162,7 @@ impl ScheduleTool {
             )));
         }
         let catch_up = match args.catch_up.as_deref() {
-            None => CatchUp::Skip,
+            None => DEFAULT_CATCH_UP,
             Some(name) => CatchUp::parse(name).ok_or_else(|| {
                 ToolError::invalid_arguments(format!(
                     "`catch_up` must be skip, once or all, not `{name}`"

@@ -81,6 +81,19 @@ async fn add_keeps_a_schedule_of_this_conversation_for_its_user() {
     )
     .await
     .unwrap();
+    // Without a policy, missed times arrive once, late (keel-platform's default).
+    let every = store
+        .list_schedules(&ScheduleFilter {
+            session_id: Some("c1".into()),
+            owner: None,
+            limit: 10,
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| s.kind == ScheduleKind::Every)
+        .unwrap();
+    assert_eq!(every.catch_up, CatchUp::Once);
     let listed = call(&tool, json!({"action": "list"}), "c1").await.unwrap();
     assert!(
         listed.starts_with("3 schedules in this conversation"),
