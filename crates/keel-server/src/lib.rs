@@ -19,6 +19,7 @@ pub mod live;
 pub mod openapi;
 pub mod platform;
 pub mod router;
+pub mod scheduler;
 pub mod schedules;
 pub mod serve;
 pub mod state;

@@ -1,4 +1,4 @@
-//! The daemon's side of a schedule's fire (`keel_server::schedules::ServerFire`), through the
+//! The daemon's side of a schedule's fire (`keel_server::scheduler::ServerFire`), through the
 //! real engine on `MemoryStore`: a due slot becomes a run of the schedule's owner in its
 //! conversation that runs to its answer and is counted a success; an owner over the monthly
 //! budget gets the slot recorded `refused` with the reason and no run; a routed conversation
@@ -23,7 +23,7 @@ use keel_platform::{
 use keel_schedules::scheduler::SchedulerOptions;
 use keel_schedules::{Fire, Scheduler};
 use keel_server::engine::EngineOptions;
-use keel_server::schedules::ServerFire;
+use keel_server::scheduler::ServerFire;
 
 struct At(DateTime<Utc>);
 

@@ -151,7 +151,7 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         Some(running)
     };
     let scheduler = schedules.enabled.then(|| {
-        keel_server::schedules::start(
+        keel_server::scheduler::start(
             &state,
             clock,
             keel_schedules::scheduler::SchedulerOptions {
