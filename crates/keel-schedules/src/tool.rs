@@ -311,9 +311,9 @@ impl ScheduleTool {
     }
 }
 
-/// A new schedule's id: time-ordered, unique.
+/// A new schedule's id: time-ordered, unique (a UUID v7, as the API makes them).
 pub fn new_id() -> String {
-    format!("sch-{}", uuid::Uuid::now_v7().simple())
+    uuid::Uuid::now_v7().to_string()
 }
 
 fn shown(at: DateTime<Utc>, spec: &Spec) -> String {

@@ -47,7 +47,7 @@ async fn add_keeps_a_schedule_of_this_conversation_for_its_user() {
     )
     .await
     .unwrap();
-    assert!(said.starts_with("Scheduled sch-"), "{said}");
+    assert!(said.starts_with("Scheduled "), "{said}");
     assert!(said.contains("first at 2026-11-30 09:00 CET"), "{said}");
     let schedules = store
         .list_schedules(&ScheduleFilter {

@@ -194,3 +194,137 @@ async fn a_routed_conversation_is_told_through_its_outbox() {
         "{pending:?}"
     );
 }
+
+/// A daemon's state on its own pool of the SQLite file at `path`: two of them are two daemons
+/// on one store.
+async fn daemon_on(path: &std::path::Path, worker: &str) -> keel_server::AppState {
+    use keel_core::Agent;
+    use keel_server::engine::Engine;
+    use keel_server::hub::Hub;
+    let store: Arc<dyn keel_platform::DaemonStore> =
+        Arc::new(keel_store::SqliteStore::open(path).await.unwrap());
+    let hub = Arc::new(Hub::new(store.clone()));
+    let engine = Engine::new(
+        store.clone(),
+        hub.clone(),
+        EngineOptions {
+            worker: worker.into(),
+            queue_limit: 1000,
+            ..EngineOptions::default()
+        },
+    );
+    let agent = Agent::builder()
+        .store(store.clone())
+        .event_sink(hub.clone())
+        .event_sink(engine.sink())
+        .provider(Arc::new(ScriptedProvider::new(
+            Script::new(vec![Step::text("ok")]).with_per_turn(),
+        )))
+        .model("m")
+        .build()
+        .unwrap();
+    engine.start(Arc::new(agent)).await.unwrap();
+    keel_server::AppState {
+        store: store.clone(),
+        engine,
+        hub,
+        max_request_bytes: 64 * 1024,
+        inbox: Arc::new(keel_platform::Inbox::new(
+            store,
+            keel_platform::InboxSettings::default(),
+        )),
+        modules: Vec::new().into(),
+    }
+}
+
+/// A clock both daemons read, moved by the test.
+struct Shared(std::sync::Mutex<DateTime<Utc>>);
+
+impl Clock for Shared {
+    fn now(&self) -> DateTime<Utc> {
+        *self.0.lock().unwrap()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_daemons_on_one_sqlite_file_fire_each_of_50_slots_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("keel.db");
+    let one = daemon_on(&path, "daemon-1").await;
+    let two = daemon_on(&path, "daemon-2").await;
+    let start = noon();
+    let now = Utc::now();
+    one.store
+        .create_conversation(&NewConversation {
+            id: "c1".into(),
+            owner: None,
+            lane_policy: LanePolicy::Queue,
+            at: now,
+            place: None,
+            trusted: true,
+        })
+        .await
+        .unwrap();
+    let mut schedule = one_schedule(start);
+    schedule.spec = "60".into();
+    schedule.owner = None;
+    one.store.create_schedule(&schedule).await.unwrap();
+    let clock = Arc::new(Shared(std::sync::Mutex::new(start)));
+    let scheduler = |state: &keel_server::AppState| {
+        let clock: Arc<dyn Clock> = clock.clone();
+        Scheduler::new(
+            state.store.clone(),
+            Arc::new(ServerFire::new(state, clock.clone())),
+            clock,
+            SchedulerOptions::default(),
+        )
+    };
+    let (first, second) = (scheduler(&one), scheduler(&two));
+    let mut fired = 0;
+    for minute in 0..50 {
+        *clock.0.lock().unwrap() = start + chrono::Duration::minutes(minute);
+        let (a, b) = tokio::join!(first.tick(), second.tick());
+        fired += a.unwrap().fired + b.unwrap().fired;
+    }
+    assert_eq!(fired, 50, "each slot fired by one daemon");
+    let slots = one.store.slots("s1", 100).await.unwrap();
+    assert_eq!(slots.len(), 50);
+    assert!(slots.iter().all(|s| s.record.outcome == SlotOutcome::Fired));
+    let runs = one
+        .store
+        .find_runs(&keel_platform::RunFilter {
+            session_id: Some("c1".into()),
+            limit: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        runs.len(),
+        50,
+        "one run per slot, whichever daemon queued it"
+    );
+}
+
+fn one_schedule(slot: DateTime<Utc>) -> Schedule {
+    let now = Utc::now();
+    Schedule {
+        id: "s1".into(),
+        session_id: "c1".into(),
+        owner: Some("ann".into()),
+        created_by: Creator::Operator,
+        kind: ScheduleKind::Every,
+        spec: "3600".into(),
+        tz: None,
+        text: "tick {time}".into(),
+        catch_up: CatchUp::All,
+        catch_up_cap: DEFAULT_CATCH_UP_CAP,
+        state: ScheduleState::Active,
+        paused_reason: None,
+        next_slot: Some(slot),
+        failures: 0,
+        max_failures: DEFAULT_MAX_FAILURES,
+        created_at: now,
+        updated_at: now,
+    }
+}
