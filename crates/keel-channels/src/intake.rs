@@ -76,9 +76,15 @@ pub enum Received {
         /// The code.
         code: String,
     },
-    /// The conversation's queue is full: a notice tells the sender to try later.
+    /// The conversation's queue is full, or its policy is `reject` and it is working: a
+    /// notice tells the sender to try later.
     Busy,
 }
+
+/// What a sender is told when a message finds its conversation busy under the `reject` lane
+/// policy.
+pub const BUSY_NOTICE: &str =
+    "I'm still working on your last message; send this one again when I have answered.";
 
 /// Why an event could not be taken.
 #[derive(Debug, thiserror::Error)]
@@ -223,6 +229,22 @@ impl Intake {
                     ),
                 )
                 .await?;
+                Ok(Received::Busy)
+            }
+            EngineError::Busy { running, .. } => {
+                // Recorded, so a redelivery of the same event is not answered twice.
+                let handled_by = running.as_deref().unwrap_or_default();
+                if !self
+                    .store
+                    .record_inbound(&inbound.key, handled_by, Utc::now())
+                    .await?
+                {
+                    return Ok(Received::Duplicate {
+                        run_id: handled_by.to_string(),
+                    });
+                }
+                self.notice(inbound.route.as_ref(), &conversation.id, BUSY_NOTICE.into())
+                    .await?;
                 Ok(Received::Busy)
             }
             EngineError::Store(error) => Err(error.into()),

@@ -19,8 +19,15 @@ pub struct ServeConfig {
     pub workers: Option<usize>,
     /// Runs a conversation may hold queued (16).
     pub queue_limit: Option<usize>,
-    /// `queue` or `interrupt`, for conversations made without one (`queue`).
+    /// What a message for a busy conversation does, for conversations made without a policy
+    /// (`queue`): `queue`, `interrupt`, `reject`, `steer`, `collect` or `rollback`.
     pub lane_policy: Option<String>,
+    /// Under `collect`: milliseconds the first message of an idle conversation waits for more
+    /// before its run starts, restarted by each message (1500).
+    pub collect_quiet_ms: Option<u64>,
+    /// Under `collect`: the most messages one run carries; beyond, the oldest are left out and
+    /// the text says so (20).
+    pub collect_cap: Option<usize>,
     /// Seconds SIGTERM waits for runs to reach their next boundary (30).
     pub shutdown_grace_secs: Option<f64>,
     /// Largest request body, in bytes (1048576).
@@ -108,9 +115,14 @@ impl ServeConfig {
             lane_policy: match self.lane_policy.as_deref() {
                 None => LanePolicy::Queue,
                 Some(name) => LanePolicy::parse(name).ok_or_else(|| {
-                    format!("[serve] lane_policy = \"{name}\": use \"queue\" or \"interrupt\"")
+                    format!(
+                        "[serve] lane_policy = \"{name}\": use one of {}",
+                        LanePolicy::names()
+                    )
                 })?,
             },
+            collect_quiet: Duration::from_millis(self.collect_quiet_ms.unwrap_or(1500)),
+            collect_cap: at_least_one(self.collect_cap, "collect_cap", 20)?,
             shutdown_grace: secs(self.shutdown_grace_secs, "shutdown_grace_secs", 30.0)?,
             max_request_bytes: at_least_one(self.max_request_bytes, "max_request_bytes", 1 << 20)?,
             reconcile_every: secs(self.reconcile_every_secs, "reconcile_every_secs", 300.0)?,
@@ -156,6 +168,10 @@ pub struct ServeSettings {
     pub queue_limit: usize,
     /// The policy of conversations made without one.
     pub lane_policy: LanePolicy,
+    /// Under `collect`: the quiet window after the first message of an idle conversation.
+    pub collect_quiet: Duration,
+    /// Under `collect`: the most messages one run carries.
+    pub collect_cap: usize,
     /// How long SIGTERM waits for runs to reach their next boundary.
     pub shutdown_grace: Duration,
     /// Largest request body, in bytes.
@@ -265,6 +281,24 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn every_lane_policy_and_the_collect_window_are_accepted() {
+        for policy in LanePolicy::ALL {
+            let text = format!("[serve]\nlane_policy = \"{}\"\n", policy.as_str());
+            assert_eq!(parse(&text).unwrap().lane_policy, policy);
+        }
+        let defaults = parse("").unwrap();
+        assert_eq!(defaults.collect_quiet, Duration::from_millis(1500));
+        assert_eq!(defaults.collect_cap, 20);
+        let set = parse("[serve]\ncollect_quiet_ms = 200\ncollect_cap = 3\n").unwrap();
+        assert_eq!(
+            (set.collect_quiet, set.collect_cap),
+            (Duration::from_millis(200), 3)
+        );
+        let error = parse("[serve]\nlane_policy = \"drop\"\n").unwrap_err();
+        assert!(error.contains("\"collect\""), "{error}");
     }
 
     #[test]

@@ -22,33 +22,67 @@ use serde::{Deserialize, Serialize};
 use crate::state::AgentState;
 use crate::store::RunRecord;
 
-/// What a message for a conversation that is running does (seeds 001 and 004).
+/// What a message for a conversation that is busy (a run running or queued) does: the
+/// double-texting policies (seeds 001 and 004, issue 34). keel-server's engine applies them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LanePolicy {
     /// Wait in the lane's FIFO queue until the runs before it end (seed 001).
     #[default]
     Queue,
-    /// Cancel the running run at its next safe point, then run (seed 004).
+    /// Cancel the running run at its next safe point, then run (seed 004). A tool call in
+    /// flight finishes and its result is recorded; the boundary after it cancels.
     Interrupt,
+    /// Refuse the message while the lane has a run running or queued (HTTP 409; a short
+    /// reply on a chat platform). Nothing is stored as a run.
+    Reject,
+    /// Join the running run at its next boundary, before its next model call.
+    Steer,
+    /// Coalesce the messages that arrive while a run works (or within a quiet window after
+    /// the first) into one follow-up run, each line marked with its arrival time.
+    Collect,
+    /// Cancel the running run and hide its messages from the conversation's history (kept in
+    /// the store, marked), then run the new message.
+    Rollback,
 }
 
 impl LanePolicy {
+    /// Every policy, in the order the documentation lists them.
+    pub const ALL: [LanePolicy; 6] = [
+        LanePolicy::Queue,
+        LanePolicy::Interrupt,
+        LanePolicy::Reject,
+        LanePolicy::Steer,
+        LanePolicy::Collect,
+        LanePolicy::Rollback,
+    ];
+
     /// The policy's name, as stored and as the API writes it.
     pub fn as_str(self) -> &'static str {
         match self {
             LanePolicy::Queue => "queue",
             LanePolicy::Interrupt => "interrupt",
+            LanePolicy::Reject => "reject",
+            LanePolicy::Steer => "steer",
+            LanePolicy::Collect => "collect",
+            LanePolicy::Rollback => "rollback",
         }
     }
 
-    /// The policy named `name` (`queue` or `interrupt`).
+    /// The policy named `name` (one of [`LanePolicy::ALL`]'s names).
     pub fn parse(name: &str) -> Option<LanePolicy> {
-        match name {
-            "queue" => Some(LanePolicy::Queue),
-            "interrupt" => Some(LanePolicy::Interrupt),
-            _ => None,
-        }
+        LanePolicy::ALL
+            .into_iter()
+            .find(|policy| policy.as_str() == name)
+    }
+
+    /// The names accepted, for error messages: `"queue", "interrupt", …`.
+    pub fn names() -> String {
+        LanePolicy::ALL
+            .iter()
+            .map(|policy| format!("\"{}\"", policy.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 

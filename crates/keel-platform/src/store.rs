@@ -94,6 +94,13 @@ pub trait ConversationStore: Send + Sync {
         key: &ConversationKey,
     ) -> Result<Option<SessionInfo>, StoreError>;
 
+    /// Sets a conversation's lane policy (the API's override). False when it does not exist.
+    async fn set_lane_policy(
+        &self,
+        session_id: &str,
+        policy: keel_core::LanePolicy,
+    ) -> Result<bool, StoreError>;
+
     /// Conversations, newest first (by creation, then id), as `filter` says.
     async fn list_conversations(
         &self,
@@ -144,6 +151,21 @@ pub trait ConversationStore: Send + Sync {
         how: &str,
         at: DateTime<Utc>,
     ) -> Result<Vec<String>, StoreError>;
+
+    /// Marks run `run_id` rolled back by run `by` (the `rollback` policy), at `at`: its
+    /// messages stay stored, but [`Store::context_messages`] leaves them out from now on,
+    /// those it commits later included. False when there is no such run or it was marked
+    /// already.
+    async fn roll_back_run(
+        &self,
+        run_id: &str,
+        by: &str,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
+    /// The runs of `session_id` rolled back, each with the run that replaced it, by run id.
+    async fn rolled_back_runs(&self, session_id: &str)
+    -> Result<Vec<(String, String)>, StoreError>;
 
     /// Every file of a conversation (its attachments and what its runs produced), oldest first.
     async fn session_files(&self, session_id: &str) -> Result<Vec<FileRecord>, StoreError>;

@@ -25,6 +25,7 @@ use crate::views::ConversationView;
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create_conversation))
+        .routes(routes!(update_conversation))
         .routes(routes!(send_message))
         .routes(routes!(cancel_run))
         .routes(routes!(answer_run))
@@ -53,6 +54,9 @@ impl From<EngineError> for ApiError {
             }
             EngineError::Conflict(message) => ApiError::conflict(message),
             EngineError::Duplicate { .. } => ApiError::conflict(error.to_string()),
+            EngineError::Busy { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "busy", error.to_string())
+            }
             EngineError::InvalidAnswer(message) => ApiError::invalid(message),
             EngineError::Store(store) => store.into(),
         }
@@ -63,7 +67,8 @@ impl From<EngineError> for ApiError {
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewConversationBody {
-    /// `queue` (default: `[serve] lane_policy`) or `interrupt`.
+    /// `queue`, `interrupt`, `reject`, `steer`, `collect` or `rollback` (default: `[serve]
+    /// lane_policy`, or the channel's).
     pub lane_policy: Option<String>,
 }
 
@@ -77,11 +82,7 @@ async fn create_conversation(
 ) -> Result<Response, ApiError> {
     let lane_policy = match body.lane_policy.as_deref() {
         None => state.engine.default_lane_policy(),
-        Some(name) => LanePolicy::parse(name).ok_or_else(|| {
-            ApiError::invalid(format!(
-                "lane_policy must be `queue` or `interrupt`, not `{name}`"
-            ))
-        })?,
+        Some(name) => lane_policy(name)?,
     };
     let conversation = NewConversation {
         id: uuid::Uuid::now_v7().to_string(),
@@ -101,6 +102,52 @@ async fn create_conversation(
         axum::Json(ConversationView::from(made)),
     )
         .into_response())
+}
+
+/// `PATCH /v1/conversations/{id}`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConversationChange {
+    /// The conversation's lane policy from now on: `queue`, `interrupt`, `reject`, `steer`,
+    /// `collect` or `rollback`.
+    pub lane_policy: Option<String>,
+}
+
+/// The lane policy named in a request.
+fn lane_policy(name: &str) -> Result<LanePolicy, ApiError> {
+    LanePolicy::parse(name).ok_or_else(|| {
+        ApiError::invalid(format!(
+            "lane_policy must be one of {}, not `{name}`",
+            LanePolicy::names()
+        ))
+    })
+}
+
+/// Changes a conversation: its lane policy (its owner or an admin only).
+#[utoipa::path(patch, path = "/v1/conversations/{id}", request_body = ConversationChange,
+    params(("id" = String, Path, description = "The conversation")),
+    responses((status = 200, body = ConversationView), (status = 400, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn update_conversation(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<ConversationChange>,
+) -> Result<axum::Json<ConversationView>, ApiError> {
+    let conversation = caller.conversation(&state, &id).await?;
+    let owner = caller.user_id.is_some() && conversation.owner == caller.user_id;
+    if !(caller.admin || owner) {
+        return Err(ApiError::forbidden(format!(
+            "only the owner of conversation `{id}` or an admin may change it"
+        )));
+    }
+    if let Some(name) = body.lane_policy.as_deref() {
+        let policy = lane_policy(name)?;
+        if !state.store.set_lane_policy(&id, policy).await? {
+            return Err(ApiError::not_found(format!("conversation `{id}`")));
+        }
+    }
+    Ok(axum::Json(caller.conversation(&state, &id).await?.into()))
 }
 
 /// `POST /v1/conversations/{id}/messages`.

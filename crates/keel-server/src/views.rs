@@ -137,6 +137,9 @@ pub struct MessageView {
     /// For an assistant message a model wrote: the output tokens the provider counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<u64>,
+    /// Its run was rolled back (lane policy `rollback`): kept, but no later run sees it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hidden: bool,
     /// Kept verbatim through compaction.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pinned: bool,
@@ -159,6 +162,7 @@ impl From<StoredMessage> for MessageView {
             tool_call_id: message.tool_call_id.clone(),
             model: message.meta.model.clone(),
             output_tokens: message.meta.output_tokens,
+            hidden: false,
             pinned: message.meta.pinned,
             content: message.content,
         }

@@ -463,6 +463,14 @@ impl ConversationStore for SqliteStore {
         self.session(&conversation.id).await
     }
 
+    async fn set_lane_policy(
+        &self,
+        session_id: &str,
+        policy: keel_core::LanePolicy,
+    ) -> Result<bool, StoreError> {
+        crate::lane_policies::set_lane_policy(&self.conns, session_id, policy).await
+    }
+
     async fn list_conversations(
         &self,
         filter: &ConversationFilter,
@@ -502,7 +510,23 @@ impl ConversationStore for SqliteStore {
         how: &str,
         at: DateTime<Utc>,
     ) -> Result<Vec<String>, StoreError> {
-        crate::absorb::absorb_queued(&self.conns, into, absorbed, message, how, at).await
+        crate::lane_policies::absorb_queued(&self.conns, into, absorbed, message, how, at).await
+    }
+
+    async fn roll_back_run(
+        &self,
+        run_id: &str,
+        by: &str,
+        _at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        crate::lane_policies::roll_back_run(&self.conns, run_id, by).await
+    }
+
+    async fn rolled_back_runs(
+        &self,
+        session_id: &str,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        crate::lane_policies::rolled_back_runs(&self.conns, session_id).await
     }
 
     async fn session_files(&self, session_id: &str) -> Result<Vec<FileRecord>, StoreError> {

@@ -25,7 +25,6 @@
 
 #![warn(missing_docs)]
 
-mod absorb;
 mod approvals;
 mod batch;
 mod channels;
@@ -36,6 +35,7 @@ mod conversations;
 mod durability;
 mod facts;
 mod files;
+mod lane_policies;
 mod lanes;
 mod memory;
 mod memory_index;

@@ -192,6 +192,13 @@ fn migrator() -> Migrator {
             false,
         ),
         Migration::new(
+            29,
+            "lane policies".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0029_lane_policies.sql").into_sql_str(),
+            false,
+        ),
+        Migration::new(
             30,
             "schedules".into(),
             MigrationType::Simple,

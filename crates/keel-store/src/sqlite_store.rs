@@ -106,7 +106,10 @@ const SELECT_CONTEXT_MESSAGES: &str = concat!(
     first_pinned!(),
     ", ",
     replaced_up_to!(),
-    " + 1) ORDER BY seq"
+    " + 1) ",
+    // Messages of runs rolled back (`migrations/0029_lane_policies.sql`) are kept, not sent.
+    "AND (run_id IS NULL OR run_id NOT IN (SELECT id FROM runs WHERE session_id = $1 \
+     AND rolled_back_by IS NOT NULL)) ORDER BY seq"
 );
 
 /// The messages of a session from a seq on, through the primary key.

@@ -489,6 +489,44 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         left_out: Vec<String>,
     },
+    // — lanes: the double-texting policies (issue 34); told live, not stored —
+    /// A message became a run queued behind the lane's running or queued runs.
+    #[serde(rename = "agent.lane.queued")]
+    LaneQueued {
+        /// The conversation's policy.
+        policy: String,
+        /// Runs ahead of it.
+        ahead: usize,
+    },
+    /// A message was refused (`reject`): the lane was busy. Its `run_id` is empty: no run
+    /// was made.
+    #[serde(rename = "agent.lane.rejected")]
+    LaneRejected {
+        /// The run the lane was busy with, when one runs here.
+        running: Option<String>,
+        /// Runs queued in the lane.
+        queued: usize,
+    },
+    /// The run carries the messages of queued runs folded into it (`collect`).
+    #[serde(rename = "agent.lane.collected")]
+    LaneCollected {
+        /// The runs folded into it, oldest first.
+        absorbed: Vec<String>,
+        /// The oldest messages left out of its text (over `[serve] collect_cap`).
+        left_out: usize,
+    },
+    /// The run was cancelled and its messages hidden from the history (`rollback`).
+    #[serde(rename = "agent.lane.rolled_back")]
+    LaneRolledBack {
+        /// The run of the message that rolled it back.
+        by: String,
+    },
+    /// The run was asked to stop at its next safe point for a new message (`interrupt`).
+    #[serde(rename = "agent.lane.interrupted")]
+    LaneInterrupted {
+        /// The run of the message that interrupted it.
+        by: String,
+    },
 }
 
 #[cfg(test)]

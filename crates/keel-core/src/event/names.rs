@@ -50,6 +50,11 @@ impl EventKind {
             EventKind::RunFailed { .. } => "agent_run.failed",
             EventKind::RouteDecided { .. } => "agent.route.decided",
             EventKind::SkillsMatched { .. } => "agent.skills.matched",
+            EventKind::LaneQueued { .. } => "agent.lane.queued",
+            EventKind::LaneRejected { .. } => "agent.lane.rejected",
+            EventKind::LaneCollected { .. } => "agent.lane.collected",
+            EventKind::LaneRolledBack { .. } => "agent.lane.rolled_back",
+            EventKind::LaneInterrupted { .. } => "agent.lane.interrupted",
         }
     }
 }
@@ -57,7 +62,8 @@ impl EventKind {
 impl EventKind {
     /// Whether the event is stored with its run (and counts in SSE event ids). Stream deltas
     /// and the live progress events are not: what they carry is stored on the messages, or is
-    /// news only while the run goes.
+    /// news only while the run goes. The lane's decisions are told by the engine outside any
+    /// commit: live only (their outcome is in the runs' records).
     pub fn is_durable(&self) -> bool {
         !matches!(
             self,
@@ -66,6 +72,11 @@ impl EventKind {
                 | EventKind::ModelReasoning(_)
                 | EventKind::ToolCallParsed(_)
                 | EventKind::MemoryLearned { .. }
+                | EventKind::LaneQueued { .. }
+                | EventKind::LaneRejected { .. }
+                | EventKind::LaneCollected { .. }
+                | EventKind::LaneRolledBack { .. }
+                | EventKind::LaneInterrupted { .. }
         )
     }
 }

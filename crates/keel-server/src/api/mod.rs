@@ -91,7 +91,8 @@ pub struct MessagesQuery {
     pub limit: Option<usize>,
 }
 
-/// A conversation's transcript, oldest first; compaction summaries are marked.
+/// A conversation's transcript, oldest first; compaction summaries are marked, and the
+/// messages of rolled-back runs (`hidden`).
 #[utoipa::path(get, path = "/v1/conversations/{id}/messages",
     params(("id" = String, Path, description = "The conversation"),
            ("after" = Option<u64>, Query, description = "Messages after this seq"),
@@ -107,11 +108,22 @@ async fn list_messages(
     let limit = page_size(query.limit)?;
     let after = query.after.or(query.cursor).unwrap_or(0);
     let items = state.store.messages_page(&id, after, limit).await?;
+    let rolled_back = state.store.rolled_back_runs(&id).await?;
     let next_cursor = (items.len() == limit)
         .then(|| items.last().map(|m| m.seq.to_string()))
         .flatten();
+    let view = |stored: keel_core::StoredMessage| {
+        let hidden = stored
+            .run_id
+            .as_ref()
+            .is_some_and(|run| rolled_back.iter().any(|(rolled, _)| rolled == run));
+        MessageView {
+            hidden,
+            ..MessageView::from(stored)
+        }
+    };
     Ok(axum::Json(Page {
-        items: items.into_iter().map(MessageView::from).collect(),
+        items: items.into_iter().map(view).collect(),
         next_cursor,
     }))
 }

@@ -22,25 +22,50 @@ impl Engine {
             let Some(lane) = lanes.get_mut(session) else {
                 return;
             };
-            if lane.running.is_some() {
+            if lane.running.is_some() || lane.is_quiet(tokio::time::Instant::now()) {
                 return;
             }
+            lane.quiet_until = None;
             let Some(next) = lane.queued.pop_front() else {
                 return;
             };
+            // Under `collect`, the oldest queued run carries every other one.
+            let folded: Vec<QueuedRun> = if lane.policy == keel_core::LanePolicy::Collect {
+                lane.queued.drain(..).collect()
+            } else {
+                Vec::new()
+            };
             lane.running = Some(next.run_id.clone());
-            next
+            (next, folded)
         };
+        let (next, folded) = next;
         let Some(control) = self.boundaries.add(&next.run_id) else {
-            // Driven here already: never twice. Its driver frees the lane when it stops.
+            // Driven here already: never twice. Its driver frees the lane when it stops; the
+            // runs `collect` took wait again.
+            if let Some(lane) = self.lock_lanes().get_mut(session) {
+                for run in folded.into_iter().rev() {
+                    lane.queued.push_front(run);
+                }
+            }
             return;
         };
         let engine = self.clone();
         self.tasks
-            .spawn(async move { engine.drive_queued(next, control).await });
+            .spawn(async move { engine.drive_queued(next, folded, control).await });
     }
 
-    pub(super) async fn drive_queued(self: Arc<Self>, run: QueuedRun, control: Arc<RunControl>) {
+    /// Drives a run taken from the lane's queue (with the runs `collect` folds into it).
+    pub(super) async fn drive_queued(
+        self: Arc<Self>,
+        run: QueuedRun,
+        folded: Vec<QueuedRun>,
+        control: Arc<RunControl>,
+    ) {
+        let run = if folded.is_empty() {
+            run
+        } else {
+            self.collect(run, folded).await
+        };
         let Some(permit) = self.permit().await else {
             return self.abandon(&run.session_id, &run.run_id);
         };
@@ -62,6 +87,7 @@ impl Engine {
             return self.abandon(&run.session_id, &run.run_id);
         };
         self.live.run_starting(&run.run_id, &run.session_id, 0);
+        self.tell_pending(&run.run_id, &run.session_id);
         let mut request = RunRequest::new(run.message)
             .session(run.session_id.clone())
             .cancel_token(control.cancel.clone());

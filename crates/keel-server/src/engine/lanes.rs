@@ -5,6 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+use keel_core::LanePolicy;
 use keel_platform::QueuedRun;
 
 /// One conversation's lane.
@@ -16,6 +17,12 @@ pub struct Lane {
     pub queued: VecDeque<QueuedRun>,
     /// Serializes the accepting of messages, so arrival order is the order of the queue.
     pub accepting: Arc<tokio::sync::Mutex<()>>,
+    /// The conversation's policy, as its last message found it (`queue` for a lane read back
+    /// at start).
+    pub policy: LanePolicy,
+    /// Under `collect`: the lane's next run waits until then (the quiet window after the first
+    /// message of an idle lane, restarted by each message).
+    pub quiet_until: Option<tokio::time::Instant>,
 }
 
 impl Lane {
@@ -37,6 +44,32 @@ impl Lane {
         let before = self.queued.len();
         self.queued.retain(|queued| queued.run_id != run_id);
         self.queued.len() != before
+    }
+
+    /// Whether a message finds the lane busy (a run running or queued): `reject` refuses it.
+    pub fn is_busy(&self) -> bool {
+        !self.is_idle()
+    }
+
+    /// Under `collect`, after a message was queued: opens or restarts the quiet window when
+    /// nothing runs (a run that works collects what arrives meanwhile anyway). True when the
+    /// lane must wait, until `now + quiet`.
+    pub fn hold_for_quiet(
+        &mut self,
+        now: tokio::time::Instant,
+        quiet: std::time::Duration,
+    ) -> bool {
+        let opening = self.queued.len() == 1 || self.quiet_until.is_some();
+        if quiet.is_zero() || self.running.is_some() || !opening {
+            return false;
+        }
+        self.quiet_until = Some(now + quiet);
+        true
+    }
+
+    /// Whether the quiet window still holds the lane's next run at `now`.
+    pub fn is_quiet(&self, now: tokio::time::Instant) -> bool {
+        self.quiet_until.is_some_and(|until| now < until)
     }
 
     /// True when nothing runs or waits: the lane can be forgotten.

@@ -8,6 +8,7 @@ mod between_turns;
 mod control;
 mod drive;
 mod lanes;
+mod policies;
 mod report;
 mod sizes;
 mod submit;
@@ -63,6 +64,12 @@ pub struct EngineOptions {
     /// window after a completed run is compacted before its next message (seed 004's gateway
     /// compression); 0 never.
     pub compact_between_turns: f64,
+    /// Under `collect`: how long the first message of an idle lane waits for more before its
+    /// run starts (restarted by each message).
+    pub collect_quiet: Duration,
+    /// Under `collect`: the most messages one run carries; beyond, the oldest are left out of
+    /// its text (and it says so).
+    pub collect_cap: usize,
 }
 
 impl Default for EngineOptions {
@@ -79,6 +86,8 @@ impl Default for EngineOptions {
             model: String::new(),
             probe: Arc::new(NoProbe),
             compact_between_turns: 0.85,
+            collect_quiet: Duration::from_millis(1500),
+            collect_cap: 20,
         }
     }
 }
@@ -97,6 +106,17 @@ pub enum EngineError {
         queued: usize,
         /// Seconds to wait before trying again.
         retry_after: u64,
+    },
+    /// The conversation's policy is `reject` and its lane is busy: nothing was queued.
+    #[error(
+        "conversation `{conversation}` is still working on an earlier message; send this one \
+         again when it has answered"
+    )]
+    Busy {
+        /// The conversation.
+        conversation: String,
+        /// The run it is working on, when one runs here.
+        running: Option<String>,
     },
     /// The platform event was received before, as this run: nothing was queued.
     #[error("this event was received before, as run `{run_id}`")]
@@ -158,6 +178,8 @@ pub struct Engine {
     accepting: AtomicBool,
     lanes: Mutex<Lanes>,
     reports: Mutex<HashMap<String, watch::Sender<Option<RunReport>>>>,
+    /// Lane events of runs not started yet, told when their streams open.
+    lane_events: Mutex<HashMap<String, keel_core::EventKind>>,
     interrupted: Mutex<usize>,
     tasks: TaskTracker,
     stopping: CancellationToken,
@@ -181,6 +203,7 @@ impl Engine {
             accepting: AtomicBool::new(false),
             lanes: Mutex::new(Lanes::new()),
             reports: Mutex::new(HashMap::new()),
+            lane_events: Mutex::new(HashMap::new()),
             interrupted: Mutex::new(0),
             tasks: TaskTracker::new(),
             stopping: CancellationToken::new(),
@@ -500,6 +523,10 @@ impl Engine {
 
     fn lock_lanes(&self) -> std::sync::MutexGuard<'_, Lanes> {
         self.lanes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_lane_events(&self) -> std::sync::MutexGuard<'_, HashMap<String, keel_core::EventKind>> {
+        self.lane_events.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn lock_reports(

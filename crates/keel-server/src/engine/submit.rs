@@ -11,8 +11,10 @@ use super::{Engine, EngineError, Submitted};
 
 impl Engine {
     /// Accepts `text` for `conversation`: a queued run, stored before this returns, started
-    /// when the runs before it in the lane have ended. Under the `interrupt` policy, the
-    /// running run is asked to stop at its next safe point.
+    /// when the runs before it in the lane have ended — or as the conversation's lane policy
+    /// says (see [`super::policies`]): `reject` refuses it while the lane is busy
+    /// ([`EngineError::Busy`]), `interrupt` and `rollback` stop the running run, `collect`
+    /// folds it with the others waiting.
     pub async fn submit(
         self: &Arc<Self>,
         conversation: &SessionInfo,
@@ -97,6 +99,10 @@ impl Engine {
             .accepting
             .clone();
         let _in_order = gate.lock().await;
+        let policy = conversation.lane_policy;
+        if policy == LanePolicy::Reject {
+            self.refuse_if_busy(&session)?;
+        }
         let run = QueuedRun {
             run_id: uuid::Uuid::now_v7().to_string(),
             session_id: session.clone(),
@@ -131,21 +137,26 @@ impl Engine {
         }
         self.watch_report(&run.run_id);
         let run_id = run.run_id.clone();
-        let (position, interrupt) = {
+        let (position, stop, quiet) = {
             let mut lanes = self.lock_lanes();
             let lane = lanes.entry(session.clone()).or_default();
+            lane.policy = policy;
             lane.queued.push_back(run);
-            let interrupt = (conversation.lane_policy == LanePolicy::Interrupt)
+            let stop = matches!(policy, LanePolicy::Interrupt | LanePolicy::Rollback)
                 .then(|| lane.running.clone())
                 .flatten();
-            (lane.ahead_of_last(), interrupt)
+            let quiet = policy == LanePolicy::Collect
+                && lane.hold_for_quiet(tokio::time::Instant::now(), self.options.collect_quiet);
+            (lane.ahead_of_last(), stop, quiet)
         };
         drop(_in_order);
-        if let Some(running) = interrupt
-            && let Some(control) = self.boundaries.get(&running)
-        {
-            control.cancel.cancel();
-            self.store.request_cancel(&running, Utc::now()).await?;
+        tracing::debug!(run_id, conversation = %session, policy = policy.as_str(),
+            ahead = position, "a message was queued");
+        if let Some(running) = stop {
+            self.stop_for(&running, &session, &run_id, policy).await?;
+        }
+        if quiet {
+            self.pump_after_quiet(&session);
         }
         self.pump(&session);
         Ok(Submitted { run_id, position })

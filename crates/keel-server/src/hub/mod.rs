@@ -356,6 +356,19 @@ impl EventSink for Hub {
         let frame = {
             let mut runs = self.lock_runs();
             let Some(log) = runs.logs.get_mut(&event.run_id) else {
+                drop(runs);
+                // An event of no run (a message the lane refused) goes to the conversation's
+                // followers only.
+                if event.run_id.is_empty()
+                    && let Some(conversation) = lock(&self.conversations).get(&event.session_id)
+                {
+                    let _ = conversation.send(Arc::new(Frame {
+                        run_id: String::new(),
+                        id: EventId { seq: 0, delta: 0 },
+                        name: event.kind.name(),
+                        data,
+                    }));
+                }
                 return;
             };
             let last = log.frames.last().map_or(

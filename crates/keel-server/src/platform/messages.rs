@@ -173,7 +173,11 @@ pub(crate) async fn submit_or_forget(
         .await
     {
         Ok(submitted) => Ok(submitted),
-        Err(refused @ (EngineError::LaneFull { .. } | EngineError::ShuttingDown)) => {
+        Err(
+            refused @ (EngineError::LaneFull { .. }
+            | EngineError::Busy { .. }
+            | EngineError::ShuttingDown),
+        ) => {
             if let Err(error) = state.store.forget_attachments(files).await {
                 tracing::error!(%error, "cannot forget a refused message's attachments");
             }

@@ -497,6 +497,19 @@ impl ConversationStore for MemoryStore {
         self.lock()?.create_platform_conversation(conversation, key)
     }
 
+    async fn set_lane_policy(
+        &self,
+        session_id: &str,
+        policy: keel_core::LanePolicy,
+    ) -> Result<bool, StoreError> {
+        let mut data = self.lock()?;
+        let Some((info, _)) = data.sessions.get_mut(session_id) else {
+            return Ok(false);
+        };
+        info.lane_policy = policy;
+        Ok(true)
+    }
+
     async fn list_conversations(
         &self,
         filter: &ConversationFilter,
@@ -543,6 +556,39 @@ impl ConversationStore for MemoryStore {
         at: DateTime<Utc>,
     ) -> Result<Vec<String>, StoreError> {
         Ok(self.lock()?.absorb_queued(into, absorbed, message, how, at))
+    }
+
+    async fn roll_back_run(
+        &self,
+        run_id: &str,
+        by: &str,
+        _at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut data = self.lock()?;
+        if !data.runs.contains_key(run_id) || data.rolled_back.contains_key(run_id) {
+            return Ok(false);
+        }
+        data.rolled_back.insert(run_id.to_string(), by.to_string());
+        Ok(true)
+    }
+
+    async fn rolled_back_runs(
+        &self,
+        session_id: &str,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let data = self.lock()?;
+        let mut runs: Vec<(String, String)> = data
+            .rolled_back
+            .iter()
+            .filter(|(run, _)| {
+                data.runs
+                    .get(*run)
+                    .is_some_and(|r| r.session_id == session_id)
+            })
+            .map(|(run, by)| (run.clone(), by.clone()))
+            .collect();
+        runs.sort();
+        Ok(runs)
     }
 
     async fn session_files(&self, session_id: &str) -> Result<Vec<FileRecord>, StoreError> {

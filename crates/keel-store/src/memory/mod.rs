@@ -68,6 +68,8 @@ struct Data {
     channels: channels::Channels,
     /// Schedules and their slots' records.
     schedules: schedules::Schedules,
+    /// Runs rolled back (the `rollback` policy), each with the run that replaced it.
+    rolled_back: HashMap<String, String>,
 }
 
 /// Keeps sessions, messages and runs in memory; everything is lost when it is dropped.
@@ -213,7 +215,19 @@ impl Store for MemoryStore {
             // Pinned messages the summary replaced come back with it (seq n is at n - 1).
             keel_core::context::context_start_seq(messages, last).saturating_sub(1) as usize
         });
-        Ok(messages.get(start..).map(<[_]>::to_vec).unwrap_or_default())
+        // Messages of runs rolled back are kept, not sent.
+        Ok(messages
+            .get(start..)
+            .unwrap_or_default()
+            .iter()
+            .filter(|stored| {
+                stored
+                    .run_id
+                    .as_ref()
+                    .is_none_or(|run| !data.rolled_back.contains_key(run))
+            })
+            .cloned()
+            .collect())
     }
 
     async fn messages(&self, session_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
@@ -370,7 +384,19 @@ impl Store for MemoryStore {
         };
         // Seqs are 1, 2, ...: seq `from` is at index `from - 1`.
         let start = from.saturating_sub(1) as usize;
-        Ok(messages.get(start..).map(<[_]>::to_vec).unwrap_or_default())
+        // Messages of runs rolled back are kept, not sent.
+        Ok(messages
+            .get(start..)
+            .unwrap_or_default()
+            .iter()
+            .filter(|stored| {
+                stored
+                    .run_id
+                    .as_ref()
+                    .is_none_or(|run| !data.rolled_back.contains_key(run))
+            })
+            .cloned()
+            .collect())
     }
 
     async fn record_tool_calls(&self, calls: &[ToolCallRecord]) -> Result<(), StoreError> {

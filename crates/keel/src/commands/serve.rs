@@ -67,6 +67,8 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
             model: settings.model.clone(),
             probe,
             compact_between_turns: serve.compact_between_turns,
+            collect_quiet: serve.collect_quiet,
+            collect_cap: serve.collect_cap,
         },
     );
     let mut sinks: Vec<Arc<dyn EventSink>> =

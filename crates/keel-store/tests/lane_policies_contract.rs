@@ -1,4 +1,6 @@
-//! Folding queued runs into another (the double-texting policies `steer` and `collect`,
+//! What the double-texting policies need of every daemon store. A rolled-back run's messages
+//! stay stored but leave the context of later runs (those it commits after the mark too); a
+//! conversation's policy can be changed. Folding queued runs into another (`steer`, `collect`,
 //! [`keel_platform::ConversationStore::absorb_queued`]): the absorbed runs leave the queue and
 //! end cancelled with a reason naming the run that answers them, in one transaction, with no
 //! outbox row (the user is answered once, by that run); a collect's combined message is stored
@@ -12,7 +14,7 @@ use keel_platform::{DaemonStore, DeliveryRoute, NewConversation, QueuedRun};
 mod common;
 use common::{at, memory, run_record, sqlite_file, sqlite_in_memory};
 
-macro_rules! absorb_tests {
+macro_rules! lane_tests {
     ($module:ident, $make:expr) => {
         mod $module {
             use super::*;
@@ -28,13 +30,19 @@ macro_rules! absorb_tests {
                 let (store, _guard) = $make.await;
                 steer_on(&store).await;
             }
+
+            #[tokio::test]
+            async fn a_rolled_back_run_is_kept_but_leaves_the_context() {
+                let (store, _guard) = $make.await;
+                rollback_on(&store).await;
+            }
         }
     };
 }
 
-absorb_tests!(memory_store, memory());
-absorb_tests!(sqlite_memory, sqlite_in_memory());
-absorb_tests!(sqlite_on_file, sqlite_file());
+lane_tests!(memory_store, memory());
+lane_tests!(sqlite_memory, sqlite_in_memory());
+lane_tests!(sqlite_on_file, sqlite_file());
 
 /// A conversation whose replies go to a Telegram chat, so an outbox row would show.
 async fn routed_conversation(store: &dyn DaemonStore, id: &str) {
@@ -201,5 +209,61 @@ async fn steer_on(store: &dyn DaemonStore) {
             .await
             .unwrap()
             .is_empty()
+    );
+}
+
+async fn rollback_on(store: &dyn DaemonStore) {
+    routed_conversation(store, "c").await;
+    let mut first = run_record("r1", "c", at(1));
+    store
+        .commit(&Commit::new(&first, &[Message::user("draft it")]))
+        .await
+        .unwrap();
+    assert!(store.roll_back_run("r1", "r2", at(2)).await.unwrap());
+    assert!(
+        !store.roll_back_run("r1", "r2", at(2)).await.unwrap(),
+        "once"
+    );
+    assert!(!store.roll_back_run("ghost", "r2", at(2)).await.unwrap());
+    // What it commits after the mark is hidden too.
+    first.state = AgentState::Cancelled;
+    first.finished_at = Some(at(3));
+    store
+        .commit(&Commit::new(&first, &[Message::assistant("half a dra")]))
+        .await
+        .unwrap();
+    let second = run_record("r2", "c", at(4));
+    store
+        .commit(&Commit::new(&second, &[Message::user("just say hi")]))
+        .await
+        .unwrap();
+    let context: Vec<String> = store
+        .context_messages("c")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.message.content)
+        .collect();
+    assert_eq!(context, vec!["just say hi".to_string()]);
+    assert_eq!(store.messages("c").await.unwrap().len(), 3, "kept");
+    assert_eq!(
+        store.rolled_back_runs("c").await.unwrap(),
+        vec![("r1".to_string(), "r2".to_string())]
+    );
+    assert!(
+        store
+            .set_lane_policy("c", keel_core::LanePolicy::Collect)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.session("c").await.unwrap().unwrap().lane_policy,
+        keel_core::LanePolicy::Collect
+    );
+    assert!(
+        !store
+            .set_lane_policy("nope", keel_core::LanePolicy::Reject)
+            .await
+            .unwrap()
     );
 }

@@ -1,5 +1,6 @@
-//! The SQLite store's folding of queued runs into another run (the double-texting policies
-//! `steer` and `collect`, see [`keel_platform::ConversationStore::absorb_queued`]): one
+//! The SQLite store's share of the double-texting policies: rolled-back runs
+//! (`migrations/0029_lane_policies.sql`), and the folding of queued runs into another run
+//! (`steer` and `collect`, see [`keel_platform::ConversationStore::absorb_queued`]): one
 //! transaction through the writer, like every write. The writer answers a transaction with one
 //! value only, so which runs it took is read back after it: those that were queued before and
 //! are now cancelled with this absorption's reason.
@@ -94,4 +95,56 @@ pub(crate) async fn absorb_queued(
         .filter(|id| taken.insert(id.as_str()))
         .cloned()
         .collect())
+}
+
+/// Marks run `$1` rolled back by `$2`, unless it was.
+const ROLL_BACK: &str = "UPDATE runs SET rolled_back_by = $2 WHERE id = $1 \
+     AND rolled_back_by IS NULL RETURNING 1";
+
+/// The rolled-back runs of session `$1`.
+const ROLLED_BACK: &str = "SELECT id, rolled_back_by FROM runs \
+     WHERE session_id = $1 AND rolled_back_by IS NOT NULL ORDER BY id";
+
+/// Marks a run rolled back (see [`keel_platform::ConversationStore::roll_back_run`]).
+pub(crate) async fn roll_back_run(
+    conns: &Connections,
+    run_id: &str,
+    by: &str,
+) -> Result<bool, StoreError> {
+    let marked = conns
+        .transaction(vec![Batch::of(ROLL_BACK).bind(run_id).bind(by)])
+        .await
+        .or_backend(|| format!("cannot roll back run `{run_id}`"))?;
+    Ok(marked.is_some())
+}
+
+/// The rolled-back runs of a session, with the runs that replaced them.
+pub(crate) async fn rolled_back_runs(
+    conns: &Connections,
+    session_id: &str,
+) -> Result<Vec<(String, String)>, StoreError> {
+    let rows: Vec<(String, String)> = sqlx::query_as(ROLLED_BACK)
+        .bind(session_id)
+        .fetch_all(&mut *conns.reader().await?)
+        .await
+        .or_backend(|| format!("cannot read the rolled-back runs of `{session_id}`"))?;
+    Ok(rows)
+}
+
+/// Sets session `$1`'s lane policy to `$2`.
+const SET_POLICY: &str = "UPDATE sessions SET lane_policy = $2 WHERE id = $1 RETURNING 1";
+
+/// Sets a conversation's lane policy (see [`keel_platform::ConversationStore::set_lane_policy`]).
+pub(crate) async fn set_lane_policy(
+    conns: &Connections,
+    session_id: &str,
+    policy: keel_core::LanePolicy,
+) -> Result<bool, StoreError> {
+    let set = conns
+        .transaction(vec![
+            Batch::of(SET_POLICY).bind(session_id).bind(policy.as_str()),
+        ])
+        .await
+        .or_backend(|| format!("cannot set the lane policy of `{session_id}`"))?;
+    Ok(set.is_some())
 }
