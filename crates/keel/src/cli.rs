@@ -62,6 +62,9 @@ pub enum Command {
     Channels(ChannelsArgs),
     /// The daemon's API keys: create (shown once), list, revoke.
     Keys(KeysArgs),
+    /// Schedules of `keel serve`: messages that enter a conversation later (once, every
+    /// interval, cron): list, add, show, pause, resume, rm.
+    Schedules(SchedulesArgs),
     /// What the token log holds for a month: calls, tokens and dollars per user and model.
     Usage(UsageArgs),
     /// Personas: the system prompt and model settings per platform and server (add, set, list).

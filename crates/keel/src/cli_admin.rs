@@ -72,6 +72,76 @@ pub enum ChannelsAction {
     },
 }
 
+/// `keel schedules`.
+#[derive(Debug, Args)]
+pub struct SchedulesArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: SchedulesAction,
+}
+
+/// `keel schedules` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SchedulesAction {
+    /// Schedules, newest first: id, state, when, next slot, conversation, text.
+    List {
+        /// Only this conversation's.
+        #[arg(long, value_name = "ID")]
+        conversation: Option<String>,
+        /// Print JSON lines instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a schedule to a conversation: each fire sends TEXT into it as a run of its owner.
+    Add {
+        /// The conversation it fires into.
+        #[arg(long, value_name = "ID")]
+        conversation: String,
+        /// Once, at an RFC 3339 instant (2026-12-01T09:00:00+01:00).
+        #[arg(long, value_name = "TIME", group = "when", required_unless_present_any = ["every", "cron"])]
+        at: Option<String>,
+        /// Every interval (90s, 15m, 2h, 1d; at least 60 s).
+        #[arg(long, value_name = "INTERVAL", group = "when")]
+        every: Option<String>,
+        /// A 5-field cron expression ("0 9 * * 1-5"), read in --tz.
+        #[arg(long, value_name = "EXPR", group = "when")]
+        cron: Option<String>,
+        /// The IANA time zone of --cron (default UTC).
+        #[arg(long, value_name = "ZONE")]
+        tz: Option<String>,
+        /// Slots missed while no daemon ran: skip (recorded missed), once (one run for all,
+        /// the default) or all (one run each, up to 10).
+        #[arg(long, value_name = "POLICY")]
+        catch_up: Option<String>,
+        /// The message each fire sends.
+        #[arg(required = true)]
+        text: Vec<String>,
+    },
+    /// One schedule with its recent slots: fired (with the run), missed, refused, failed.
+    Show {
+        /// The schedule's id.
+        id: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pause a schedule: it does not fire until resumed.
+    Pause {
+        /// The schedule's id.
+        id: String,
+    },
+    /// Resume a paused schedule from now.
+    Resume {
+        /// The schedule's id.
+        id: String,
+    },
+    /// Delete a schedule and its slots' records (runs it fired stay).
+    Rm {
+        /// The schedule's id.
+        id: String,
+    },
+}
+
 /// `--permission`.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum PermissionLevel {

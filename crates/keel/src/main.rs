@@ -113,6 +113,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => runtime.block_on(commands::serve::serve(config, args)),
         Command::Sessions(args) => runtime.block_on(commands::sessions::sessions(args)),
         Command::Users(args) => runtime.block_on(commands::users::users(args)),
+        Command::Schedules(args) => runtime.block_on(commands::schedules::schedules(args)),
         Command::Channels(args) => {
             runtime.block_on(commands::channels::channels(cli.config.as_deref(), args))
         }

@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use keel_core::SessionInfo;
-use keel_platform::schedule::{Creator, Schedule, ScheduleFilter, ScheduleState, SlotEntry};
+use keel_platform::schedule::{Creator, Schedule, ScheduleFilter, SlotEntry};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -22,7 +22,7 @@ use crate::error::{ApiError, ErrorBody};
 use crate::json::{ApiJson, ApiPath, ApiQuery};
 use crate::state::AppState;
 use crate::views::page_size;
-use plan::{ScheduleRequest, describe, plan_schedule, resume_slot};
+use plan::{Change, ScheduleRequest, describe, plan_schedule, state_change};
 
 /// Slots `GET /v1/schedules/{id}` shows, newest first.
 pub const SHOWN_SLOTS: usize = 50;
@@ -304,15 +304,8 @@ async fn pause_schedule(
     caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<axum::Json<ScheduleView>, ApiError> {
-    let (schedule, _) = caller.schedule(&state, &id, true).await?;
-    if schedule.state == ScheduleState::Done {
-        return Err(ApiError::conflict(format!(
-            "schedule `{id}` is done: it has no slot left"
-        )));
-    }
-    let who = caller.user_id.as_deref().unwrap_or("an admin");
-    let reason = format!("paused by {who}");
-    set_state(&state, &id, ScheduleState::Paused, Some(&reason), None).await
+    let by = caller.user_id.clone().unwrap_or_else(|| "an admin".into());
+    change_state(&state, &caller, &id, Change::Pause { by: &by }).await
 }
 
 /// Resumes a paused schedule from now: its next slot is the first after now (a `once` whose
@@ -326,37 +319,29 @@ async fn resume_schedule(
     caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<axum::Json<ScheduleView>, ApiError> {
-    let (schedule, _) = caller.schedule(&state, &id, true).await?;
-    let next = match schedule.state {
-        ScheduleState::Done => {
-            return Err(ApiError::conflict(format!(
-                "schedule `{id}` is done: it has no slot left"
-            )));
-        }
-        // Resuming an active one changes nothing.
-        ScheduleState::Active => schedule.next_slot,
-        ScheduleState::Paused => resume_slot(&schedule, Utc::now()).map_err(ApiError::internal)?,
-    };
-    set_state(&state, &id, ScheduleState::Active, None, next).await
+    change_state(&state, &caller, &id, Change::Resume).await
 }
 
-/// Sets a schedule's state and answers with it.
-async fn set_state(
+/// Applies an operator's change to a schedule's state and answers with the schedule.
+async fn change_state(
     state: &AppState,
+    caller: &Caller,
     id: &str,
-    to: ScheduleState,
-    reason: Option<&str>,
-    next: Option<DateTime<Utc>>,
+    change: Change<'_>,
 ) -> Result<axum::Json<ScheduleView>, ApiError> {
+    let (schedule, _) = caller.schedule(state, id, true).await?;
+    let now = Utc::now();
+    let to = state_change(&schedule, change, now).map_err(ApiError::conflict)?;
+    let store = &state.store;
     let missing = || ApiError::not_found(format!("schedule `{id}`"));
-    if !state
-        .store
-        .set_schedule_state(id, to, reason, next, Utc::now())
+    let reason = to.reason.as_deref();
+    if !store
+        .set_schedule_state(id, to.state, reason, to.next_slot, now)
         .await?
     {
         return Err(missing());
     }
-    let schedule = state.store.schedule(id).await?.ok_or_else(missing)?;
+    let schedule = store.schedule(id).await?.ok_or_else(missing)?;
     Ok(axum::Json(schedule.into()))
 }
 

@@ -108,6 +108,60 @@ pub fn resume_slot(
     Ok(spec.next_after(now).or(schedule.next_slot))
 }
 
+/// What an operator does to a schedule's state.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Change<'a> {
+    /// Pause it, saying who did (`paused by {by}`).
+    Pause {
+        /// Who paused it.
+        by: &'a str,
+    },
+    /// Resume it ([`resume_slot`]); an active one stays as it is.
+    Resume,
+}
+
+/// What [`state_change`] makes of a schedule: its state, why it is paused, and its next slot
+/// when that changes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StateChange {
+    /// The state it takes.
+    pub state: ScheduleState,
+    /// Why it is paused.
+    pub reason: Option<String>,
+    /// Its new next slot; `None` keeps the one it has.
+    pub next_slot: Option<DateTime<Utc>>,
+}
+
+/// The state `schedule` takes when an operator applies `change` at `now`; an error (a
+/// conflict) when it is done, having no slot left.
+pub fn state_change(
+    schedule: &Schedule,
+    change: Change<'_>,
+    now: DateTime<Utc>,
+) -> Result<StateChange, String> {
+    if schedule.state == ScheduleState::Done {
+        return Err(format!(
+            "schedule `{}` is done: it has no slot left",
+            schedule.id
+        ));
+    }
+    Ok(match change {
+        Change::Pause { by } => StateChange {
+            state: ScheduleState::Paused,
+            reason: Some(format!("paused by {by}")),
+            next_slot: None,
+        },
+        Change::Resume => StateChange {
+            state: ScheduleState::Active,
+            reason: None,
+            next_slot: match schedule.state {
+                ScheduleState::Paused => resume_slot(schedule, now)?,
+                _ => None,
+            },
+        },
+    })
+}
+
 /// A schedule's "when" for people (`every 15m`, `cron "0 9 * * *" (Europe/Berlin)`), or its
 /// stored spec when it cannot be read.
 pub fn describe(schedule: &Schedule) -> String {
