@@ -88,6 +88,8 @@ impl Engine {
         };
         self.live.run_starting(&run.run_id, &run.session_id, 0);
         self.tell_pending(&run.run_id, &run.session_id);
+        // Under `steer`, messages that arrive meanwhile join the run.
+        let steering = super::steer::LaneSteering::of(&self, &run);
         let mut request = RunRequest::new(run.message)
             .session(run.session_id.clone())
             .cancel_token(control.cancel.clone());
@@ -98,12 +100,19 @@ impl Engine {
         request.user_id = run.user_id;
         request.options = run.options;
         request.run_id = Some(run.run_id.clone());
+        request.steering = steering
+            .clone()
+            .map(|steering| steering as Arc<dyn keel_core::Steering>);
         // A panic in the run ends it `error (internal)`: its waiters are answered.
         let outcome = tokio::select! {
             outcome = agent.survive_panic(&run.run_id, agent.run(request)) => Some(outcome),
             _ = control.stop.notified() => None,
         };
         drop(permit);
+        // What the run took and never stored runs next.
+        if let Some(steering) = &steering {
+            steering.give_back();
+        }
         let completed = super::between_turns::completed(&outcome);
         self.finish(&run.session_id, &run.run_id, outcome).await;
         if completed {

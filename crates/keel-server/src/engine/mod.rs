@@ -11,6 +11,7 @@ mod lanes;
 mod policies;
 mod report;
 mod sizes;
+mod steer;
 mod submit;
 
 use std::collections::HashMap;
@@ -36,6 +37,7 @@ pub use control::{Boundaries, RunControl};
 use lanes::Lanes;
 pub use report::stored_report;
 pub use sizes::EngineSizes;
+pub use steer::STEERED;
 
 /// How the engine runs.
 #[derive(Clone)]
