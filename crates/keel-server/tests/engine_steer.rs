@@ -288,3 +288,32 @@ async fn fifty_conversations_of_five_messages_at_once_keep_the_lane_invariant() 
     }
     assert!(steered > 0, "some messages joined a running run");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_message_waiting_to_join_a_run_that_is_cancelled_runs_on_its_own() {
+    let store = Arc::new(MemoryStore::new());
+    // The first run is cancelled before its second model call: the script's answer is the
+    // second run's.
+    let steps = two_calls_then("the second, on its own");
+    let (engine, _) = engine(&store, Script::new(steps)).await;
+    let lane = conversation(&store, "lane").await;
+    let first = engine.submit(&lane, "one".into(), None).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let second = engine.submit(&lane, "two".into(), None).await.unwrap();
+    engine.cancel(&first.run_id).await.unwrap();
+
+    assert_eq!(
+        engine.wait(&first.run_id).await.unwrap().state,
+        AgentState::Cancelled
+    );
+    let report = engine.wait(&second.run_id).await.unwrap();
+    assert_eq!(report.state, AgentState::Completed);
+    assert_eq!(report.final_text.as_deref(), Some("the second, on its own"));
+    let users: Vec<String> = transcript(&store, "lane")
+        .await
+        .into_iter()
+        .filter(|(role, _)| *role == Role::User)
+        .map(|(_, text)| text)
+        .collect();
+    assert_eq!(users, ["one", "two"], "each message once");
+}
