@@ -1,8 +1,8 @@
 //! The `steer` policy through the engine, on `MemoryStore` and keel-mock's in-process model in
 //! tokio's paused time: a message sent while a run works joins it before its next model call
 //! (the calls of the batch not started yet are skipped), its own queued run ends "steered into"
-//! the running one; another person's message, and a message sent while the run gives its
-//! answer, wait for runs of their own; and 50 conversations × 5 messages at once keep the lane
+//! the running one; another person's message, a message sent while the run gives its answer,
+//! and one waiting when the run is cancelled, wait for runs of their own; and 50 conversations × 5 messages at once keep the lane
 //! invariant: no two runs of a conversation overlap, order is kept, every message is in exactly
 //! one run's input.
 
