@@ -165,7 +165,8 @@ pub struct Schedule {
 pub struct ScheduleFilter {
     /// Only this conversation's.
     pub session_id: Option<String>,
-    /// Only schedules of conversations this user owns.
+    /// Only schedules of conversations this user owns (whoever made them: a schedule the model
+    /// made at a group member's word is of that member, in the owner's conversation).
     pub owner: Option<String>,
     /// At most this many.
     pub limit: usize,

@@ -234,7 +234,10 @@ impl ScheduleStore for SqliteStore {
         }
         if let Some(owner) = &filter.owner {
             binds.push(owner.clone());
-            sql.push_str(&format!(" AND owner = ${}", binds.len()));
+            sql.push_str(&format!(
+                " AND session_id IN (SELECT id FROM sessions WHERE owner = ${})",
+                binds.len()
+            ));
         }
         sql.push_str(&format!(
             " ORDER BY created_at DESC, id DESC LIMIT {}",

@@ -155,6 +155,22 @@ async fn schedules_on(store: &dyn DaemonStore) {
         .await
         .unwrap();
     assert_eq!(ids(&of_bob), ["s3"]);
+    // A schedule in bob's conversation made at a group member's word is listed as bob's.
+    store
+        .create_schedule(&schedule("s4", "c2", "cid", 4))
+        .await
+        .unwrap();
+    let of_bob = store
+        .list_schedules(&filter(None, Some("bob")))
+        .await
+        .unwrap();
+    assert_eq!(ids(&of_bob), ["s4", "s3"]);
+    let of_cid = store
+        .list_schedules(&filter(None, Some("cid")))
+        .await
+        .unwrap();
+    assert!(of_cid.is_empty());
+    assert!(store.delete_schedule("s4").await.unwrap());
     let one = ScheduleFilter {
         limit: 1,
         ..filter(None, None)

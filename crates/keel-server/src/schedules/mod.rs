@@ -211,8 +211,8 @@ fn forbidden(conversation: &SessionInfo) -> ApiError {
     ))
 }
 
-/// The caller's schedules (an admin's: all; with `conversation`, that conversation's), newest
-/// first.
+/// The schedules of the caller's conversations (an admin's: all; with `conversation`, that
+/// conversation's), newest first.
 #[utoipa::path(get, path = "/v1/schedules",
     params(("conversation" = Option<String>, Query, description = "Only this conversation's"),
            ("limit" = Option<usize>, Query, description = "1–200, default 50")),

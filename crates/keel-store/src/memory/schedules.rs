@@ -120,7 +120,14 @@ impl ScheduleStore for MemoryStore {
                     .as_ref()
                     .is_none_or(|id| s.session_id == *id)
             })
-            .filter(|s| filter.owner.is_none() || s.owner == filter.owner)
+            .filter(|s| {
+                filter.owner.is_none()
+                    || data
+                        .sessions
+                        .get(&s.session_id)
+                        .map(|(info, _)| &info.owner)
+                        == Some(&filter.owner)
+            })
             .cloned()
             .collect();
         found.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
