@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 use std::time::Duration;
 
 use crate::courier::CourierPolicy;
+use crate::lane_policy::ChannelLanePolicies;
 use crate::runtime::StartError;
 
 /// The sections of `keel.toml` the channels read, as written.
@@ -25,6 +26,8 @@ pub struct ChannelsConfig {
     pub webhooks: Vec<toml::Value>,
     /// `[channels] poll_ms`, `retry_first_ms`, `retry_max_secs`: how replies are delivered.
     pub courier: CourierPolicy,
+    /// Each channel's `lane_policy` (taken out of its section).
+    pub lane_policies: ChannelLanePolicies,
 }
 
 impl ChannelsConfig {
@@ -64,7 +67,11 @@ impl ChannelsConfig {
                     ));
                 }
             };
-            *slot = Some(value.clone());
+            let mut value = value.clone();
+            if let Some(policy) = value.as_table_mut().and_then(|t| t.remove("lane_policy")) {
+                config.lane_policies.read(name, &policy)?;
+            }
+            *slot = Some(value);
         }
         Ok(config)
     }

@@ -108,6 +108,7 @@ pub struct Intake {
     store: Arc<dyn DaemonStore>,
     engine: Arc<Engine>,
     inbox: Arc<Inbox>,
+    lane_policies: crate::lane_policy::ChannelLanePolicies,
 }
 
 impl Intake {
@@ -117,7 +118,15 @@ impl Intake {
             store,
             engine,
             inbox,
+            lane_policies: Default::default(),
         }
+    }
+
+    /// The intake, a conversation it makes for a channel getting the channel's lane policy
+    /// for its kind of chat (`[channels.<name>] lane_policy`).
+    pub fn with_lane_policies(mut self, policies: crate::lane_policy::ChannelLanePolicies) -> Self {
+        self.lane_policies = policies;
+        self
     }
 
     /// Takes `inbound` under `access`.
@@ -164,14 +173,14 @@ impl Intake {
             };
             inbound.message.text = label_untrusted(origin, &inbound.message.text);
         }
-        let mut prepared =
-            self.inbox
-                .prepare(&inbound.message)
-                .await
-                .map_err(|error| match error {
-                    InboxError::Invalid(why) => IntakeError::Invalid(why),
-                    InboxError::Store(error) => error.into(),
-                })?;
+        let mut prepared = self
+            .inbox
+            .prepare_with_policy(&inbound.message, self.lane_policy(&inbound.message))
+            .await
+            .map_err(|error| match error {
+                InboxError::Invalid(why) => IntakeError::Invalid(why),
+                InboxError::Store(error) => error.into(),
+            })?;
         self.override_options(&mut prepared, &inbound).await?;
         let conversation = &prepared.conversation;
         if let Some(run_id) = self
@@ -250,6 +259,12 @@ impl Intake {
             EngineError::Store(error) => Err(error.into()),
             other => Err(IntakeError::Unavailable(other.to_string())),
         }
+    }
+
+    /// The lane policy a conversation made for `message` gets: its channel's for its kind of
+    /// chat, if the channel sets one.
+    fn lane_policy(&self, message: &IncomingMessage) -> Option<keel_core::LanePolicy> {
+        self.lane_policies.of(&message.platform, message.chat_kind)
     }
 
     /// The run of `session_id` that waits for an answer to its question, when `user` may

@@ -24,6 +24,7 @@ pub mod discord;
 pub mod email;
 pub mod format;
 pub mod intake;
+pub mod lane_policy;
 pub mod outlet;
 pub mod render;
 pub mod runtime;

@@ -142,11 +142,14 @@ pub async fn start(state: AppState, config: &ChannelsConfig) -> Result<Running, 
     )
     .map_err(|e| StartError::Other(e.to_string()))?;
     let ctx = Context {
-        intake: Arc::new(Intake::new(
-            state.store.clone(),
-            state.engine.clone(),
-            state.inbox.clone(),
-        )),
+        intake: Arc::new(
+            Intake::new(
+                state.store.clone(),
+                state.engine.clone(),
+                state.inbox.clone(),
+            )
+            .with_lane_policies(config.lane_policies.clone()),
+        ),
         decider: Arc::new(Decider::new(state.store.clone(), state.engine.clone())),
         state,
         http,

@@ -53,6 +53,7 @@ fn message(user: &str, chat: &str, text: &str) -> IncomingMessage {
         text: text.into(),
         source: Source::Chat,
         attachments: Vec::new(),
+        chat_kind: Default::default(),
     }
 }
 

@@ -57,6 +57,10 @@ pub struct IncomingMessage {
     /// Files sent with it.
     #[serde(default)]
     pub attachments: Vec<IncomingAttachment>,
+    /// The kind of chat it comes from, as its platform says (`dm` unless said): a channel's
+    /// lane policy may differ by kind.
+    #[serde(default)]
+    pub chat_kind: crate::place::ChatKind,
 }
 
 impl IncomingMessage {
@@ -177,6 +181,16 @@ impl Inbox {
 
     /// Resolves `incoming` to a user, a persona, a conversation and the run's options.
     pub async fn prepare(&self, incoming: &IncomingMessage) -> Result<Prepared, InboxError> {
+        self.prepare_with_policy(incoming, None).await
+    }
+
+    /// [`Inbox::prepare`], a conversation it makes getting `lane_policy` (a channel's default
+    /// for the chat's kind) rather than the daemon's. A conversation found keeps its own.
+    pub async fn prepare_with_policy(
+        &self,
+        incoming: &IncomingMessage,
+        lane_policy: Option<LanePolicy>,
+    ) -> Result<Prepared, InboxError> {
         incoming
             .check(self.settings.max_attachment_bytes)
             .map_err(InboxError::Invalid)?;
@@ -203,7 +217,7 @@ impl Inbox {
         .cloned();
         let (user, new_guest) = self.resolve_user(incoming).await?;
         let conversation = self
-            .resolve_conversation(incoming, &place, &user, untrusted)
+            .resolve_conversation(incoming, &place, &user, untrusted, lane_policy)
             .await?;
         let mut options = run_options(persona.as_ref(), self.settings.default_modules.as_deref());
         options.untrusted = untrusted || !conversation.trusted;
@@ -317,12 +331,13 @@ impl Inbox {
         place: &PlatformPlace,
         user: &UserRecord,
         untrusted: bool,
+        lane_policy: Option<LanePolicy>,
     ) -> Result<SessionInfo, InboxError> {
         let source = &incoming.source;
         let new = |id: String| NewConversation {
             id,
             owner: Some(user.id.clone()),
-            lane_policy: self.settings.lane_policy,
+            lane_policy: lane_policy.unwrap_or(self.settings.lane_policy),
             at: Utc::now(),
             place: Some(place.clone()),
             trusted: !untrusted,

@@ -39,7 +39,7 @@ pub use inbox::{Inbox, InboxError, InboxSettings, IncomingMessage, MAX_TEXT_BYTE
 pub use known_facts::{Fact, FactHit, MessageMemory};
 pub use link::PlatformLink;
 pub use persona::{Persona, choose_persona};
-pub use place::{ConversationKey, ConversationKind, Source, session_id_for};
+pub use place::{ChatKind, ConversationKey, ConversationKind, Source, session_id_for};
 pub use schedule::{
     CatchUp, Creator, EndedFire, Schedule, ScheduleFilter, ScheduleKind, ScheduleState,
     ScheduleStore, Settled, SlotEntry, SlotKey, SlotOutcome, SlotRecord,

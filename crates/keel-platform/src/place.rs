@@ -224,6 +224,46 @@ pub fn check_platform_text(what: &str, text: &str, name: bool) -> Result<(), Str
     Ok(())
 }
 
+/// The kind of chat a platform message comes from: a channel's lane policy may differ by kind
+/// (`[channels.<name>] lane_policy = { dm = "collect", group = "queue", thread = "steer" }`).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ChatKind {
+    /// A direct message, one person and the assistant (also an email, a webhook).
+    #[default]
+    Dm,
+    /// A group chat or a channel.
+    Group,
+    /// A thread (a Slack thread, a Telegram forum topic): its own conversation.
+    Thread,
+}
+
+impl ChatKind {
+    /// Every kind.
+    pub const ALL: [ChatKind; 3] = [ChatKind::Dm, ChatKind::Group, ChatKind::Thread];
+
+    /// The kind's name, as configured.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChatKind::Dm => "dm",
+            ChatKind::Group => "group",
+            ChatKind::Thread => "thread",
+        }
+    }
+
+    /// A chat's kind from what platforms tell: in a thread, a thread; else a direct message
+    /// or a group.
+    pub fn of(direct: bool, in_thread: bool) -> ChatKind {
+        match (in_thread, direct) {
+            (true, _) => ChatKind::Thread,
+            (false, true) => ChatKind::Dm,
+            (false, false) => ChatKind::Group,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

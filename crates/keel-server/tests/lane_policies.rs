@@ -67,19 +67,29 @@ struct Setup {
 }
 
 async fn setup(delay_ms: u64, options: EngineOptions) -> Setup {
+    let script = Script::new(vec![Step::text("ok").with_delay_ms(delay_ms)]).with_per_turn();
+    setup_with(script, None, options).await
+}
+
+async fn setup_with(
+    script: Script,
+    tool: Option<Arc<dyn keel_core::Tool>>,
+    options: EngineOptions,
+) -> Setup {
     let store = Arc::new(MemoryStore::new());
     let live = Arc::new(Recorder::default());
     let engine = Engine::new(store.clone(), live.clone(), options);
-    let script = Script::new(vec![Step::text("ok").with_delay_ms(delay_ms)]).with_per_turn();
     let provider = Arc::new(ScriptedProvider::new(script));
-    let agent = Agent::builder()
+    let mut builder = Agent::builder()
         .provider(provider.clone())
         .model("m")
         .store(store.clone())
         .event_sink(live.clone())
-        .event_sink(engine.sink())
-        .build()
-        .unwrap();
+        .event_sink(engine.sink());
+    if let Some(tool) = tool {
+        builder = builder.tool(tool);
+    }
+    let agent = builder.build().unwrap();
     engine.start(Arc::new(agent)).await.unwrap();
     Setup {
         store,
@@ -304,6 +314,81 @@ async fn rollback_cancels_the_running_run_and_hides_its_messages_from_the_next()
         events.iter().any(|e| e.run_id == first.run_id
             && matches!(&e.kind, EventKind::LaneRolledBack { by } if by == &second.run_id)),
         "{events:?}"
+    );
+}
+
+/// A side-effecting tool that takes 2 s and counts the calls it finished.
+struct Send(keel_core::ToolSpec, Arc<std::sync::atomic::AtomicUsize>);
+
+#[async_trait::async_trait]
+impl keel_core::Tool for Send {
+    fn spec(&self) -> &keel_core::ToolSpec {
+        &self.0
+    }
+    async fn call(
+        &self,
+        _args: serde_json::Value,
+        _ctx: &keel_core::ToolContext,
+    ) -> Result<keel_core::ToolOutput, keel_core::ToolError> {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(keel_core::ToolOutput::text("sent"))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_interrupt_lets_a_side_effecting_call_in_flight_finish_and_records_its_result() {
+    let spec =
+        keel_core::ToolSpec::new("send", "sends mail", serde_json::json!({"type": "object"}));
+    assert!(spec.side_effecting());
+    let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let script = Script::new(vec![
+        Step::tool_call("send", serde_json::json!({})),
+        Step::text("done"),
+    ])
+    .with_per_turn();
+    let tool: Arc<dyn keel_core::Tool> = Arc::new(Send(spec, sent.clone()));
+    let s = setup_with(script, Some(tool), EngineOptions::default()).await;
+    let lane = conversation(&s.store, "lane", LanePolicy::Interrupt).await;
+    let first = s
+        .engine
+        .submit(&lane, "mail them".into(), None)
+        .await
+        .unwrap();
+    // The call is under way (it takes 2 s) when the next message interrupts.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let second = s.engine.submit(&lane, "stop".into(), None).await.unwrap();
+    assert_eq!(
+        s.engine.wait(&first.run_id).await.unwrap().state,
+        AgentState::Cancelled
+    );
+    assert_eq!(
+        sent.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "it finished"
+    );
+    let calls = s.store.tool_calls(&first.run_id).await.unwrap();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert!(
+        calls[0].completed_at.is_some() && calls[0].ok == Some(true),
+        "{calls:?}"
+    );
+    let results: Vec<String> = s
+        .store
+        .messages("lane")
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.run_id.as_deref() == Some(first.run_id.as_str()))
+        .filter(|m| m.message.role == keel_core::Role::Tool)
+        .map(|m| m.message.content)
+        .collect();
+    assert_eq!(results, vec!["sent".to_string()], "its result is recorded");
+    assert!(s.live.lane_events().iter().any(|e| e.run_id == first.run_id
+        && matches!(&e.kind, EventKind::LaneInterrupted { by } if by == &second.run_id)));
+    assert_eq!(
+        s.engine.wait(&second.run_id).await.unwrap().state,
+        AgentState::Completed
     );
 }
 

@@ -76,6 +76,7 @@ fn message(platform: &str, user: &str, channel: &str, thread: Option<&str>) -> I
         text: "hello".into(),
         source: Source::Chat,
         attachments: Vec::new(),
+        chat_kind: Default::default(),
     }
 }
 

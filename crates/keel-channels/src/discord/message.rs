@@ -182,6 +182,7 @@ fn incoming(
     channel_id: &str,
     text: String,
 ) -> IncomingMessage {
+    let chat_kind = keel_platform::ChatKind::of(guild_id.is_none(), false);
     IncomingMessage {
         platform: CHANNEL.into(),
         platform_user_id: author.id.clone(),
@@ -192,6 +193,7 @@ fn incoming(
         text,
         source: Default::default(),
         attachments: Vec::new(),
+        chat_kind,
     }
 }
 

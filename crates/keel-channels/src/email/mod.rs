@@ -183,6 +183,7 @@ impl Mailroom {
                 text,
                 source: Source::EmailTrigger,
                 attachments: mail.attachments,
+                chat_kind: keel_platform::ChatKind::Dm,
             },
             route,
             persona: None,

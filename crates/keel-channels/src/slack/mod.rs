@@ -208,6 +208,7 @@ impl Slack {
             text: message.clean_text(bot),
             source: Source::Chat,
             attachments: Vec::new(),
+            chat_kind: keel_platform::ChatKind::of(message.direct, thread.is_some()),
         };
         let received = self
             .ctx

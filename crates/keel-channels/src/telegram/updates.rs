@@ -283,6 +283,7 @@ fn read_message(message: Message, bot: &Bot, mode: GroupMode) -> Update {
             text,
             source: Source::Chat,
             attachments: Vec::new(),
+            chat_kind: keel_platform::ChatKind::of(private, thread.is_some()),
         },
         target: Target {
             chat,

@@ -357,6 +357,7 @@ async fn receive(
             text: template::render(&config.template, &payload),
             source: Source::Event,
             attachments: Vec::new(),
+            chat_kind: keel_platform::ChatKind::Dm,
         },
         route: config.deliver.as_ref().map(Deliver::route),
         persona: config.persona.clone(),

@@ -124,6 +124,7 @@ async fn incoming_message(
         text: body.text,
         source,
         attachments,
+        chat_kind: Default::default(),
     };
     // On a task of its own: once its files are kept, the message is queued or they are
     // forgotten, whether or not the caller still waits.
