@@ -317,6 +317,66 @@ async fn rollback_cancels_the_running_run_and_hides_its_messages_from_the_next()
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_schedules_fire_waits_its_turn_under_every_policy() {
+    let s = setup(1_000, EngineOptions::default()).await;
+    for (n, policy) in [
+        LanePolicy::Reject,
+        LanePolicy::Collect,
+        LanePolicy::Rollback,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let lane = conversation(&s.store, &format!("c{n}"), policy).await;
+        let first = s.engine.submit(&lane, "mine".into(), None).await.unwrap();
+        // "mine" runs when the slot fires.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let slot = keel_platform::SlotKey {
+            schedule_id: format!("s{n}"),
+            slot: Utc::now(),
+        };
+        let fired = s
+            .engine
+            .submit_scheduled(
+                &lane,
+                "the daily digest".into(),
+                None,
+                Default::default(),
+                slot,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{policy:?}: {e}"));
+        // What the user sends next is the user's double text: refused, or folded with what
+        // follows, never with the fire.
+        let after = match policy {
+            LanePolicy::Rollback => None,
+            _ => Some(s.engine.submit(&lane, "and this".into(), None).await),
+        };
+        if policy == LanePolicy::Reject {
+            assert!(
+                matches!(after, Some(Err(EngineError::Busy { .. }))),
+                "{policy:?}"
+            );
+        }
+        for run in [&first.run_id, &fired.run_id] {
+            let state = s.engine.wait(run).await.unwrap().state;
+            assert_eq!(state, AgentState::Completed, "{policy:?}: not stopped");
+        }
+        let inputs = inputs(&s.store, &lane.id).await;
+        assert_eq!(
+            inputs[&fired.run_id],
+            vec!["the daily digest".to_string()],
+            "{policy:?}"
+        );
+        if let Some(Ok(after)) = after {
+            s.engine.wait(&after.run_id).await.unwrap();
+            let inputs = crate::inputs(&s.store, &lane.id).await;
+            assert!(inputs[&after.run_id][0].ends_with("and this"), "{inputs:?}");
+        }
+    }
+}
+
 /// A side-effecting tool that takes 2 s and counts the calls it finished.
 struct Send(keel_core::ToolSpec, Arc<std::sync::atomic::AtomicUsize>);
 

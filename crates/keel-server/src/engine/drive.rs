@@ -30,11 +30,18 @@ impl Engine {
                 return;
             };
             // Under `collect`, the oldest queued run carries every other one.
-            let folded: Vec<QueuedRun> = if lane.policy == keel_core::LanePolicy::Collect {
-                lane.queued.drain(..).collect()
-            } else {
-                Vec::new()
-            };
+            // A schedule's fire is never folded, nor folds: the messages after it wait.
+            let folded: Vec<QueuedRun> =
+                if lane.policy == keel_core::LanePolicy::Collect && next.slot.is_none() {
+                    let messages = lane
+                        .queued
+                        .iter()
+                        .take_while(|run| run.slot.is_none())
+                        .count();
+                    lane.queued.drain(..messages).collect()
+                } else {
+                    Vec::new()
+                };
             lane.running = Some(next.run_id.clone());
             (next, folded)
         };

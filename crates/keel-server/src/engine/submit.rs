@@ -99,7 +99,14 @@ impl Engine {
             .accepting
             .clone();
         let _in_order = gate.lock().await;
-        let policy = conversation.lane_policy;
+        // A schedule's fire is no double text: it waits its turn whatever the policy (it is
+        // never refused, folded into another run, nor stops the run the user started).
+        let scheduled = slot.is_some();
+        let policy = if scheduled {
+            LanePolicy::Queue
+        } else {
+            conversation.lane_policy
+        };
         if policy == LanePolicy::Reject {
             self.refuse_if_busy(&session)?;
         }
@@ -140,7 +147,9 @@ impl Engine {
         let (position, stop, quiet) = {
             let mut lanes = self.lock_lanes();
             let lane = lanes.entry(session.clone()).or_default();
-            lane.policy = policy;
+            if !scheduled {
+                lane.policy = policy;
+            }
             lane.queued.push_back(run);
             let stop = matches!(policy, LanePolicy::Interrupt | LanePolicy::Rollback)
                 .then(|| lane.running.clone())
