@@ -81,6 +81,10 @@ pub struct RunView {
     /// Runs ahead of it in its lane, while it is queued.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub position: Option<usize>,
+    /// The run whose message rolled it back (lane policy `rollback`): its messages are hidden
+    /// from the conversation's history.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back_by: Option<String>,
 }
 
 impl RunView {
@@ -104,6 +108,7 @@ impl RunView {
             cancel_requested_at: run.cancel_requested_at,
             resume_available: run.resume_available,
             position,
+            rolled_back_by: None,
             id: run.id,
         }
     }

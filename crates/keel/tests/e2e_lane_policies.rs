@@ -116,7 +116,12 @@ async fn rollback_cancels_the_running_run_and_lists_its_messages_hidden() {
     let first = api.send(&conversation, "write the long report").await;
     api.until_state(&first, &["running"]).await;
     let second = api.send(&conversation, "no, just say hi").await;
-    api.until_state(&first, &["cancelled"]).await;
+    let rolled_back = api.until_state(&first, &["cancelled"]).await;
+    assert_eq!(
+        rolled_back["rolled_back_by"],
+        second.as_str(),
+        "{rolled_back}"
+    );
     api.until_state(&second, &["completed"]).await;
     let listed = messages(&api, &conversation).await;
     let of_first: Vec<&Value> = listed

@@ -200,7 +200,16 @@ async fn get_run(
 ) -> Result<axum::Json<RunView>, ApiError> {
     let (run, _) = caller.run(&state, &id).await?;
     let position = state.engine.position(&id);
-    Ok(axum::Json(RunView::of(run, position)))
+    let rolled_back_by = state
+        .store
+        .rolled_back_runs(&run.session_id)
+        .await?
+        .into_iter()
+        .find_map(|(rolled, by)| (rolled == id).then_some(by));
+    Ok(axum::Json(RunView {
+        rolled_back_by,
+        ..RunView::of(run, position)
+    }))
 }
 
 /// The `Last-Event-ID` header, as text.

@@ -258,54 +258,6 @@ impl Data {
         Ok(true)
     }
 
-    /// Folds queued runs into run `into`, all at once under the lock (see
-    /// [`keel_platform::ConversationStore::absorb_queued`]). No outbox row, like
-    /// [`Data::cancel_queued`].
-    pub(super) fn absorb_queued(
-        &mut self,
-        into: &str,
-        absorbed: &[String],
-        message: Option<&str>,
-        how: &str,
-        at: DateTime<Utc>,
-    ) -> Vec<String> {
-        let Some(session) = self.runs.get(into).map(|run| run.session_id.clone()) else {
-            return Vec::new();
-        };
-        if message.is_some() && !self.queue.iter().any(|queued| queued.run_id == into) {
-            return Vec::new();
-        }
-        let reason = keel_platform::absorbed_reason(how, into);
-        let mut taken = Vec::new();
-        for run_id in absorbed {
-            let Some(at_queue) = self.queue.iter().position(|queued| {
-                queued.run_id == *run_id && queued.run_id != into && queued.session_id == session
-            }) else {
-                continue;
-            };
-            let Some(run) = self
-                .runs
-                .get_mut(run_id)
-                .filter(|run| run.state == AgentState::Queued)
-            else {
-                continue;
-            };
-            run.state = AgentState::Cancelled;
-            run.error = Some(reason.clone());
-            run.updated_at = at;
-            run.finished_at = Some(at);
-            run.cancel_requested_at.get_or_insert(at);
-            self.queue.remove(at_queue);
-            taken.push(run_id.clone());
-        }
-        if let Some(message) = message
-            && let Some(queued) = self.queue.iter_mut().find(|queued| queued.run_id == into)
-        {
-            queued.message = message.to_string();
-        }
-        taken
-    }
-
     /// Keeps a new API key; its id and hash must be new (see [`keel_core::Store::save_api_key`]).
     pub(super) fn save_api_key(&mut self, key: &ApiKeyRecord) -> Result<(), StoreError> {
         if self
@@ -502,12 +454,7 @@ impl ConversationStore for MemoryStore {
         session_id: &str,
         policy: keel_core::LanePolicy,
     ) -> Result<bool, StoreError> {
-        let mut data = self.lock()?;
-        let Some((info, _)) = data.sessions.get_mut(session_id) else {
-            return Ok(false);
-        };
-        info.lane_policy = policy;
-        Ok(true)
+        Ok(self.lock()?.set_lane_policy(session_id, policy))
     }
 
     async fn list_conversations(
@@ -564,31 +511,14 @@ impl ConversationStore for MemoryStore {
         by: &str,
         _at: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let mut data = self.lock()?;
-        if !data.runs.contains_key(run_id) || data.rolled_back.contains_key(run_id) {
-            return Ok(false);
-        }
-        data.rolled_back.insert(run_id.to_string(), by.to_string());
-        Ok(true)
+        Ok(self.lock()?.roll_back_run(run_id, by))
     }
 
     async fn rolled_back_runs(
         &self,
         session_id: &str,
     ) -> Result<Vec<(String, String)>, StoreError> {
-        let data = self.lock()?;
-        let mut runs: Vec<(String, String)> = data
-            .rolled_back
-            .iter()
-            .filter(|(run, _)| {
-                data.runs
-                    .get(*run)
-                    .is_some_and(|r| r.session_id == session_id)
-            })
-            .map(|(run, by)| (run.clone(), by.clone()))
-            .collect();
-        runs.sort();
-        Ok(runs)
+        Ok(self.lock()?.rolled_back_runs(session_id))
     }
 
     async fn session_files(&self, session_id: &str) -> Result<Vec<FileRecord>, StoreError> {

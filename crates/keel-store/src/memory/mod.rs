@@ -28,6 +28,7 @@ use keel_platform::conversation::QueuedRun;
 mod channels;
 mod daemon;
 mod facts;
+mod lane_policies;
 mod platform;
 mod schedules;
 mod search;
