@@ -49,12 +49,26 @@ impl LiveEvents for Recorder {
 }
 
 impl Recorder {
+    /// The lane's decisions told, but `agent.lane.queued` (every message's).
     fn lane_events(&self) -> Vec<Event> {
         let events = self.events.lock().unwrap();
         events
             .iter()
             .filter(|event| event.kind.name().starts_with("agent.lane."))
+            .filter(|event| event.kind.name() != "agent.lane.queued")
             .cloned()
+            .collect()
+    }
+
+    /// The `agent.lane.queued` events told: (run, runs ahead).
+    fn queued(&self) -> Vec<(String, usize)> {
+        let events = self.events.lock().unwrap();
+        events
+            .iter()
+            .filter_map(|event| match &event.kind {
+                EventKind::LaneQueued { ahead, .. } => Some((event.run_id.clone(), *ahead)),
+                _ => None,
+            })
             .collect()
     }
 }
@@ -160,6 +174,11 @@ async fn reject_refuses_a_message_while_the_lane_is_busy_and_stores_nothing() {
         other => panic!("not refused: {other:?}"),
     }
     assert_eq!(runs_of(&s.store, "lane").await.len(), 1, "no run stored");
+    assert_eq!(
+        s.live.queued(),
+        vec![(first.run_id.clone(), 0)],
+        "one queued"
+    );
     let rejected = s.live.lane_events();
     assert_eq!(rejected.len(), 1);
     assert_eq!(rejected[0].kind.name(), "agent.lane.rejected");

@@ -161,6 +161,11 @@ impl Engine {
         drop(_in_order);
         tracing::debug!(run_id, conversation = %session, policy = policy.as_str(),
             ahead = position, "a message was queued");
+        let queued = keel_core::EventKind::LaneQueued {
+            policy: policy.as_str().to_string(),
+            ahead: position,
+        };
+        self.tell(&run_id, &session, queued);
         if let Some(running) = stop {
             self.stop_for(&running, &session, &run_id, policy).await?;
         }

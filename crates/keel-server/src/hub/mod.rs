@@ -357,17 +357,15 @@ impl EventSink for Hub {
             let mut runs = self.lock_runs();
             let Some(log) = runs.logs.get_mut(&event.run_id) else {
                 drop(runs);
-                // An event of no run (a message the lane refused) goes to the conversation's
-                // followers only.
-                if event.run_id.is_empty()
-                    && let Some(conversation) = lock(&self.conversations).get(&event.session_id)
-                {
-                    let _ = conversation.send(Arc::new(Frame {
-                        run_id: String::new(),
-                        id: EventId { seq: 0, delta: 0 },
-                        name: event.kind.name(),
-                        data,
-                    }));
+                // A lane's decision about a run not driven yet (queued), or about no run (a
+                // message refused), goes to the conversation's followers only, numbered like
+                // the schedules' announcements.
+                if event.run_id.is_empty() || event.kind.name().starts_with("agent.lane.") {
+                    let source = match event.run_id.as_str() {
+                        "" => "lane",
+                        run => run,
+                    };
+                    self.announce(&event.session_id, source, event.kind.name(), data);
                 }
                 return;
             };
