@@ -76,11 +76,13 @@ pub enum FireError {
 pub trait Fire: Send + Sync {
     /// Queues `text` as a run of `schedule`'s owner in its conversation (with the
     /// conversation's trust, persona and budget; its answer goes to the conversation's
-    /// channel), keyed by the slot so that it runs once.
+    /// channel), keyed by the slot so that it runs once; it stands for the missed slots
+    /// `covers` too (a `once` catch-up).
     async fn fire(
         &self,
         schedule: &Schedule,
         slot: DateTime<Utc>,
+        covers: &[DateTime<Utc>],
         text: String,
     ) -> Result<Fired, FireError>;
 
@@ -273,7 +275,11 @@ impl Scheduler {
         let mut advance_to = plan.next_slot;
         for fire in &plan.fires {
             let text = render(&schedule.text, fire.slot, spec.tz(), &fire.covers);
-            match self.fire.fire(schedule, fire.slot, text).await {
+            match self
+                .fire
+                .fire(schedule, fire.slot, &fire.covers, text)
+                .await
+            {
                 Ok(fired) => {
                     report.fired += 1;
                     let mut event = self.event(

@@ -68,6 +68,7 @@ impl Fire for StoreFire {
         &self,
         schedule: &Schedule,
         slot: DateTime<Utc>,
+        _covers: &[DateTime<Utc>],
         text: String,
     ) -> Result<Fired, FireError> {
         if let Some(reason) = self.refuse.lock().unwrap().clone() {

@@ -2,9 +2,12 @@
 //! [`Fire`]) and the start of the scheduler loop ([`start`]).
 //!
 //! A fire is a message to the schedule's conversation, queued in its lane like any other
-//! (`Engine::submit_scheduled`), as a run of the schedule's owner with the conversation's
-//! trust, persona and place (`Inbox::options_for`), so its answer goes to the conversation's
-//! channel through the outbox. Its slot's key is recorded with the queued run, so the slot
+//! (`Engine::submit_scheduled`; under `interrupt` or `rollback` it queues rather than stop the
+//! running run), as a run of the schedule's owner with the conversation's trust, persona and
+//! place (`Inbox::options_for`), so its answer goes to the conversation's channel through the
+//! outbox. Its run tells `schedule.fired` when it starts; the other schedule events (missed,
+//! refused, failed, paused) have no run of their own and go to the log and the
+//! conversation's live stream. Its slot's key is recorded with the queued run, so the slot
 //! runs once. An owner over the monthly budget is refused before anything is queued, and the
 //! slot is recorded `refused` with the reason.
 
@@ -82,6 +85,7 @@ impl Fire for ServerFire {
         &self,
         schedule: &Schedule,
         slot: DateTime<Utc>,
+        covers: &[DateTime<Utc>],
         text: String,
     ) -> Result<Fired, FireError> {
         let Some(conversation) = self
@@ -109,6 +113,7 @@ impl Fire for ServerFire {
                 schedule.owner.clone(),
                 options,
                 slot_key(schedule, slot),
+                covers.to_vec(),
             )
             .await
         {
@@ -151,6 +156,10 @@ impl Fire for ServerFire {
             reason = ?event.reason,
             "schedule"
         );
+        // A fire is told on its run's stream when the run starts (the engine keeps it).
+        if event.event == keel_schedules::ScheduleEventKind::Fired {
+            return;
+        }
         if let Ok(data) = serde_json::to_string(event) {
             self.hub.announce(
                 &event.session_id,

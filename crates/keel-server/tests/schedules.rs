@@ -38,10 +38,18 @@ fn at(text: &str) -> DateTime<Utc> {
 }
 
 async fn daemon(budget: Option<u64>) -> (keel_server::AppState, Arc<keel_store::MemoryStore>) {
+    daemon_with(budget, LanePolicy::Queue, Step::text("Reminded.")).await
+}
+
+async fn daemon_with(
+    budget: Option<u64>,
+    policy: LanePolicy,
+    answer: Step,
+) -> (keel_server::AppState, Arc<keel_store::MemoryStore>) {
     let (state, store) = common::state_with(EngineOptions::default(), |builder| {
         builder
             .provider(Arc::new(ScriptedProvider::new(
-                Script::new(vec![Step::text("Reminded.")]).with_per_turn(),
+                Script::new(vec![answer]).with_per_turn(),
             )))
             .model("m")
     })
@@ -61,7 +69,7 @@ async fn daemon(budget: Option<u64>) -> (keel_server::AppState, Arc<keel_store::
         .create_conversation(&NewConversation {
             id: "c1".into(),
             owner: Some("ann".into()),
-            lane_policy: LanePolicy::Queue,
+            lane_policy: policy,
             at: now,
             place: None,
             trusted: true,
@@ -119,6 +127,7 @@ fn noon() -> DateTime<Utc> {
 #[tokio::test]
 async fn a_due_slot_runs_as_its_owners_message_and_counts_as_a_success() {
     let (state, store) = daemon(None).await;
+    let mut following = state.hub.follow_conversation("c1");
     let report = scheduler(&state, noon()).tick().await.unwrap();
     assert_eq!(report.fired, 1);
     let slots = store.slots("s1", 10).await.unwrap();
@@ -126,6 +135,17 @@ async fn a_due_slot_runs_as_its_owners_message_and_counts_as_a_success() {
     let run_id = slots[0].record.run_id.clone().unwrap();
     let done = state.engine.wait(&run_id).await.unwrap();
     assert_eq!(done.state, AgentState::Completed);
+    // The run's stream told it was the schedule's fire, first of its events.
+    let first = following.recv().await.unwrap();
+    assert_eq!(
+        (first.name, first.run_id.as_str()),
+        ("schedule.fired", run_id.as_str())
+    );
+    assert!(
+        first.data.contains("\"schedule_id\":\"s1\""),
+        "{}",
+        first.data
+    );
     let run = store.run(&run_id).await.unwrap().unwrap();
     assert_eq!(run.session_id, "c1");
     let messages = store.messages("c1").await.unwrap();
@@ -327,4 +347,26 @@ fn one_schedule(slot: DateTime<Utc>) -> Schedule {
         created_at: now,
         updated_at: now,
     }
+}
+
+#[tokio::test]
+async fn a_fire_queues_behind_the_running_run_even_where_messages_interrupt() {
+    let slow = Step::text("Working on it.").with_delay_ms(200);
+    let (state, store) = daemon_with(None, LanePolicy::Interrupt, slow).await;
+    let conversation = store.session("c1").await.unwrap().unwrap();
+    let asked = state
+        .engine
+        .submit(&conversation, "a long question".into(), Some("ann".into()))
+        .await
+        .unwrap();
+    scheduler(&state, noon()).tick().await.unwrap();
+    let fired = store.slots("s1", 1).await.unwrap()[0]
+        .record
+        .run_id
+        .clone()
+        .unwrap();
+    let asked = state.engine.wait(&asked.run_id).await.unwrap();
+    assert_eq!(asked.state, AgentState::Completed, "the fire cancelled it");
+    let fired = state.engine.wait(&fired).await.unwrap();
+    assert_eq!(fired.state, AgentState::Completed);
 }

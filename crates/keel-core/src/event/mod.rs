@@ -527,6 +527,19 @@ pub enum EventKind {
         /// The run of the message that interrupted it.
         by: String,
     },
+    // — schedules (issue 34): told live when the run starts; the slot's record is stored —
+    /// The run is a schedule's fire for `slot` (and, caught up once, for the missed slots it
+    /// `covers`).
+    #[serde(rename = "schedule.fired")]
+    ScheduleFired {
+        /// The schedule.
+        schedule_id: String,
+        /// The slot the run is keyed by.
+        slot: chrono::DateTime<chrono::Utc>,
+        /// Missed slots this run stands for too.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        covers: Vec<chrono::DateTime<chrono::Utc>>,
+    },
 }
 
 #[cfg(test)]

@@ -55,6 +55,7 @@ impl EventKind {
             EventKind::LaneCollected { .. } => "agent.lane.collected",
             EventKind::LaneRolledBack { .. } => "agent.lane.rolled_back",
             EventKind::LaneInterrupted { .. } => "agent.lane.interrupted",
+            EventKind::ScheduleFired { .. } => "schedule.fired",
         }
     }
 }
@@ -63,7 +64,8 @@ impl EventKind {
     /// Whether the event is stored with its run (and counts in SSE event ids). Stream deltas
     /// and the live progress events are not: what they carry is stored on the messages, or is
     /// news only while the run goes. The lane's decisions are told by the engine outside any
-    /// commit: live only (their outcome is in the runs' records).
+    /// commit: live only (their outcome is in the runs' records); so is a schedule's fire (its
+    /// slot's record is stored).
     pub fn is_durable(&self) -> bool {
         !matches!(
             self,
@@ -77,6 +79,7 @@ impl EventKind {
                 | EventKind::LaneCollected { .. }
                 | EventKind::LaneRolledBack { .. }
                 | EventKind::LaneInterrupted { .. }
+                | EventKind::ScheduleFired { .. }
         )
     }
 }

@@ -235,6 +235,11 @@ impl Engine {
         );
     }
 
+    /// Keeps an event of a run until its stream opens (a schedule's `schedule.fired`).
+    pub(super) fn pending_event(&self, run_id: &str, kind: EventKind) {
+        self.lock_lane_events().insert(run_id.to_string(), kind);
+    }
+
     /// Tells a run's pending lane event, now that its stream is open.
     pub(super) fn tell_pending(&self, run_id: &str, session: &str) {
         let pending = self.lock_lane_events().remove(run_id);

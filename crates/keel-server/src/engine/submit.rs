@@ -62,7 +62,9 @@ impl Engine {
 
     /// [`Engine::submit_with`] for a schedule's slot: `slot` is recorded `fired` with the
     /// queued run, in its transaction, and a slot recorded before (fired, missed or refused)
-    /// is refused as [`EngineError::Duplicate`] (nothing is queued): a slot runs once.
+    /// is refused as [`EngineError::Duplicate`] (nothing is queued): a slot runs once. The run
+    /// tells `schedule.fired` (with the missed slots it `covers`) when it starts. A fire never
+    /// stops the conversation's running run: under `interrupt` or `rollback` it queues.
     pub async fn submit_scheduled(
         self: &Arc<Self>,
         conversation: &SessionInfo,
@@ -70,12 +72,32 @@ impl Engine {
         user_id: Option<String>,
         options: RunOptions,
         slot: keel_platform::SlotKey,
+        covers: Vec<chrono::DateTime<Utc>>,
     ) -> Result<Submitted, EngineError> {
         if !self.accepting() {
             return Err(EngineError::ShuttingDown);
         }
+        let mut conversation = conversation.clone();
+        if matches!(
+            conversation.lane_policy,
+            LanePolicy::Interrupt | LanePolicy::Rollback
+        ) {
+            conversation.lane_policy = LanePolicy::Queue;
+        }
+        let fired = keel_core::EventKind::ScheduleFired {
+            schedule_id: slot.schedule_id.clone(),
+            slot: slot.slot,
+            covers,
+        };
         let submitted = self
-            .enqueue(conversation, text, user_id, options, None, Some(slot))
+            .enqueue(
+                &conversation,
+                text,
+                user_id,
+                options,
+                None,
+                Some((slot, fired)),
+            )
             .await;
         self.forget_idle_lane(&conversation.id);
         submitted
@@ -89,8 +111,9 @@ impl Engine {
         user_id: Option<String>,
         options: RunOptions,
         inbound: Option<keel_platform::InboundKey>,
-        slot: Option<keel_platform::SlotKey>,
+        slot: Option<(keel_platform::SlotKey, keel_core::EventKind)>,
     ) -> Result<Submitted, EngineError> {
+        let (slot, fired) = slot.unzip();
         let session = conversation.id.clone();
         let gate = self
             .lock_lanes()
@@ -144,6 +167,10 @@ impl Engine {
         }
         self.watch_report(&run.run_id);
         let run_id = run.run_id.clone();
+        if let Some(fired) = fired {
+            // Told when the run starts (before it is put in the lane, so it cannot start first).
+            self.pending_event(&run_id, fired);
+        }
         let (position, stop, quiet) = {
             let mut lanes = self.lock_lanes();
             let lane = lanes.entry(session.clone()).or_default();
