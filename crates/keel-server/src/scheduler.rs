@@ -107,7 +107,7 @@ impl Fire for ServerFire {
         let options = self.inbox.options_for(&conversation).await.map_err(later)?;
         match self
             .engine
-            .submit_scheduled(
+            .submit_catching_up(
                 &conversation,
                 text,
                 schedule.owner.clone(),

@@ -63,9 +63,23 @@ impl Engine {
     /// [`Engine::submit_with`] for a schedule's slot: `slot` is recorded `fired` with the
     /// queued run, in its transaction, and a slot recorded before (fired, missed or refused)
     /// is refused as [`EngineError::Duplicate`] (nothing is queued): a slot runs once. The run
-    /// tells `schedule.fired` (with the missed slots it `covers`) when it starts. A fire never
-    /// stops the conversation's running run: under `interrupt` or `rollback` it queues.
+    /// tells `schedule.fired` when it starts. Whatever the conversation's lane policy, a fire
+    /// queues (see `enqueue`).
     pub async fn submit_scheduled(
+        self: &Arc<Self>,
+        conversation: &SessionInfo,
+        text: String,
+        user_id: Option<String>,
+        options: RunOptions,
+        slot: keel_platform::SlotKey,
+    ) -> Result<Submitted, EngineError> {
+        self.submit_catching_up(conversation, text, user_id, options, slot, Vec::new())
+            .await
+    }
+
+    /// [`Engine::submit_scheduled`] for a fire that stands for missed slots too (`covers`, a
+    /// `once` catch-up), which its `schedule.fired` names.
+    pub async fn submit_catching_up(
         self: &Arc<Self>,
         conversation: &SessionInfo,
         text: String,
@@ -77,13 +91,6 @@ impl Engine {
         if !self.accepting() {
             return Err(EngineError::ShuttingDown);
         }
-        let mut conversation = conversation.clone();
-        if matches!(
-            conversation.lane_policy,
-            LanePolicy::Interrupt | LanePolicy::Rollback
-        ) {
-            conversation.lane_policy = LanePolicy::Queue;
-        }
         let fired = keel_core::EventKind::ScheduleFired {
             schedule_id: slot.schedule_id.clone(),
             slot: slot.slot,
@@ -91,7 +98,7 @@ impl Engine {
         };
         let submitted = self
             .enqueue(
-                &conversation,
+                conversation,
                 text,
                 user_id,
                 options,
