@@ -317,3 +317,42 @@ async fn a_message_waiting_to_join_a_run_that_is_cancelled_runs_on_its_own() {
         .collect();
     assert_eq!(users, ["one", "two"], "each message once");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_schedules_fire_never_joins_a_running_run() {
+    let store = Arc::new(MemoryStore::new());
+    let mut steps = two_calls_then("painted");
+    steps.push(Step::text("the digest"));
+    let (engine, _) = engine(&store, Script::new(steps)).await;
+    let lane = conversation(&store, "lane").await;
+    let first = engine.submit(&lane, "paint it".into(), None).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The same (no) user and options as the running run: only being a fire keeps it apart.
+    let slot = keel_platform::SlotKey {
+        schedule_id: "daily".into(),
+        slot: Utc::now(),
+    };
+    let fired = engine
+        .submit_scheduled(
+            &lane,
+            "the daily digest".into(),
+            None,
+            Default::default(),
+            slot,
+        )
+        .await
+        .unwrap();
+
+    let report = engine.wait(&first.run_id).await.unwrap();
+    assert_eq!(report.final_text.as_deref(), Some("painted"));
+    let report = engine.wait(&fired.run_id).await.unwrap();
+    assert_eq!(report.state, AgentState::Completed, "it answered its slot");
+    assert_eq!(report.final_text.as_deref(), Some("the digest"));
+    let transcript = transcript(&store, "lane").await;
+    assert!(
+        !transcript
+            .iter()
+            .any(|(_, text)| text == keel_core::steering::SKIPPED_FOR_STEER),
+        "the running run's batch ran whole: {transcript:?}"
+    );
+}

@@ -56,9 +56,12 @@ impl LaneSteering {
         })
     }
 
-    /// True when `queued` may join the running run: the same person, asking the same way.
+    /// True when `queued` may join the running run: the same person, asking the same way, and
+    /// not a schedule's fire (which is no double text: it waits its turn and answers its slot).
     fn joins(&self, queued: &QueuedRun) -> bool {
-        queued.user_id == self.running.user_id && queued.options == self.running.options
+        queued.slot.is_none()
+            && queued.user_id == self.running.user_id
+            && queued.options == self.running.options
     }
 
     /// Puts what the run took and never joined back at the front of the lane, in order: it
