@@ -41,6 +41,9 @@ pub struct Frame {
     pub name: &'static str,
     /// The event as JSON.
     pub data: String,
+    /// Told once to live followers and never stored ([`Hub::announce`]): sent without an SSE
+    /// id, so a client that reconnects goes on from the stored event before it.
+    pub announced: bool,
 }
 
 /// The events of one run driven here.
@@ -203,6 +206,7 @@ impl Hub {
             id: EventId { seq: 0, delta },
             name,
             data,
+            announced: true,
         }));
     }
 
@@ -392,6 +396,7 @@ impl EventSink for Hub {
                 id,
                 name: event.kind.name(),
                 data,
+                announced: false,
             });
             log.frames.push(frame.clone());
             let count = log.frames.len();

@@ -294,6 +294,11 @@ async fn follow_conversation(
 }
 
 async fn send_kept(frames: &Frames, kept: &Frame) -> Result<(), mpsc::error::SendError<SseEvent>> {
+    if kept.announced {
+        // No id: it cannot be replayed, so the client's last id stays the stored event's.
+        let event = SseEvent::default().event(kept.name).data(&kept.data);
+        return frames.send(event).await;
+    }
     frames
         .send(frame(
             format!("{}:{}", kept.run_id, kept.id),

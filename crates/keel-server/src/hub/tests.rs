@@ -102,3 +102,34 @@ async fn a_conversation_channel_goes_with_its_last_follower() {
         }
     );
 }
+
+#[tokio::test]
+async fn an_announced_frame_goes_without_an_sse_id_so_a_reconnect_resumes_from_a_stored_event() {
+    use axum::response::IntoResponse;
+    use futures::StreamExt;
+
+    let hub = Arc::new(hub(300, 3));
+    let mut body = stream::conversation_events(hub.clone(), "s".into(), None)
+        .into_response()
+        .into_body()
+        .into_data_stream();
+    // The follower subscribes in its own task; an announcement before that reaches nobody.
+    while hub.sizes().followed_conversations == 0 {
+        tokio::task::yield_now().await;
+    }
+    hub.announce("s", "lane", "agent.lane.rejected", "{}".into());
+    hub.run_starting("r", "s", 0);
+    hub.emit(&event("r"));
+    let mut text = String::new();
+    while !text.contains("agent_run.completed") {
+        let chunk = body.next().await.unwrap().unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let frames: Vec<&str> = text.split("\n\n").filter(|f| !f.is_empty()).collect();
+    assert!(frames[0].contains("event: agent.lane.rejected"), "{text}");
+    assert!(
+        !frames[0].contains("id:"),
+        "an announcement is never stored: no id a client could resume from: {text}"
+    );
+    assert!(frames[1].contains("id: r:1"), "{text}");
+}
