@@ -171,6 +171,30 @@ impl FakeTelegram {
             .collect()
     }
 
+    /// The messages of `chat` as they read now, in the order they were sent: each sent text
+    /// with the later edits of its message applied (a streamed draft reads as what it became).
+    pub fn shown_to(&self, chat: i64) -> Vec<String> {
+        let mut shown: Vec<(Value, String)> = Vec::new();
+        for (method, body) in self.calls() {
+            if body["chat_id"] != json!(chat) || body["_ok"] != json!(true) {
+                continue;
+            }
+            let text = body["text"].as_str().unwrap_or("").to_string();
+            match method.as_str() {
+                "sendMessage" => shown.push((body["_message_id"].clone(), text)),
+                "editMessageText" => {
+                    if let Some(message) =
+                        shown.iter_mut().find(|(id, _)| *id == body["message_id"])
+                    {
+                        message.1 = text;
+                    }
+                }
+                _ => {}
+            }
+        }
+        shown.into_iter().map(|(_, text)| text).collect()
+    }
+
     /// The offsets `getUpdates` was called with.
     pub fn offsets(&self) -> Vec<i64> {
         self.lock().offsets.clone()
