@@ -41,6 +41,20 @@ pub fn budget_resets_at(at: DateTime<Utc>) -> DateTime<Utc> {
         .unwrap_or(at)
 }
 
+/// Why `user`, who has used `used` of their monthly `budget` tokens in the month of `now`, may
+/// not run now; `None` while some is left. The one wording of a spent budget: a run's refusal
+/// and a schedule's refused slot say the same.
+pub fn budget_spent(user: &str, used: u64, budget: u64, now: DateTime<Utc>) -> Option<String> {
+    (used >= budget).then(|| {
+        format!(
+            "user `{user}` has used {used} of their {budget} tokens for {}; the budget resets \
+             at {}",
+            usage_month(now),
+            budget_resets_at(now).format("%Y-%m-%d %H:%M UTC")
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use keel_core::clock::Clock;
 use keel_core::store::StoreError;
-use keel_core::token_log::{budget_resets_at, usage_month};
+use keel_core::token_log::{budget_spent, usage_month};
 use keel_platform::channel::Notice;
 use keel_platform::{DaemonStore, Inbox, Schedule};
 use keel_schedules::scheduler::{SchedulerOptions, slot_key};
@@ -63,15 +63,12 @@ impl ServerFire {
             return Ok(None);
         };
         let now = self.clock.now();
-        let month = usage_month(now);
-        let used = self.store.monthly_usage(user, &month).await?.total();
-        Ok((used >= budget).then(|| {
-            format!(
-                "user `{user}` has used {used} of their {budget} tokens for {month}; the budget \
-                 resets at {}",
-                budget_resets_at(now).format("%Y-%m-%d %H:%M UTC")
-            )
-        }))
+        let used = self
+            .store
+            .monthly_usage(user, &usage_month(now))
+            .await?
+            .total();
+        Ok(budget_spent(user, used, budget, now))
     }
 }
 

@@ -464,13 +464,8 @@ impl Agent {
             return Ok(None);
         };
         let used = self.store.monthly_usage(user, month).await?.total();
-        if used >= budget {
-            let resets = crate::token_log::budget_resets_at(self.clock.now());
-            return Ok(Some(format!(
-                "user `{user}` has used {used} of their {budget} tokens for {month}; the budget \
-                 resets at {}",
-                resets.format("%Y-%m-%d %H:%M UTC")
-            )));
+        if let Some(spent) = crate::token_log::budget_spent(user, used, budget, self.clock.now()) {
+            return Ok(Some(spent));
         }
         let left = budget - used;
         settings.budgets.token_budget =
