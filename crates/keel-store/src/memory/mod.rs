@@ -93,6 +93,23 @@ impl MemoryStore {
 }
 
 impl Data {
+    /// The messages of `messages` from index `start` that are sent to a model: those of runs
+    /// rolled back are kept, not sent.
+    fn sent_from(&self, messages: &[StoredMessage], start: usize) -> Vec<StoredMessage> {
+        messages
+            .get(start..)
+            .unwrap_or_default()
+            .iter()
+            .filter(|stored| {
+                stored
+                    .run_id
+                    .as_ref()
+                    .is_none_or(|run| !self.rolled_back.contains_key(run))
+            })
+            .cloned()
+            .collect()
+    }
+
     fn upsert_tool_calls(&mut self, calls: &[ToolCallRecord]) {
         for call in calls {
             let rows = self.tool_calls.entry(call.run_id.clone()).or_default();
@@ -216,19 +233,7 @@ impl Store for MemoryStore {
             // Pinned messages the summary replaced come back with it (seq n is at n - 1).
             keel_core::context::context_start_seq(messages, last).saturating_sub(1) as usize
         });
-        // Messages of runs rolled back are kept, not sent.
-        Ok(messages
-            .get(start..)
-            .unwrap_or_default()
-            .iter()
-            .filter(|stored| {
-                stored
-                    .run_id
-                    .as_ref()
-                    .is_none_or(|run| !data.rolled_back.contains_key(run))
-            })
-            .cloned()
-            .collect())
+        Ok(data.sent_from(messages, start))
     }
 
     async fn messages(&self, session_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
@@ -385,19 +390,7 @@ impl Store for MemoryStore {
         };
         // Seqs are 1, 2, ...: seq `from` is at index `from - 1`.
         let start = from.saturating_sub(1) as usize;
-        // Messages of runs rolled back are kept, not sent.
-        Ok(messages
-            .get(start..)
-            .unwrap_or_default()
-            .iter()
-            .filter(|stored| {
-                stored
-                    .run_id
-                    .as_ref()
-                    .is_none_or(|run| !data.rolled_back.contains_key(run))
-            })
-            .cloned()
-            .collect())
+        Ok(data.sent_from(messages, start))
     }
 
     async fn record_tool_calls(&self, calls: &[ToolCallRecord]) -> Result<(), StoreError> {
