@@ -80,6 +80,9 @@ pub struct FileConfig {
     /// `[schedules]`: whether and how `keel serve` fires schedules.
     #[serde(default)]
     pub schedules: crate::schedules_settings::SchedulesConfig,
+    /// `[telemetry]`: OTLP traces and the daemon's metrics.
+    #[serde(default)]
+    pub telemetry: crate::telemetry_settings::TelemetryConfig,
     /// `[[hooks]]`: commands that see tool calls, in order.
     #[serde(default)]
     pub hooks: Vec<crate::hooks_settings::HookConfig>,
@@ -266,6 +269,7 @@ impl FileConfig {
         }
         self.serve.validate()?;
         self.schedules.validate()?;
+        self.telemetry.validate()?;
         crate::hooks_settings::resolve(&self.hooks)?;
         self.tools.shell.validate()?;
         self.memory.settings()?;
