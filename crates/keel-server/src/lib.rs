@@ -16,6 +16,7 @@ pub mod hub;
 pub mod json;
 pub mod keys;
 pub mod live;
+pub mod metrics;
 pub mod openapi;
 pub mod platform;
 pub mod router;

@@ -39,6 +39,7 @@ pub fn router(state: AppState) -> Router {
         }),
     )
     .route("/healthz", get(|| async { "ok" }))
+    .merge(crate::metrics::route::routes())
     .fallback(|| async { crate::ApiError::not_found("this path") })
     .method_not_allowed_fallback(|| async {
         crate::ApiError::new(

@@ -81,7 +81,9 @@ impl Engine {
             return self.abandon(&run.session_id, &run.run_id);
         }
         if control.cancel.is_cancelled() {
-            let _ = self.store.cancel_queued(&run.run_id, Utc::now()).await;
+            if let Ok(true) = self.store.cancel_queued(&run.run_id, Utc::now()).await {
+                self.metrics.runs_ended_queued("queued", 1);
+            }
             let _ = self
                 .store
                 .release_session(&run.session_id, &run.run_id)
@@ -256,6 +258,7 @@ impl Engine {
                     .await
                     .unwrap_or(false)
                 {
+                    self.metrics.runs_ended_queued("queued", 1);
                     tracing::error!(run_id, "the run never started; it is cancelled");
                 }
                 let _ = self.store.release_session(session_id, run_id).await;
@@ -299,6 +302,7 @@ impl Engine {
     /// The run no longer occupies its lane here.
     pub(super) fn forget(&self, session_id: &str, run_id: &str) {
         self.boundaries.remove(run_id);
+        self.metrics.forget_run(run_id);
         let mut lanes = self.lock_lanes();
         if let Some(lane) = lanes.get_mut(session_id) {
             if lane.running.as_deref() == Some(run_id) {

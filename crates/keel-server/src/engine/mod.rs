@@ -10,6 +10,7 @@ mod drive;
 mod lanes;
 mod policies;
 mod report;
+mod sink;
 mod sizes;
 mod steer;
 mod submit;
@@ -33,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::live::LiveEvents;
+use crate::metrics::Metrics;
 pub use control::{Boundaries, RunControl};
 use lanes::Lanes;
 pub use report::stored_report;
@@ -185,6 +187,7 @@ pub struct Engine {
     interrupted: Mutex<usize>,
     tasks: TaskTracker,
     stopping: CancellationToken,
+    metrics: Arc<Metrics>,
 }
 
 impl Engine {
@@ -209,12 +212,22 @@ impl Engine {
             interrupted: Mutex::new(0),
             tasks: TaskTracker::new(),
             stopping: CancellationToken::new(),
+            metrics: Arc::new(Metrics::new()),
         })
     }
 
-    /// The event sink the agent must have, so the engine knows where each run is.
+    /// The event sink the agent must have, so the engine knows where each run is (and the
+    /// daemon's metrics count what the runs do).
     pub fn sink(&self) -> Arc<dyn EventSink> {
-        self.boundaries.clone()
+        Arc::new(sink::EngineSink {
+            boundaries: self.boundaries.clone(),
+            metrics: self.metrics.clone(),
+        })
+    }
+
+    /// The daemon's metrics (`GET /metrics`).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// The policy of conversations made without one.
@@ -244,6 +257,7 @@ impl Engine {
             }
             self.pump(&session);
         }
+        self.keep_up_metrics();
         let engine = Arc::downgrade(self);
         let every = self.options.reconcile_every;
         let stopping = self.stopping.clone();
@@ -294,6 +308,7 @@ impl Engine {
         if (queued_here || queued_elsewhere().await)
             && self.store.cancel_queued(run_id, Utc::now()).await?
         {
+            self.metrics.runs_ended_queued("queued", 1);
             self.publish_stored(run_id).await;
             return Ok(AgentState::Cancelled);
         }
@@ -472,13 +487,39 @@ impl Engine {
     }
 
     async fn reconcile_once(&self) -> Result<ReconcileReport, StoreError> {
-        reconcile_with(
+        let report = reconcile_with(
             self.store.as_ref(),
             Utc::now(),
             &self.options.reconcile,
             self.options.probe.as_ref(),
         )
-        .await
+        .await?;
+        self.metrics
+            .reconciled("timed_out", report.timed_out as u64);
+        self.metrics
+            .reconciled("cancelled", report.cancelled as u64);
+        Ok(report)
+    }
+
+    /// Folds the metrics' histogram samples into their buckets every
+    /// [`crate::metrics::UPKEEP_EVERY`] until the engine stops, so they never pile up between
+    /// scrapes.
+    fn keep_up_metrics(&self) {
+        let metrics = Arc::downgrade(&self.metrics);
+        let stopping = self.stopping.clone();
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(crate::metrics::UPKEEP_EVERY);
+            loop {
+                tokio::select! {
+                    _ = ticks.tick() => {}
+                    _ = stopping.cancelled() => return,
+                }
+                match metrics.upgrade() {
+                    Some(metrics) => metrics.upkeep(),
+                    None => return,
+                }
+            }
+        });
     }
 
     /// Resumes every run a dead worker left at a resumable checkpoint.
@@ -486,12 +527,16 @@ impl Engine {
         for run in self.runs_in(AgentState::TimedOut).await? {
             // A sub-agent is resumed by its parent's delegate step, never beside it.
             let child = keel_core::SessionKind::of(&run.session_id).depth() > 0;
-            if run.resume_available && !child && self.boundaries.get(&run.id).is_none() {
-                self.continue_run(
+            if run.resume_available
+                && !child
+                && self.boundaries.get(&run.id).is_none()
+                && self.continue_run(
                     run.id,
                     run.session_id,
                     Continue::Resume(ResumeOptions::default()),
-                );
+                )
+            {
+                self.metrics.reconciled("resumed", 1);
             }
         }
         Ok(())

@@ -65,6 +65,7 @@ impl Engine {
                 queued,
             },
         );
+        self.metrics.lane_rejected("busy");
         Err(EngineError::Busy {
             conversation: session.to_string(),
             running,
@@ -133,7 +134,11 @@ impl Engine {
             .absorb_queued(&into.run_id, &ids, Some(&text), "collected", now)
             .await
         {
-            Ok(taken) => taken,
+            Ok(taken) => {
+                self.metrics
+                    .runs_ended_queued("collected", taken.len() as u64);
+                taken
+            }
             Err(error) => {
                 tracing::error!(%error, run_id = %into.run_id, "cannot collect queued runs");
                 Vec::new()

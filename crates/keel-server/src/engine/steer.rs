@@ -134,6 +134,7 @@ impl Steering for LaneSteering {
             // A run cancelled meanwhile is not absorbed; its message joined all the same.
             Ok(absorbed) => {
                 for run_id in &absorbed {
+                    self.engine.metrics.runs_ended_queued("steered", 1);
                     self.engine.publish_stored(run_id).await;
                 }
             }

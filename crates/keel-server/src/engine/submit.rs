@@ -162,6 +162,7 @@ impl Engine {
         {
             EnqueueOutcome::Queued { .. } => {}
             EnqueueOutcome::Full { queued } => {
+                self.metrics.lane_rejected("queue_full");
                 return Err(EngineError::LaneFull {
                     conversation: session,
                     queued,
