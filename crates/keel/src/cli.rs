@@ -9,6 +9,11 @@ pub use crate::cli_admin::*;
 /// keel — a resilient agent-loop runtime.
 ///
 /// Every subcommand is listed below; `keel help COMMAND` tells more about one.
+///
+/// Traces (OpenTelemetry spans over OTLP/HTTP) are off until `[telemetry] otlp_endpoint` in
+/// keel.toml, or `OTEL_EXPORTER_OTLP_ENDPOINT`, names a collector (e.g.
+/// http://localhost:4318); message content goes into them only with `[telemetry]
+/// record_content = true`.
 // The about is this comment, not the crate's description: clap lists the subcommands itself,
 // from `Command`, so the help never names a stale subset of them.
 #[derive(Debug, Parser)]

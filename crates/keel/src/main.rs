@@ -42,6 +42,7 @@ mod prompt_human;
 mod remote;
 mod setup;
 mod sigterm;
+mod telemetry;
 mod terminal_text;
 
 use std::process::ExitCode;
@@ -130,6 +131,7 @@ fn main() -> ExitCode {
         Command::MockProvider(args) => runtime.block_on(commands::mock_provider::serve(args)),
         Command::Bench(args) => runtime.block_on(commands::bench::bench(args)),
     };
+    runtime.block_on(telemetry::flush());
     runtime.block_on(setup::close_stores());
     // A blocking tool call still running (e.g. a read of a FIFO no one writes), abandoned at
     // a hard limit or a cancel, must not keep the process alive: dropping the runtime would

@@ -230,6 +230,13 @@ pub fn build(
         sinks.push(Arc::new(hook));
     }
     sinks.push(Arc::new(crate::sigterm::SafePointExit));
+    if let Some(traces) = crate::telemetry::sink(
+        source.config_file,
+        source.home,
+        &configured.settings.provider.name,
+    )? {
+        sinks.push(traces);
+    }
     let mut notices = Vec::new();
     if let Some(notice) = &configured.fallback {
         eprintln!("{}", notice.warning());

@@ -76,6 +76,9 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
     if let Some(hook) = PauseAtCheckpoint::from_env() {
         sinks.push(Arc::new(hook));
     }
+    if let Some(traces) = crate::telemetry::sink(config_file, &home, &settings.provider.name)? {
+        sinks.push(traces);
+    }
     // The scheduler's clock: the system's, or for tests the instant `[schedules] clock_file`
     // holds. The `schedule` tool counts a new schedule's first slot from the same clock.
     let clock: Arc<dyn keel_core::clock::Clock> = match &schedules.clock_file {
@@ -236,6 +239,7 @@ fn log_to_stderr() {
         "keel_memory",
         "keel_extensions",
         "keel_config",
+        "keel_telemetry",
     ];
     let filter = match std::env::var("KEEL_LOG") {
         Ok(spec) if !spec.trim().is_empty() => spec.parse::<Targets>().unwrap_or_else(|error| {
