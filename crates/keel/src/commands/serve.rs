@@ -175,7 +175,8 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
     println!("keel serve: listening on http://{}", listener.local_addr()?);
     let routes = running
         .as_ref()
-        .map_or_else(axum::Router::new, |running| running.routes.clone());
+        .map_or_else(axum::Router::new, |running| running.routes.clone())
+        .merge(keel_console::routes(state.clone()));
     let stopped = keel_server::serve::serve_with(listener, state, routes, limits, stop_signal())
         .await
         .context("the HTTP server failed")?;
