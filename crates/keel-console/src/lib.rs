@@ -10,8 +10,11 @@
 mod assets;
 pub mod csrf;
 pub mod error;
+pub mod filters;
+pub mod format;
 mod headers;
 pub mod layout;
+pub mod pages;
 mod run_page;
 pub mod session;
 mod sign_in;
@@ -36,8 +39,10 @@ pub struct ConsoleState {
     pub app: AppState,
     /// The signed-in sessions.
     pub sessions: Arc<session::Sessions>,
-    /// The time sessions expire by.
+    /// The time sessions expire by, and pages count ages from.
     pub clock: Arc<dyn Clock>,
+    /// The channels the daemon started, for the channels page.
+    pub channels: Arc<[String]>,
 }
 
 impl FromRef<ConsoleState> for AppState {
@@ -55,6 +60,8 @@ pub struct ConsoleOptions {
     pub max_sessions: usize,
     /// The clock sessions expire by (the system's, or a test's).
     pub clock: Arc<dyn Clock>,
+    /// The channels the daemon started (`keel serve` passes their names).
+    pub channels: Vec<String>,
 }
 
 impl Default for ConsoleOptions {
@@ -63,6 +70,7 @@ impl Default for ConsoleOptions {
             session_lifetime: DEFAULT_SESSION_LIFETIME,
             max_sessions: 10_000,
             clock: Arc::new(SystemClock),
+            channels: Vec::new(),
         }
     }
 }
@@ -82,28 +90,17 @@ pub fn routes_with(state: AppState, options: ConsoleOptions) -> Router {
             options.max_sessions,
         )),
         clock: options.clock,
+        channels: options.channels.into(),
     };
     Router::new()
         .merge(sign_in::routes())
         .merge(run_page::routes())
         .merge(assets::routes())
-        .route("/", axum::routing::get(home))
+        .merge(pages::routes())
         .layer(axum::middleware::from_fn_with_state(
             console.clone(),
             csrf::check,
         ))
         .layer(axum::middleware::from_fn(headers::secure))
         .with_state(console)
-}
-
-/// The console's first page.
-async fn home(viewer: Viewer) -> maud::Markup {
-    layout::page(
-        "Home",
-        Some(&viewer),
-        maud::html! {
-            h1 { "keel" }
-            p { "Signed in as " (viewer.who()) "." }
-        },
-    )
 }

@@ -94,6 +94,7 @@ impl Daemon {
                 session_lifetime: TimeDelta::hours(1),
                 max_sessions: 100,
                 clock: clock.clone(),
+                channels: Vec::new(),
             },
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -282,4 +283,80 @@ impl Browser {
     pub async fn csrf(&mut self) -> String {
         self.get("/").await.field("csrf").expect("a signed-in page")
     }
+}
+
+/// A conversation stored for `owner` (on `platform` when given), whose first message is
+/// `title`; its id.
+pub async fn conversation(
+    daemon: &Daemon,
+    id: &str,
+    owner: Option<&str>,
+    platform: Option<&str>,
+    title: &str,
+) -> String {
+    use keel_platform::{ConversationStore, NewConversation};
+    daemon
+        .store
+        .create_conversation(&NewConversation {
+            id: id.to_string(),
+            owner: owner.map(str::to_string),
+            lane_policy: keel_core::LanePolicy::Queue,
+            at: Utc::now(),
+            place: platform.map(|platform| keel_core::PlatformPlace {
+                platform: platform.to_string(),
+                channel_id: "c1".to_string(),
+                thread_id: None,
+                server_id: None,
+            }),
+            trusted: true,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    daemon
+        .store
+        .append_messages(id, None, &[keel_core::Message::user(title)])
+        .await
+        .unwrap();
+    id.to_string()
+}
+
+/// A run of `conversation` stored in `state`, started `age` ago, with `tokens` output tokens.
+pub async fn run(
+    daemon: &Daemon,
+    id: &str,
+    conversation: &str,
+    state: keel_core::AgentState,
+    age: TimeDelta,
+    tokens: u64,
+) {
+    let started = Utc::now() - age;
+    let run = keel_core::RunRecord {
+        id: id.to_string(),
+        session_id: conversation.to_string(),
+        state,
+        reason: None,
+        provider: "mock".to_string(),
+        model: "m-asked".to_string(),
+        model_used: Some("m-used".to_string()),
+        iterations: 3,
+        usage: keel_core::Usage {
+            input_tokens: 0,
+            output_tokens: tokens,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+        },
+        final_text: None,
+        error: None,
+        started_at: started,
+        updated_at: started,
+        finished_at: state.is_terminal().then_some(started),
+        cost: 0.5,
+        heartbeat_at: None,
+        cancel_requested_at: None,
+        resume_available: false,
+        launch: None,
+        worker: None,
+    };
+    daemon.store.save_run(&run, &[]).await.unwrap();
 }

@@ -176,7 +176,15 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
     let routes = running
         .as_ref()
         .map_or_else(axum::Router::new, |running| running.routes.clone())
-        .merge(keel_console::routes(state.clone()));
+        .merge(keel_console::routes_with(
+            state.clone(),
+            keel_console::ConsoleOptions {
+                channels: running
+                    .as_ref()
+                    .map_or_else(Vec::new, |running| running.names.clone()),
+                ..Default::default()
+            },
+        ));
     let stopped = keel_server::serve::serve_with(listener, state, routes, limits, stop_signal())
         .await
         .context("the HTTP server failed")?;
