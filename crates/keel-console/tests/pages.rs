@@ -239,3 +239,60 @@ async fn usage_schedules_and_channels_pages_answer() {
     assert_eq!(channels.status, 200);
     assert!(channels.body.contains("for admins"));
 }
+
+#[tokio::test]
+async fn usage_shows_the_month_and_what_is_left_of_a_budget() {
+    use keel_core::Store;
+    let daemon = seeded().await;
+    let now = chrono::Utc::now();
+    daemon
+        .store
+        .save_user(&keel_core::UserRecord {
+            id: "ann".into(),
+            monthly_token_budget: Some(10_000),
+            created_at: now,
+            updated_at: now,
+            permission: Default::default(),
+        })
+        .await
+        .unwrap();
+    let record = daemon.store.run("run-ann-1").await.unwrap().unwrap();
+    let charge = |user: &str, tokens: u64| keel_core::token_log::TokenCharge {
+        user_id: Some(user.into()),
+        model: "m-used".into(),
+        usage: keel_core::Usage {
+            input_tokens: tokens,
+            output_tokens: 0,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+        },
+        cost: 0.25,
+        at: now,
+    };
+    let charges = [charge("ann", 3000), charge("bob", 777)];
+    daemon
+        .store
+        .commit(&keel_core::store::Commit {
+            charges: &charges,
+            ..keel_core::store::Commit::new(&record, &[])
+        })
+        .await
+        .unwrap();
+    let key = daemon.key(Some("ann"), false).await;
+    let mut ann = daemon.browser();
+    ann.sign_in(&key).await;
+    let usage = ann.get("/usage").await;
+    assert!(usage.body.contains("10,000 tokens"), "{}", usage.body);
+    assert!(usage.body.contains("7,000 tokens") && usage.body.contains("3,000"));
+    assert!(!usage.body.contains("bob") && !usage.body.contains("777"));
+    let other_month = ann.get("/usage?month=2020-01").await;
+    assert!(other_month.body.contains("10,000 tokens") && !other_month.body.contains("3,000"));
+
+    let admin_key = daemon.key(None, true).await;
+    let mut admin = daemon.browser();
+    admin.sign_in(&admin_key).await;
+    let all = admin.get("/usage").await;
+    assert!(all.body.contains("bob") && all.body.contains("ann"));
+    let bobs = admin.get("/usage?user=bob").await;
+    assert!(bobs.body.contains("bob") && !bobs.body.contains("3,000"));
+}
