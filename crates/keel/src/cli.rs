@@ -145,6 +145,12 @@ pub struct BenchArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+
+    /// In process: also build every run's trace (keel-telemetry's sink and exporter) and post
+    /// it over OTLP/HTTP to a receiver in this process that discards it, to measure what
+    /// traces cost the loop.
+    #[arg(long)]
+    pub traces: bool,
 }
 
 /// The store `keel bench` uses.

@@ -68,3 +68,56 @@ pub async fn flush() {
         );
     }
 }
+
+/// `keel bench --traces`: the trace sink and exporter as in use, posting to a receiver in this
+/// process that counts and discards what it gets.
+pub struct BenchTraces {
+    traces: Traces,
+    received: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl BenchTraces {
+    /// Starts the receiver and the exporter to it.
+    pub async fn start() -> anyhow::Result<BenchTraces> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let received = Arc::new(AtomicU64::new(0));
+        let counted = received.clone();
+        let app = axum::Router::new().route(
+            "/v1/traces",
+            axum::routing::post(move |body: axum::body::Bytes| {
+                counted.fetch_add(body.len() as u64, Ordering::Relaxed);
+                async { "{}" }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let endpoint = format!("http://{}", listener.local_addr()?);
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let options = TraceOptions {
+            endpoint: Some(endpoint),
+            record_content: false,
+            service_name: "keel-bench".into(),
+            provider: None,
+        };
+        let traces = Traces::start(&options)?
+            .ok_or_else(|| anyhow::anyhow!("the bench's trace exporter did not start"))?;
+        Ok(BenchTraces { traces, received })
+    }
+
+    /// The sink to give the bench's agent.
+    pub fn sink(&self) -> Arc<dyn EventSink> {
+        self.traces.sink()
+    }
+
+    /// Sends what is left and says on stderr what was exported.
+    pub async fn finish(self) {
+        let report = self.traces.shutdown(FLUSH_WITHIN).await;
+        let bytes = self.received.load(std::sync::atomic::Ordering::Relaxed);
+        eprintln!(
+            "traces: {} span(s) exported ({} KiB of OTLP protobuf), {} dropped, {} failed",
+            report.exported,
+            bytes / 1024,
+            report.dropped,
+            report.failed
+        );
+    }
+}

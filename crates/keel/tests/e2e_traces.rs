@@ -243,3 +243,25 @@ fn with_no_endpoint_nothing_is_sent_and_the_environment_can_name_one() {
         "{help}"
     );
 }
+
+#[test]
+fn keel_bench_traces_exports_every_run_of_the_bench() {
+    let (_h, home) = temp();
+    let output = run(keel(&home)
+        .args(["bench", "--conversations", "20", "--iterations", "3"])
+        .args(["--latency-ms", "0", "--json", "--traces"]));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(report["completed"], 20, "{report}");
+    // 21 runs (the warm-up too), each: invoke_agent, 3 chats, 2 tool calls.
+    assert!(
+        stderr(&output).contains("traces: 126 span(s) exported"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        stderr(&output).contains("0 dropped, 0 failed"),
+        "{}",
+        stderr(&output)
+    );
+}

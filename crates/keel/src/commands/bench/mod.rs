@@ -93,8 +93,16 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 .map_err(|e| anyhow::anyhow!("cannot open the bench database: {e}"))?,
         ),
     };
+    let mut builder = Agent::builder();
+    let traces = if args.traces {
+        let traces = crate::telemetry::BenchTraces::start().await?;
+        builder = builder.event_sink(traces.sink());
+        Some(traces)
+    } else {
+        None
+    };
     let agent = Arc::new(
-        Agent::builder()
+        builder
             .provider(Arc::new(TimedProvider::new(model)))
             .model("bench-model")
             .store(store)
@@ -161,6 +169,9 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     };
     progress.finish_and_clear();
 
+    if let Some(traces) = traces {
+        traces.finish().await;
+    }
     let failed = first_failure.is_some();
     let report = Report::new(setup, &timelines, first_failure, counters);
     if args.json {
