@@ -610,3 +610,48 @@ async fn shutdown_ends_the_spans_still_open_marked_unfinished() {
     let root = one(&spans, "invoke_agent keel");
     assert_eq!(chat.parent_span_id, root.span_context.span_id());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_resumed_run_opens_a_segment_linked_to_its_first_span() {
+    let first = spans_of(&tool_run()[..1], false).await;
+    let events = vec![
+        event(
+            RUN,
+            50,
+            EventKind::Resumed {
+                boundary: keel_core::Boundary::ToolResult,
+                replayed: 2,
+            },
+        ),
+        event(
+            RUN,
+            51,
+            EventKind::RunCompleted {
+                iterations: 3,
+                usage: Usage::default(),
+            },
+        ),
+    ];
+    let spans = spans_of(&events, false).await;
+    let resumed = one(&spans, "invoke_agent keel");
+    assert_eq!(
+        resumed.span_context.trace_id(),
+        first[0].span_context.trace_id()
+    );
+    assert_ne!(
+        resumed.span_context.span_id(),
+        first[0].span_context.span_id()
+    );
+    assert_eq!(
+        resumed.links.links[0].span_context.span_id(),
+        first[0].span_context.span_id()
+    );
+    assert_eq!(text(resumed, "keel.run.continued"), "resumed");
+    assert_eq!(
+        text(resumed, "gen_ai.provider.name"),
+        "mock",
+        "the configured provider"
+    );
+    assert_eq!(resumed.events.events[0].name, "agent_run.resumed");
+    assert_eq!(text(resumed, "keel.run.state"), "completed");
+}

@@ -265,3 +265,62 @@ fn keel_bench_traces_exports_every_run_of_the_bench() {
         stderr(&output)
     );
 }
+
+#[test]
+fn a_run_continued_in_another_process_is_a_linked_span_of_the_same_trace() {
+    let receiver = Receiver::start();
+    let script = json!({"steps": [
+        {"tool_calls": [{"id": "s1", "name": "shell", "arguments": {"command": "rm -rf ~"}}]},
+        {"text": "Nothing deleted.", "forever": true}
+    ]});
+    let mock = Mock::start(&script.to_string());
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    write_config(&home, "", &telemetry(&receiver, false));
+    // No terminal: the run stops to wait for approval (exit 3)...
+    let output = run(keel_run(&home, &mock, &workspace).arg("clean my home"));
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let waiting = report(&output);
+    let run_id = waiting["run_id"].as_str().unwrap().to_string();
+    let call = waiting["approval"]["call_id"].as_str().unwrap().to_string();
+    // ...and `keel approve`, another process, goes on with it.
+    let output = run(keel(&home).env_remove("OTEL_EXPORTER_OTLP_ENDPOINT").args([
+        "approve",
+        &run_id,
+        "deny",
+        "--call-id",
+        &call,
+        "--json",
+    ]));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+
+    let spans = receiver.spans();
+    let roots = &by_name(&spans)["invoke_agent keel"];
+    assert_eq!(roots.len(), 2);
+    let (first, second) = (&roots[0], &roots[1]);
+    for root in [first, second] {
+        assert_eq!(hex(&root.trace_id), run_id.replace('-', ""));
+        assert!(root.parent_span_id.is_empty());
+    }
+    assert_eq!(
+        string(&first.attributes, "keel.run.waiting").as_deref(),
+        Some("waiting_for_approval")
+    );
+    assert_eq!(first.events[0].name, "agent.approval.requested");
+    assert_eq!(
+        string(&second.attributes, "keel.run.continued").as_deref(),
+        Some("approval_decided")
+    );
+    assert_eq!(second.links.len(), 1);
+    assert_eq!(second.links[0].span_id, first.span_id);
+    assert_eq!(second.events[0].name, "agent.approval.decided");
+    assert_eq!(
+        string(&second.events[0].attributes, "keel.approval.decision").as_deref(),
+        Some("deny")
+    );
+    assert_eq!(
+        string(&second.attributes, "keel.run.state").as_deref(),
+        Some("completed")
+    );
+    assert!(second.start_time_unix_nano >= first.end_time_unix_nano);
+}
