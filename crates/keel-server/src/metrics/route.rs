@@ -3,12 +3,14 @@
 //! serves nothing else and asks for no key (for a Prometheus on the same host or network).
 
 use std::future::Future;
+use std::net::SocketAddr;
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use tokio_util::sync::CancellationToken;
 
 use crate::auth::Caller;
 use crate::connections::{ConnectionLimits, serve_connections};
@@ -57,4 +59,32 @@ pub async fn serve_keyless(
         ..ConnectionLimits::default()
     };
     serve_connections(listener, keyless(state), limits, stop).await;
+}
+
+/// The keyless `/metrics` listener (`[telemetry] metrics_bind`), served in the background.
+pub struct KeylessMetrics {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl KeylessMetrics {
+    /// Listens on `bind` and serves [`keyless`] until [`KeylessMetrics::stop`].
+    pub async fn start(bind: SocketAddr, state: AppState) -> std::io::Result<KeylessMetrics> {
+        let listener = tokio::net::TcpListener::bind(bind).await?;
+        let addr = listener.local_addr()?;
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        let task = tokio::spawn(async move {
+            serve_keyless(listener, state, stopped.cancelled_owned()).await;
+        });
+        Ok(KeylessMetrics { addr, stop, task })
+    }
+
+    /// Stops listening, lets open scrapes finish, and returns when they have.
+    pub async fn stop(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
 }

@@ -15,6 +15,7 @@ pub mod run;
 pub mod runs;
 pub mod schedules;
 pub mod serve;
+pub mod serve_metrics;
 pub mod sessions;
 pub mod skills;
 pub mod usage;

@@ -173,6 +173,13 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
         .await
         .with_context(|| format!("cannot listen on {bind}"))?;
     println!("keel serve: listening on http://{}", listener.local_addr()?);
+    let metrics = super::serve_metrics::start(
+        config_file,
+        &home,
+        &state,
+        running.as_ref().map(|running| running.names.as_slice()),
+    )
+    .await?;
     let routes = running
         .as_ref()
         .map_or_else(axum::Router::new, |running| running.routes.clone())
@@ -188,6 +195,9 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
     let stopped = keel_server::serve::serve_with(listener, state, routes, limits, stop_signal())
         .await
         .context("the HTTP server failed")?;
+    if let Some(metrics) = metrics {
+        metrics.stop().await;
+    }
     if let Some(scheduler) = scheduler {
         scheduler.stop().await;
     }
