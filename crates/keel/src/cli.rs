@@ -389,6 +389,33 @@ pub enum RunsAction {
         /// Run id.
         id: String,
     },
+    /// A live table of runs (state, model, iterations, tokens, cost, age), redrawn until
+    /// Ctrl-C: this machine's store, or with --server a daemon's runs that its key sees.
+    Watch(RunsWatchArgs),
+}
+
+/// `keel runs watch`.
+#[derive(Debug, Args)]
+pub struct RunsWatchArgs {
+    /// Print one frame and exit (for pipes and scripts).
+    #[arg(long)]
+    pub once: bool,
+
+    /// Seconds between frames.
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
+    pub interval: f64,
+
+    /// How many runs to show, newest first (at least 1).
+    #[arg(long, default_value_t = 20, value_parser = at_least_one)]
+    pub limit: usize,
+
+    /// Only the runs of this session (a conversation, with --server).
+    #[arg(long, value_name = "ID", allow_hyphen_values = true)]
+    pub session: Option<String>,
+
+    /// Watch a daemon's runs instead of this machine's.
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
 /// What to do with the side-effecting call a crash interrupted.

@@ -13,6 +13,7 @@ pub mod personas;
 pub mod resume;
 pub mod run;
 pub mod runs;
+pub mod runs_watch;
 pub mod schedules;
 pub mod serve;
 pub mod serve_metrics;

@@ -1,5 +1,5 @@
 //! `keel runs`: list runs, show one (record, launch, worker, checkpoints, tool envelope, events,
-//! handoff), or ask one to stop (a finished one says so, exit 3).
+//! handoff), ask one to stop (a finished one says so, exit 3), or watch them (`runs_watch`).
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -19,10 +19,16 @@ pub async fn runs(
     config_file: Option<&std::path::Path>,
     args: RunsArgs,
 ) -> anyhow::Result<ExitCode> {
+    let action = match args.action {
+        Some(RunsAction::Watch(watch)) => {
+            return super::runs_watch::watch(config_file, watch).await;
+        }
+        action => action,
+    };
     let home = keel_home()?;
     let store = setup::open_store(&home).await?;
     setup::reconcile(store.as_ref(), config_file, &home).await?;
-    match args.action {
+    match action {
         None => {
             let runs = store.list_runs(args.session.as_deref(), args.limit).await?;
             if runs.is_empty() {
@@ -122,6 +128,8 @@ pub async fn runs(
             }
             print!("{}", terminal_safe(&out));
         }
+        // Taken above, before the store is opened for a reconcile.
+        Some(RunsAction::Watch(_)) => {}
         Some(RunsAction::Cancel { id }) => {
             let Some(run) = store.run(&id).await? else {
                 return Err(no_run(&id));
