@@ -1,48 +1,68 @@
-//! The run page, `GET /runs/{id}` (helper C2 owns this module): a placeholder until it lands,
-//! showing the run's state to a viewer who may see it and 404 to anyone else.
+//! The run page, `GET /runs/{id}` (404 for a run the viewer's key may not see): the run's
+//! state, model, iterations, tokens, cost and age; seed 001's panels (Stop, the failure panel
+//! with the journal's handoff and Resume, Approve once / for the session / Deny, Answer); the
+//! transcript with tool calls folded; its events, followed live over SSE from
+//! `GET /runs/{id}/live`; its delegate tree and its files.
 //!
-//! What the console gives a page here:
-//! - [`Viewer`] as an extractor: the signed-in person's [`keel_server::Caller`] and CSRF token;
-//!   a request without a live session is sent to `/sign-in` (back here after, for a GET).
-//! - `State<ConsoleState>` (`.app` is the daemon's `AppState`; `State<AppState>` works too) and
-//!   `.clock` for "now".
-//! - [`layout::page`] for the page shell and [`layout::csrf_field`] for every form that posts.
-//!   Every POST under the console is checked before its handler runs ([`crate::csrf`]): an
-//!   urlencoded form carrying the session's `csrf` field, and no foreign `Origin` or
-//!   `Sec-Fetch-Site`; a handler reads its own fields with `axum::Form` (serde ignores `csrf`).
-//! - [`ConsoleError`] (from `ApiError` and `StoreError` with `?`) renders the error page: a
-//!   run the viewer may not see is the same 404 as one that does not exist.
-//! - [`crate::format`]: ages, dollars, counts, state badges, as the lists write them.
-//! - The Content-Security-Policy allows only the console's own files: no inline `<script>` or
-//!   `style=""`; put scripts and styles in `assets/` (served at `/assets/{name}`, linked with
-//!   `crate::assets::href`) and connect only to this origin (SSE included).
+//! The panels' forms post to `/runs/{id}/stop`, `/approval`, `/answer` and `/resume`
+//! ([`actions`]), checked like the API's handlers for the same actions, each redirecting back
+//! to the page.
+
+mod actions;
+mod data;
+mod live;
+mod panels;
+mod render;
+mod transcript;
 
 use axum::Router;
 use axum::extract::{Path, State};
-use axum::routing::get;
+use axum::routing::{get, post};
 use maud::{Markup, html};
 
-use crate::error::ConsoleError;
-use crate::session::Viewer;
-use crate::{ConsoleState, layout};
+use crate::{ConsoleError, ConsoleState, Viewer};
 
 /// The routes of the run page.
 pub fn routes() -> Router<ConsoleState> {
-    Router::new().route("/runs/{id}", get(run_page))
+    Router::new()
+        .route("/runs/{id}", get(show))
+        .route("/runs/{id}/live", get(live::events))
+        .route("/runs/{id}/files/{file_id}", get(live::file))
+        .route("/runs/{id}/stop", post(actions::stop))
+        .route("/runs/{id}/approval", post(actions::approve))
+        .route("/runs/{id}/answer", post(actions::answer))
+        .route("/runs/{id}/resume", post(actions::resume))
+        .route("/run-page.js", get(live::script))
+        .route("/run-page.css", get(live::style))
 }
 
-async fn run_page(
+/// `GET /runs/{id}`.
+async fn show(
     State(state): State<ConsoleState>,
     viewer: Viewer,
     Path(id): Path<String>,
 ) -> Result<Markup, ConsoleError> {
-    let (run, _conversation) = viewer.caller.run(&state.app, &id).await?;
-    Ok(layout::page(
-        &format!("Run {}", run.id),
-        Some(&viewer),
-        html! {
-            h1 { "Run " code { (run.id) } }
-            p { "State: " (run.state.to_string()) }
-        },
-    ))
+    let data = data::load(&state.app, &viewer, &id).await?;
+    let now = state.clock.now();
+    let title = format!("Run {}", short_id(&data.run.id));
+    let body = html! {
+        link rel="stylesheet" href="/run-page.css";
+        h1 { "Run " code { (data.run.id) } }
+        (render::summary(&data, now))
+        (panels::panels(&data, &viewer.csrf))
+        (render::transcript(&data.transcript))
+        (render::events(&data))
+        (render::delegates(&data.children))
+        (render::files(&data.run.id, &data.files))
+        script src="/run-page.js" defer {}
+    };
+    Ok(crate::layout::page(&title, Some(&viewer), body))
+}
+
+/// The first few characters of an id, for a title.
+fn short_id(id: &str) -> &str {
+    match id.char_indices().nth(13) {
+        Some((cut, _)) => &id[..cut],
+        None => id,
+    }
 }
