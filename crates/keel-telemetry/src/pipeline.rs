@@ -137,8 +137,11 @@ async fn send<E: SpanExporter>(exporter: &E, batch: Vec<SpanData>, counts: &Coun
         Err(error) => {
             counts.failed.fetch_add(spans, Ordering::Relaxed);
             let error = error.to_string();
-            tracing::warn!(target: "keel_telemetry", "traces not exported: {error}");
             if let Ok(mut last) = counts.last_error.lock() {
+                // One line per kind of failure, not one per batch of a collector that is away.
+                if last.as_deref() != Some(error.as_str()) {
+                    tracing::warn!(target: "keel_telemetry", "traces not exported: {error}");
+                }
                 *last = Some(error);
             }
         }

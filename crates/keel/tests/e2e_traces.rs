@@ -1,11 +1,14 @@
 //! End to end: `keel run` exports its run as OpenTelemetry spans over OTLP/HTTP to a local
 //! receiver (decoding the protobuf): a tool-using run with a retry, a fallback and a
 //! sub-agent arrives as one span tree with the GenAI conventions' names and attributes;
-//! content only with `record_content = true`; with no endpoint nothing is ever sent.
+//! content only with `record_content = true`; with no endpoint nothing is ever sent; a run
+//! continued by another process is a linked span of the same trace; `keel serve` exports its
+//! runs and flushes at its stop.
 
 mod common;
 mod traces;
 
+use common::daemon::{Daemon, daemon_config, make_key};
 use common::{Mock, keel, report, run, stderr, stdout, temp, write_config};
 use serde_json::json;
 use traces::{Receiver, all_attributes, by_name, hex, int, string, strings};
@@ -323,4 +326,40 @@ fn a_run_continued_in_another_process_is_a_linked_span_of_the_same_trace() {
         Some("completed")
     );
     assert!(second.start_time_unix_nano >= first.end_time_unix_nano);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_daemon_exports_its_runs_and_flushes_at_its_stop() {
+    let receiver = Receiver::start();
+    let script = json!({"steps": [{"text": "hello there", "forever": true}]});
+    let mock = Mock::start(&script.to_string());
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    let telemetry = format!(
+        "[telemetry]\notlp_endpoint = \"{}\"\nservice_name = \"keel-daemon\"\n",
+        receiver.url
+    );
+    daemon_config(&home, &mock, &workspace, &telemetry);
+    let mut daemon = Daemon::start(&home);
+    let key = make_key(&home, &["--user", "ann"]);
+    let ann = daemon.client(&key);
+    let conversation = ann.conversation(None).await;
+    let run_id = ann.send(&conversation, "hello").await;
+    ann.until_state(&run_id, &["completed"]).await;
+    assert_eq!(daemon.terminate(), Some(0), "{}", daemon.log());
+
+    let spans = receiver.spans();
+    assert!(spans.iter().all(|(service, _)| service == "keel-daemon"));
+    let named = by_name(&spans);
+    let root = &named["invoke_agent keel-daemon"][0];
+    assert_eq!(string(&root.attributes, "keel.run.id").unwrap(), run_id);
+    assert_eq!(
+        string(&root.attributes, "gen_ai.conversation.id").unwrap(),
+        conversation
+    );
+    assert_eq!(
+        string(&root.attributes, "keel.run.state").unwrap(),
+        "completed"
+    );
+    assert_eq!(named["chat mock-model"][0].parent_span_id, root.span_id);
 }

@@ -16,7 +16,16 @@ pub struct Receiver {
     /// Its base address, e.g. `http://127.0.0.1:41234`.
     pub url: String,
     requests: Arc<Mutex<Vec<ExportTraceServiceRequest>>>,
-    _runtime: tokio::runtime::Runtime,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        // Without waiting: an async test drops it on its own runtime.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl Receiver {
@@ -40,15 +49,18 @@ impl Receiver {
                 }
             }),
         );
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
+        // Bound here, served on the receiver's runtime (a test may call this on its own).
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        runtime.spawn(async move { axum::serve(listener, app).await });
+        runtime.spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            axum::serve(listener, app).await
+        });
         Receiver {
             url,
             requests,
-            _runtime: runtime,
+            runtime: Some(runtime),
         }
     }
 
