@@ -58,10 +58,12 @@ pub enum Command {
     /// Run many concurrent conversations against the scripted model and report the loop's own
     /// overhead per iteration, wall time against the ideal, throughput and memory.
     Bench(BenchArgs),
-    /// The daemon: serve conversations and runs over an HTTP API, with live events, and a web
-    /// console at `/` (sign in with an API key from `keel keys create`). Channels
-    /// (Telegram, Slack, Discord, email, webhooks) are off until `keel.toml` has a
-    /// `[channels.telegram]` (…`slack`, `discord`, `email`) or `[[webhooks]]` table.
+    /// The daemon: serve conversations and runs over an HTTP API with live events, a web
+    /// console at `/` (sign in with an API key from `keel keys create`), and Prometheus
+    /// metrics at `/metrics` (an admin key; `[telemetry] metrics_bind` serves them on an
+    /// address of their own without one). Channels (Telegram, Slack, Discord, email,
+    /// webhooks) are off until `keel.toml` has a `[channels.telegram]` (…`slack`, `discord`,
+    /// `email`) or `[[webhooks]]` table.
     Serve(ServeArgs),
     /// Channels of `keel serve` (`[channels.NAME]`, `[[webhooks]]`; off until configured):
     /// status.

@@ -143,11 +143,14 @@ impl EventSink for Metrics {
 
 impl Metrics {
     fn run_ended(&self, event: &Event, state: AgentState, reason: Option<&'static str>) {
-        self.runs.add(
-            &self.recorder,
-            [state.as_str(), reason.unwrap_or("none")],
-            1,
-        );
+        // Every end the loop tells is terminal; a state that is not would be no end to count.
+        if state.is_terminal() {
+            self.runs.add(
+                &self.recorder,
+                [state.as_str(), reason.unwrap_or("none")],
+                1,
+            );
+        }
         let overhead = self
             .lock_tracks()
             .remove(event.run_id.as_str())
