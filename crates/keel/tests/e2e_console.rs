@@ -96,9 +96,9 @@ async fn until_page_state(browser: &Browser, state: &str) {
 async fn a_person_watches_a_run_live_then_approves_one_shell_call_and_denies_another() {
     let setup = setup(&json!({"steps": [
         {"tool_calls": [{"name": "shell", "arguments": {"command": "echo looking around"}}],
-         "delay_ms": 2_000},
+         "delay_ms": 3_000},
         {"tool_calls": [{"name": "shell", "arguments": {"command": "rm -rf ~"}}],
-         "delay_ms": 4_000},
+         "delay_ms": 5_000},
         {"tool_calls": [{"name": "shell", "arguments": {"command": "git clean -fdx"}}]},
         {"text": "Cleaned what I was allowed to.", "forever": true}
     ]}));
@@ -110,10 +110,9 @@ async fn a_person_watches_a_run_live_then_approves_one_shell_call_and_denies_ano
     let conversation = api.conversation(None).await;
     let run_id = api.send(&conversation, "clean my home").await;
     browser.goto(&run_page(&daemon, &run_id)).await;
-    // The first tool call's events arrive while the page is open: appended by its script.
-    browser
-        .wait_for_text("#events li.live", "agent.tool.completed")
-        .await;
+    // The model answers while the page is open (the mock takes 3 s, then 5 s): the events
+    // arrive over the live stream and the page's script appends them.
+    browser.wait_for("#events li.live").await;
     browser.screenshot("run-live-events").await;
 
     // When the run stops to ask, the page reloads itself with the approval panel.

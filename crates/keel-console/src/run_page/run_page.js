@@ -96,7 +96,10 @@
         again = true;
       }
       if (received > 0 || !again) {
-        window.location.reload();
+        // A moment to see the last events before the page changes.
+        window.setTimeout(function () {
+          window.location.reload();
+        }, 500);
       }
     }
   }
