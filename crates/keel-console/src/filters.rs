@@ -13,7 +13,6 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use crate::error::ConsoleError;
-use crate::format::STATES;
 
 /// Rows a list page shows.
 pub const PAGE: usize = 50;
@@ -159,7 +158,7 @@ impl Filters {
                     "State"
                     select name="state" {
                         option value="" { "Any" }
-                        @for state in STATES {
+                        @for state in AgentState::ALL {
                             option value=(state.as_str()) selected[self.state == Some(state)] {
                                 (state.as_str())
                             }

@@ -2,22 +2,8 @@
 //! uses these too). Everything returns text or escaped markup; nothing here trusts its input.
 
 use chrono::{DateTime, Utc};
-use keel_core::{AgentState, RunRecord};
+use keel_core::RunRecord;
 use maud::{Markup, html};
-
-/// Every run state, in the order a filter offers them.
-pub const STATES: [AgentState; 10] = [
-    AgentState::Queued,
-    AgentState::Running,
-    AgentState::WaitingForTool,
-    AgentState::WaitingOnHuman,
-    AgentState::Completed,
-    AgentState::Cancelled,
-    AgentState::TimedOut,
-    AgentState::MaxSteps,
-    AgentState::BudgetExceeded,
-    AgentState::Error,
-];
 
 /// How long ago `then` was at `now`, in the largest whole unit: `just now`, `5 min ago`,
 /// `3 h ago`, `2 d ago`.

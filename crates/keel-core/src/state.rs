@@ -32,6 +32,20 @@ pub enum AgentState {
 }
 
 impl AgentState {
+    /// Every state, in the order a run may pass through them (the live ones, then the ends).
+    pub const ALL: [AgentState; 10] = [
+        AgentState::Queued,
+        AgentState::Running,
+        AgentState::WaitingForTool,
+        AgentState::WaitingOnHuman,
+        AgentState::Completed,
+        AgentState::Cancelled,
+        AgentState::TimedOut,
+        AgentState::MaxSteps,
+        AgentState::BudgetExceeded,
+        AgentState::Error,
+    ];
+
     /// True for states a run never leaves.
     pub fn is_terminal(self) -> bool {
         matches!(
@@ -126,18 +140,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for state in [
-            AgentState::Queued,
-            AgentState::Running,
-            AgentState::WaitingForTool,
-            AgentState::WaitingOnHuman,
-            AgentState::Completed,
-            AgentState::Cancelled,
-            AgentState::TimedOut,
-            AgentState::MaxSteps,
-            AgentState::BudgetExceeded,
-            AgentState::Error,
-        ] {
+        for state in AgentState::ALL {
             assert_eq!(state.as_str().parse::<AgentState>().unwrap(), state);
         }
         assert!("nope".parse::<AgentState>().is_err());

@@ -83,17 +83,12 @@ pub async fn approve(
         .caller
         .run_to_decide(&state.app, &id, &form.decision)
         .await?;
-    let decision = match form.decision.as_str() {
-        "approve_once" => ApprovalDecision::ApproveOnce,
-        "approve_session" => ApprovalDecision::ApproveSession,
-        "deny" => ApprovalDecision::Deny,
-        other => {
-            return Err(ConsoleError::invalid(format!(
-                "The decision must be approve once, approve for the session or deny, not \
-                 `{other}`."
-            )));
-        }
-    };
+    let decision = ApprovalDecision::parse(&form.decision).ok_or_else(|| {
+        ConsoleError::invalid(format!(
+            "The decision must be approve once, approve for the session or deny, not `{}`.",
+            form.decision
+        ))
+    })?;
     let call_id = form.call_id.trim();
     if call_id.is_empty() {
         return Err(ConsoleError::invalid("The form names no tool call."));

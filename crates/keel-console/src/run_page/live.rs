@@ -1,7 +1,7 @@
 //! The run page's live side: its events over SSE from a cookie-authenticated route (the hub's
-//! own run stream, the one `GET /v1/runs/{id}/events` serves), the small script that appends
-//! them to the page (with `textContent`, never as HTML), the page's stylesheet, and the
-//! download of a run's files.
+//! own run stream, the one `GET /v1/runs/{id}/events` serves), and the download of a run's
+//! files. The script that appends the events to the page (with `textContent`, never as HTML)
+//! and the page's styles are the console's assets (`assets/run-page.js`, `run-page.css`).
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -10,12 +10,6 @@ use keel_server::hub::{EventId, stream};
 use serde::Deserialize;
 
 use crate::{ConsoleError, ConsoleState, Viewer};
-
-/// The page's script: follows the live stream and appends each event.
-const SCRIPT: &str = include_str!("run_page.js");
-
-/// The page's styles (panels, transcript, events).
-const STYLE: &str = include_str!("run_page.css");
 
 /// `?after=`: the seq of the last stored event the page already shows.
 #[derive(Debug, Default, Deserialize)]
@@ -43,28 +37,6 @@ pub async fn events(
         delta: 0,
     });
     Ok(stream::run_events(state.app.hub.clone(), run, after).into_response())
-}
-
-/// `GET /run-page.js`.
-pub async fn script() -> Response {
-    asset("text/javascript; charset=utf-8", SCRIPT)
-}
-
-/// `GET /run-page.css`.
-pub async fn style() -> Response {
-    asset("text/css; charset=utf-8", STYLE)
-}
-
-fn asset(content_type: &'static str, body: &'static str) -> Response {
-    (
-        StatusCode::OK,
-        [
-            (header::CONTENT_TYPE, HeaderValue::from_static(content_type)),
-            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-        ],
-        body,
-    )
-        .into_response()
 }
 
 /// `GET /runs/{id}/files/{file_id}`: a file of the run, as a download (never shown inline,
@@ -136,6 +108,7 @@ mod tests {
 
     #[test]
     fn the_script_never_writes_html() {
+        const SCRIPT: &str = include_str!("../../assets/run-page.js");
         assert!(!SCRIPT.contains("innerHTML"));
         assert!(!SCRIPT.contains("outerHTML"));
         assert!(!SCRIPT.contains("insertAdjacentHTML"));

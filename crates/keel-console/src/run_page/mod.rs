@@ -32,8 +32,6 @@ pub fn routes() -> Router<ConsoleState> {
         .route("/runs/{id}/approval", post(actions::approve))
         .route("/runs/{id}/answer", post(actions::answer))
         .route("/runs/{id}/resume", post(actions::resume))
-        .route("/run-page.js", get(live::script))
-        .route("/run-page.css", get(live::style))
 }
 
 /// `GET /runs/{id}`.
@@ -46,7 +44,7 @@ async fn show(
     let now = state.clock.now();
     let title = format!("Run {}", short_id(&data.run.id));
     let body = html! {
-        link rel="stylesheet" href="/run-page.css";
+        link rel="stylesheet" href=(crate::assets::href("run-page.css"));
         h1 { "Run " code { (data.run.id) } }
         (render::summary(&data, now))
         (panels::panels(&data, &viewer.csrf))
@@ -54,7 +52,7 @@ async fn show(
         (render::events(&data))
         (render::delegates(&data.children))
         (render::files(&data.run.id, &data.files))
-        script src="/run-page.js" defer {}
+        script src=(crate::assets::href("run-page.js")) defer {}
     };
     Ok(crate::layout::page(&title, Some(&viewer), body))
 }
