@@ -44,6 +44,7 @@ mod pages;
 mod param;
 mod personas;
 mod platform;
+pub mod postgres;
 mod schedules;
 mod schema;
 mod search_index;
@@ -55,6 +56,7 @@ mod wal;
 mod writer;
 
 pub use memory::MemoryStore;
+pub use postgres::PgStore;
 pub use search_index::check as check_search_index;
 pub use sqlite_store::SqliteStore;
 

@@ -19,37 +19,49 @@ macro_rules! contract_tests {
 
             #[tokio::test]
             async fn every_message_shape_round_trips() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 every_message_shape_round_trips_on(&store).await;
             }
 
             #[tokio::test]
             async fn seq_continues_across_calls_and_is_per_session() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 seq_numbering_on(&store).await;
             }
 
             #[tokio::test]
             async fn a_long_batch_is_numbered_and_titled_like_a_short_one() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 long_batch_on(&store).await;
             }
 
             #[tokio::test]
             async fn sessions_have_titles_counts_and_order() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 sessions_on(&store).await;
             }
 
             #[tokio::test]
             async fn runs_upsert_and_carry_their_messages() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 run_upsert_on(&store).await;
             }
 
             #[tokio::test]
             async fn runs_list_newest_first_with_filter_and_limit() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 run_listing_on(&store).await;
             }
         }

@@ -21,31 +21,41 @@ macro_rules! daemon_tests {
 
             #[tokio::test]
             async fn conversations_have_owners_policies_and_pages() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 conversations_on(&store).await;
             }
 
             #[tokio::test]
             async fn a_lane_queue_is_fifo_bounded_and_left_by_the_first_commit() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 queue_on(&store).await;
             }
 
             #[tokio::test]
             async fn a_queued_run_can_be_cancelled_before_it_starts() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 cancel_on(&store).await;
             }
 
             #[tokio::test]
             async fn keys_are_found_by_hash_and_revoked_once() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 keys_on(&store).await;
             }
 
             #[tokio::test]
             async fn runs_and_events_page_by_filter() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 runs_on(&store).await;
             }
         }

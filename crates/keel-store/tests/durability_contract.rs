@@ -23,61 +23,81 @@ macro_rules! durability_tests {
 
             #[tokio::test]
             async fn a_commit_writes_the_whole_boundary_and_reports_a_cancel() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 whole_boundary_on(&store).await;
             }
 
             #[tokio::test]
             async fn only_request_cancel_sets_the_cancel_time() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 cancel_ownership_on(&store).await;
             }
 
             #[tokio::test]
             async fn checkpoints_come_back_in_order_with_the_latest_last() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 checkpoints_on(&store).await;
             }
 
             #[tokio::test]
             async fn checkpoints_written_out_of_order_come_back_in_order_of_seq() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 out_of_order_checkpoints_on(&store).await;
             }
 
             #[tokio::test]
             async fn envelope_rows_are_replaced_by_run_and_call() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 envelope_on(&store).await;
             }
 
             #[tokio::test]
             async fn events_come_back_equal_and_in_order() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 events_on(&store).await;
             }
 
             #[tokio::test]
             async fn journals_are_replaced_whole_per_session() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 journals_on(&store).await;
             }
 
             #[tokio::test]
             async fn messages_since_start_at_the_given_seq() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 messages_since_on(&store).await;
             }
 
             #[tokio::test]
             async fn a_heartbeat_sets_only_the_heartbeat() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 heartbeat_on(&store).await;
             }
 
             #[tokio::test]
             async fn active_runs_are_the_unfinished_ones_oldest_first() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 active_runs_on(&store).await;
             }
         }

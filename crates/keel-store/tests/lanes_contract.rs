@@ -20,25 +20,33 @@ macro_rules! lane_tests {
 
             #[tokio::test]
             async fn a_second_run_is_busy_until_the_first_ends() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 one_run_at_a_time_on(&store).await;
             }
 
             #[tokio::test]
             async fn a_silent_holder_is_taken_over() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 takeover_on(&store).await;
             }
 
             #[tokio::test]
             async fn a_paused_run_keeps_its_lane_until_cancelled() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 paused_on(&store).await;
             }
 
             #[tokio::test]
             async fn a_second_worker_writing_a_stored_boundary_is_superseded() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 superseded_on(&store).await;
             }
         }

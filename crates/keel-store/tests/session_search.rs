@@ -15,31 +15,41 @@ macro_rules! search_tests {
 
             #[tokio::test]
             async fn the_best_session_comes_first_with_marked_snippets() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 ranking_on(&store).await;
             }
 
             #[tokio::test]
             async fn only_the_owners_sessions_are_searched() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 ownership_on(&store).await;
             }
 
             #[tokio::test]
             async fn hostile_queries_neither_fail_nor_widen_the_search() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 hostile_queries_on(&store).await;
             }
 
             #[tokio::test]
             async fn internal_messages_tool_results_and_system_prompts_are_not_searched() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 what_is_searched_on(&store).await;
             }
 
             #[tokio::test]
             async fn a_new_session_is_adopted_once_and_only_while_empty() {
-                let (store, _guard) = $make.await;
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
                 adoption_on(&store).await;
             }
         }

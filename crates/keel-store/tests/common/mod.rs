@@ -231,3 +231,36 @@ pub fn assert_search_index_consistent(path: &std::path::Path) {
     let conn = rusqlite::Connection::open(path).unwrap();
     keel_store::check_search_index(&conn).unwrap();
 }
+
+/// A store a contract suite runs on: made, or skipped (`KEEL_TEST_PG=skip`, said on stderr).
+pub trait Made {
+    /// The store.
+    type Store;
+    /// What keeps it alive (a temporary directory, say).
+    type Guard;
+    /// The store and its guard; `None` when skipped.
+    fn made(self) -> Option<(Self::Store, Self::Guard)>;
+}
+
+impl<S, G> Made for (S, G) {
+    type Store = S;
+    type Guard = G;
+    fn made(self) -> Option<(S, G)> {
+        Some(self)
+    }
+}
+
+impl<S, G> Made for Option<(S, G)> {
+    type Store = S;
+    type Guard = G;
+    fn made(self) -> Option<(S, G)> {
+        self
+    }
+}
+
+/// A PostgreSQL store on a fresh schema of `KEEL_TEST_PG`; `None` when `KEEL_TEST_PG=skip`.
+pub async fn postgres() -> Option<(keel_store::PgStore, ())> {
+    keel_store::postgres::testing::store()
+        .await
+        .map(|store| (store, ()))
+}

@@ -1,0 +1,117 @@
+//! The store on PostgreSQL ([`PgStore`]): the same contract as [`crate::SqliteStore`], for many
+//! `keel serve` workers sharing one database (DESIGN.md section 13). Any worker takes any run:
+//! a session's lane is one row that one run holds at a time, claimed in the database, and the
+//! unique index `runs_one_executing_per_session` makes two executing runs of one conversation
+//! impossible even with a bug above it. The schema is `migrations_postgres/`, applied once
+//! under sqlx's advisory lock however many workers start at the same moment.
+//!
+//! Each trait is implemented in a file of its own: [`keel_core::Store`] in `kernel.rs`,
+//! keel-platform's in `platform.rs`, `conversations.rs`, `memory_index.rs`, `channels.rs` and
+//! `schedules.rs`.
+
+mod channels;
+mod conversations;
+mod kernel;
+mod memory_index;
+mod migrate;
+mod platform;
+mod schedules;
+pub mod testing;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use keel_core::StoreError;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+
+/// keel's durable state in a PostgreSQL database shared by any number of processes.
+#[derive(Clone, Debug)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+/// Connections a store opens at most, unless the URL's `max_connections` parameter says
+/// otherwise.
+const MAX_CONNECTIONS: u32 = 16;
+
+impl PgStore {
+    /// Opens the database at `url` (`postgres://user@host:port/db`; `?options=-c
+    /// search_path=…` picks a schema) and brings its schema up to date.
+    pub async fn open(url: &str) -> Result<PgStore, StoreError> {
+        let options = PgConnectOptions::from_str(url).map_err(|e| {
+            StoreError::Backend(format!("`{}` is no PostgreSQL URL: {e}", redact(url)))
+        })?;
+        PgStore::open_with(options, MAX_CONNECTIONS).await
+    }
+
+    /// Opens the database `options` name, with at most `max_connections` connections, and
+    /// brings its schema up to date.
+    pub async fn open_with(
+        options: PgConnectOptions,
+        max_connections: u32,
+    ) -> Result<PgStore, StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections.max(2))
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(options)
+            .await
+            .map_err(|e| StoreError::Backend(format!("cannot connect to PostgreSQL: {e}")))?;
+        migrate::apply(&pool).await?;
+        Ok(PgStore { pool })
+    }
+
+    /// The connection pool (for the workers' notifications and the tests).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Closes every connection; later calls fail.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Whether `url` names a PostgreSQL database rather than a SQLite file.
+pub fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// `url` without its password, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let credentials = &url[scheme + 3..at];
+            match credentials.find(':') {
+                Some(colon) => format!(
+                    "{}{}:***{}",
+                    &url[..scheme + 3],
+                    &credentials[..colon],
+                    &url[at..]
+                ),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// The error of a method not on PostgreSQL yet (while the store is being built).
+fn not_yet(method: &str) -> StoreError {
+    StoreError::Backend(format!("{method} is not on PostgreSQL yet"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_never_reaches_a_message() {
+        assert_eq!(
+            redact("postgres://keel:s3cret@db:5432/keel"),
+            "postgres://keel:***@db:5432/keel"
+        );
+        assert_eq!(redact("postgres://keel@db/keel"), "postgres://keel@db/keel");
+        assert!(is_postgres_url("postgresql://x/y"));
+        assert!(!is_postgres_url("/home/me/keel.db"));
+    }
+}
