@@ -26,6 +26,7 @@ pub mod persona;
 pub mod place;
 pub mod schedule;
 pub mod session_search;
+pub mod signals;
 pub mod store;
 pub mod usage;
 
@@ -45,5 +46,6 @@ pub use schedule::{
     ScheduleStore, Settled, SlotEntry, SlotKey, SlotOutcome, SlotRecord,
 };
 pub use session_search::{SessionHit, SessionSearch};
+pub use signals::{StoreSignal, StoreSignals};
 pub use store::{ChannelStore, ConversationStore, DaemonStore, MemoryIndex, PlatformStore};
 pub use usage::{UsageLine, UsageQuery};

@@ -369,12 +369,25 @@ pub trait ChannelStore: Send + Sync {
 /// [`ScheduleStore`]). Any type that is all of them is one; an `Arc<dyn DaemonStore>` upcasts
 /// to the `Arc<dyn Store>` an agent runs on.
 pub trait DaemonStore:
-    Store + PlatformStore + ConversationStore + MemoryIndex + ChannelStore + ScheduleStore
+    Store
+    + PlatformStore
+    + ConversationStore
+    + MemoryIndex
+    + ChannelStore
+    + ScheduleStore
+    + crate::StoreSignals
 {
 }
 
 impl<
-    T: Store + PlatformStore + ConversationStore + MemoryIndex + ChannelStore + ScheduleStore + ?Sized,
+    T: Store
+        + PlatformStore
+        + ConversationStore
+        + MemoryIndex
+        + ChannelStore
+        + ScheduleStore
+        + crate::StoreSignals
+        + ?Sized,
 > DaemonStore for T
 {
 }

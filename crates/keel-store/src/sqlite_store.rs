@@ -478,3 +478,6 @@ impl Store for SqliteStore {
 #[cfg(test)]
 #[path = "sqlite_store_tests.rs"]
 mod tests;
+
+/// One process at a time uses a SQLite file (`keel serve` holds a lock on it): nothing to tell.
+impl keel_platform::StoreSignals for SqliteStore {}

@@ -502,3 +502,6 @@ impl Store for MemoryStore {
         Ok(self.lock()?.adopt_session(session_id, user_id))
     }
 }
+
+/// A store in memory belongs to one process: nothing to tell.
+impl keel_platform::StoreSignals for MemoryStore {}

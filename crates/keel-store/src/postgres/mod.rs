@@ -100,6 +100,13 @@ fn not_yet(method: &str) -> StoreError {
     StoreError::Backend(format!("{method} is not on PostgreSQL yet"))
 }
 
+/// Many workers share the database: they take each other's queued runs.
+impl keel_platform::StoreSignals for PgStore {
+    fn shared(&self) -> bool {
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
