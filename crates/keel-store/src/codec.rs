@@ -13,8 +13,40 @@ use keel_core::{
     Usage, UserRecord,
 };
 use serde::de::DeserializeOwned;
+use sqlx::postgres::{PgRow, Postgres};
 use sqlx::sqlite::{Sqlite, SqliteRow};
 use sqlx::{Decode, Row, Type};
+
+/// A row of either database, read by column name: what lets one decoder serve the SQLite and
+/// the PostgreSQL store.
+pub(crate) trait Columns {
+    /// The value of column `name`, or sqlx's error.
+    fn value<'r, T: Value<'r>>(&'r self, name: &str) -> Result<T, sqlx::Error>;
+}
+
+/// A column value both databases decode (text, integers, floats, booleans, bytes and their
+/// `Option`s).
+pub(crate) trait Value<'r>:
+    Decode<'r, Sqlite> + Type<Sqlite> + Decode<'r, Postgres> + Type<Postgres>
+{
+}
+
+impl<'r, T> Value<'r> for T where
+    T: Decode<'r, Sqlite> + Type<Sqlite> + Decode<'r, Postgres> + Type<Postgres>
+{
+}
+
+impl Columns for SqliteRow {
+    fn value<'r, T: Value<'r>>(&'r self, name: &str) -> Result<T, sqlx::Error> {
+        self.try_get(name)
+    }
+}
+
+impl Columns for PgRow {
+    fn value<'r, T: Value<'r>>(&'r self, name: &str) -> Result<T, sqlx::Error> {
+        self.try_get(name)
+    }
+}
 
 /// The record a value was read from, for error messages; formatted only on failure.
 #[derive(Clone, Copy)]
@@ -71,20 +103,19 @@ fn parse_timestamp(
         .map_err(|e| corrupt(place, format_args!("{column}: bad timestamp `{text}`: {e}")))
 }
 
-pub(crate) fn column<'r, T>(
-    row: &'r SqliteRow,
+/// Column `name` of `row`, read from `place` (named in the error).
+pub(crate) fn column<'r, T: Value<'r>>(
+    row: &'r impl Columns,
     name: &str,
     place: Place<'_>,
-) -> Result<T, StoreError>
-where
-    T: Decode<'r, Sqlite> + Type<Sqlite>,
-{
-    row.try_get(name)
+) -> Result<T, StoreError> {
+    row.value(name)
         .map_err(|e| corrupt(place, format_args!("column {name}: {e}")))
 }
 
+/// Timestamp column `name` of `row`.
 pub(crate) fn time_column(
-    row: &SqliteRow,
+    row: &impl Columns,
     name: &str,
     place: Place<'_>,
 ) -> Result<DateTime<Utc>, StoreError> {
@@ -92,8 +123,9 @@ pub(crate) fn time_column(
     parse_timestamp(text, name, place)
 }
 
+/// Nullable timestamp column `name` of `row`.
 pub(crate) fn optional_time_column(
-    row: &SqliteRow,
+    row: &impl Columns,
     name: &str,
     place: Place<'_>,
 ) -> Result<Option<DateTime<Utc>>, StoreError> {
@@ -103,7 +135,7 @@ pub(crate) fn optional_time_column(
 }
 
 fn count_column<T: TryFrom<i64>>(
-    row: &SqliteRow,
+    row: &impl Columns,
     name: &str,
     place: Place<'_>,
 ) -> Result<T, StoreError> {
@@ -113,7 +145,7 @@ fn count_column<T: TryFrom<i64>>(
 
 /// A nullable JSON column.
 pub(crate) fn json_column<T: DeserializeOwned>(
-    row: &SqliteRow,
+    row: &impl Columns,
     name: &str,
     place: Place<'_>,
 ) -> Result<Option<T>, StoreError> {
@@ -127,7 +159,7 @@ pub(crate) fn json_column<T: DeserializeOwned>(
 
 /// Like [`json_column`], for a column that is never NULL.
 fn required_json_column<T: DeserializeOwned>(
-    row: &SqliteRow,
+    row: &impl Columns,
     name: &str,
     place: Place<'_>,
 ) -> Result<T, StoreError> {
@@ -280,7 +312,7 @@ fn parse_role(text: &str, place: Place<'_>) -> Result<Role, StoreError> {
 
 /// Decodes a row of `SELECT id, created_at, updated_at, title, message_count, owner,
 /// lane_policy, place, trusted FROM sessions`.
-pub(crate) fn decode_session(row: &SqliteRow) -> Result<SessionInfo, StoreError> {
+pub(crate) fn decode_session(row: &impl Columns) -> Result<SessionInfo, StoreError> {
     let id: String = column(row, "id", Place::Table("sessions"))?;
     let place = Place::Session(&id);
     Ok(SessionInfo {
@@ -302,7 +334,7 @@ pub(crate) fn decode_session(row: &SqliteRow) -> Result<SessionInfo, StoreError>
 
 /// Decodes a row of `SELECT run_id, worker, claimed_at, paused FROM session_lanes …` (`paused`:
 /// the holder's run waits for a human).
-pub(crate) fn decode_lane_holder(row: &SqliteRow) -> Result<LaneHolder, StoreError> {
+pub(crate) fn decode_lane_holder(row: &impl Columns) -> Result<LaneHolder, StoreError> {
     let place = Place::Table("session_lanes");
     Ok(LaneHolder {
         run_id: column(row, "run_id", place)?,
@@ -315,7 +347,7 @@ pub(crate) fn decode_lane_holder(row: &SqliteRow) -> Result<LaneHolder, StoreErr
 /// Decodes a row of `SELECT seq, run_id, role, content, tool_calls, tool_call_id, reasoning,
 /// meta, created_at FROM messages` of session `session_id`.
 pub(crate) fn decode_message(
-    row: &SqliteRow,
+    row: &impl Columns,
     session_id: &str,
 ) -> Result<StoredMessage, StoreError> {
     let seq: i64 = column(row, "seq", Place::Session(session_id))?;
@@ -339,7 +371,7 @@ pub(crate) fn decode_message(
 }
 
 /// Decodes a row selecting every column of `runs`.
-pub(crate) fn decode_run(row: &SqliteRow) -> Result<RunRecord, StoreError> {
+pub(crate) fn decode_run(row: &impl Columns) -> Result<RunRecord, StoreError> {
     let id: String = column(row, "id", Place::Table("runs"))?;
     let place = Place::Run(&id);
     let state: &str = column(row, "state", place)?;
@@ -391,7 +423,7 @@ pub(crate) fn worker_column(run: &RunRecord) -> Result<Option<String>, StoreErro
         })
 }
 
-fn worker_from_column(row: &SqliteRow, place: Place<'_>) -> Result<Option<Worker>, StoreError> {
+fn worker_from_column(row: &impl Columns, place: Place<'_>) -> Result<Option<Worker>, StoreError> {
     let text: Option<&str> = column(row, "worker", place)?;
     text.map(|text| {
         serde_json::from_str(text).map_err(|e| corrupt(place, format_args!("worker: {e}")))
@@ -421,7 +453,7 @@ fn permission_of(name: &str, place: Place<'_>) -> Result<keel_core::Permission, 
 
 /// Decodes a row of `SELECT id, monthly_token_budget, created_at, updated_at, permission FROM
 /// users`.
-pub(crate) fn decode_user(row: &SqliteRow) -> Result<UserRecord, StoreError> {
+pub(crate) fn decode_user(row: &impl Columns) -> Result<UserRecord, StoreError> {
     let id: String = column(row, "id", Place::Table("users"))?;
     let place = Place::User(&id);
     let budget: Option<i64> = column(row, "monthly_token_budget", place)?;
@@ -440,7 +472,7 @@ pub(crate) fn decode_user(row: &SqliteRow) -> Result<UserRecord, StoreError> {
 
 /// Decodes a row of `SELECT input_tokens, output_tokens, cache_read_tokens, cache_write_tokens
 /// FROM usage_log` of `user_id`.
-pub(crate) fn decode_usage(row: &SqliteRow, user_id: &str) -> Result<Usage, StoreError> {
+pub(crate) fn decode_usage(row: &impl Columns, user_id: &str) -> Result<Usage, StoreError> {
     let place = Place::User(user_id);
     Ok(Usage {
         input_tokens: count_column(row, "input_tokens", place)?,
@@ -452,7 +484,7 @@ pub(crate) fn decode_usage(row: &SqliteRow, user_id: &str) -> Result<Usage, Stor
 
 /// Decodes a row of `SELECT run_id, seq, boundary, iteration, message_cursor, persisted,
 /// prompt_hash, completed_calls, state, created_at FROM checkpoints`.
-pub(crate) fn decode_checkpoint(row: &SqliteRow) -> Result<Checkpoint, StoreError> {
+pub(crate) fn decode_checkpoint(row: &impl Columns) -> Result<Checkpoint, StoreError> {
     let run_id: String = column(row, "run_id", Place::Table("checkpoints"))?;
     let seq: i64 = column(row, "seq", Place::Run(&run_id))?;
     let place = Place::Checkpoint(&run_id, seq);
@@ -474,7 +506,7 @@ pub(crate) fn decode_checkpoint(row: &SqliteRow) -> Result<Checkpoint, StoreErro
 
 /// Decodes a row of `SELECT run_id, call_id, name, arguments, idempotent, started_at,
 /// completed_at, ok, output FROM tool_calls`.
-pub(crate) fn decode_tool_call(row: &SqliteRow) -> Result<ToolCallRecord, StoreError> {
+pub(crate) fn decode_tool_call(row: &impl Columns) -> Result<ToolCallRecord, StoreError> {
     let run_id: String = column(row, "run_id", Place::Table("tool_calls"))?;
     let call_id: String = column(row, "call_id", Place::Run(&run_id))?;
     let place = Place::ToolCall(&run_id, &call_id);
@@ -495,7 +527,7 @@ pub(crate) fn decode_tool_call(row: &SqliteRow) -> Result<ToolCallRecord, StoreE
 /// tool_calls` (`migrations/0025_tool_calls_with_their_checkpoint.sql`): a record of another
 /// run there is corrupt, as its JSON not being an array of records is.
 pub(crate) fn decode_held_tool_calls(
-    row: &SqliteRow,
+    row: &impl Columns,
     run_id: &str,
 ) -> Result<Vec<ToolCallRecord>, StoreError> {
     let seq: i64 = column(row, "seq", Place::Run(run_id))?;
@@ -518,7 +550,7 @@ pub(crate) fn decode_held_tool_calls(
 /// events numbered above `after`, each with its number. A row's payload holds one event's JSON
 /// per line, as many lines as `events` says (`migrations/0020_events_per_commit.sql`).
 pub(crate) fn decode_events(
-    rows: &[SqliteRow],
+    rows: &[impl Columns],
     run_id: &str,
     after: i64,
 ) -> Result<Vec<(u64, Event)>, StoreError> {
@@ -557,7 +589,7 @@ pub(crate) fn decode_events(
 }
 
 /// Decodes a row of `SELECT journal FROM journals` of session `session_id`.
-pub(crate) fn decode_journal(row: &SqliteRow, session_id: &str) -> Result<Journal, StoreError> {
+pub(crate) fn decode_journal(row: &impl Columns, session_id: &str) -> Result<Journal, StoreError> {
     required_json_column(row, "journal", Place::Journal(session_id))
 }
 
