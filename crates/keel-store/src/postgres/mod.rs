@@ -16,6 +16,7 @@ mod memory_index;
 mod migrate;
 mod platform;
 mod schedules;
+pub mod schemas;
 pub mod testing;
 
 use std::str::FromStr;

@@ -5,8 +5,7 @@
 
 use std::str::FromStr;
 
-use sqlx::Connection;
-use sqlx::postgres::{PgConnectOptions, PgConnection};
+use sqlx::postgres::PgConnectOptions;
 
 use super::PgStore;
 
@@ -34,19 +33,10 @@ pub fn database_url() -> Option<String> {
 pub async fn fresh_schema() -> Option<(String, String)> {
     let url = database_url()?;
     let name = format!("keel_t_{}", uuid::Uuid::now_v7().simple());
-    let mut conn = PgConnection::connect(&url)
+    let store_url = super::schemas::create_schema(&url, &name)
         .await
-        .unwrap_or_else(|e| panic!("cannot connect to KEEL_TEST_PG ({url}): {e}"));
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}")))
-        .execute(&mut conn)
-        .await
-        .unwrap_or_else(|e| panic!("cannot create schema {name}: {e}"));
-    let _ = conn.close().await;
-    let separator = if url.contains('?') { '&' } else { '?' };
-    Some((
-        name.clone(),
-        format!("{url}{separator}options=-c%20search_path%3D{name}"),
-    ))
+        .unwrap_or_else(|e| panic!("KEEL_TEST_PG ({url}): {e}"));
+    Some((name, store_url))
 }
 
 /// A store on a fresh schema of the test database (`None` when skipped).
