@@ -9,13 +9,13 @@ use keel_core::StoreError;
 use keel_platform::{
     ChannelStore, DeliveryRoute, InboundKey, Notice, OutboxItem, OutboxStats, Pairing,
 };
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
 
 use crate::OrBackend;
 use crate::SqliteStore;
 use crate::batch::Batch;
-use crate::codec::{Place, column, optional_time_column, sql_limit, time_column, timestamp};
+use crate::codec::{
+    Columns, Place, column, optional_time_column, sql_limit, time_column, timestamp,
+};
 
 /// In a commit (`$1` session, `$2` now, `$5` run), before the run is upserted: an outbox row
 /// for the run's new state (the parameter whose number follows) when its conversation has a
@@ -29,48 +29,72 @@ pub(crate) const OUTBOX_IN_COMMIT: &str = "INSERT INTO outbox (channel, target, 
 pub(crate) const OUTBOX_IN_COMMIT_TAIL: &str = ", $2 FROM deliveries d WHERE d.session_id = $1 \
      AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = $5 AND r.state = $";
 
-const RECORD_INBOUND: &str = "INSERT INTO inbound_events (source, event_id, run_id, received_at) \
-     VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING RETURNING 1";
+/// Records inbound event (`$1` source, `$2` id) as handled by run `$3` at `$4`; a row when new.
+pub(crate) const RECORD_INBOUND: &str = "INSERT INTO inbound_events (source, event_id, run_id, \
+     received_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING RETURNING 1";
 
-const SET_DELIVERY: &str = "INSERT INTO deliveries (session_id, channel, target) VALUES ($1, $2, $3) \
-     ON CONFLICT (session_id) DO UPDATE SET channel = excluded.channel, target = excluded.target";
+/// Sets session `$1`'s delivery route (`$2` channel, `$3` target).
+pub(crate) const SET_DELIVERY: &str = "INSERT INTO deliveries (session_id, channel, target) \
+     VALUES ($1, $2, $3) ON CONFLICT (session_id) DO UPDATE SET channel = excluded.channel, \
+     target = excluded.target";
 
-const DELIVERY: &str = "SELECT channel, target FROM deliveries WHERE session_id = $1";
+/// Session `$1`'s delivery route.
+pub(crate) const DELIVERY: &str = "SELECT channel, target FROM deliveries WHERE session_id = $1";
 
-const ADD_NOTICE: &str = "INSERT INTO outbox (channel, target, session_id, body, created_at, \
-     next_attempt_at) VALUES ($1, $2, $3, $4, $5, $5)";
+/// Adds a notice (`$1` channel, `$2` target, `$3` session, `$4` body) written at `$5`.
+pub(crate) const ADD_NOTICE: &str = "INSERT INTO outbox (channel, target, session_id, body, \
+     created_at, next_attempt_at) VALUES ($1, $2, $3, $4, $5, $5)";
 
-const ITEM_COLUMNS: &str = "id, channel, target, session_id, run_id, run_state, body, created_at, \
-     attempts, next_attempt_at, delivered_at, receipt, failed_at, last_error";
+/// The columns [`decode_item`] reads.
+pub(crate) const ITEM_COLUMNS: &str = "id, channel, target, session_id, run_id, run_state, body, \
+     created_at, attempts, next_attempt_at, delivered_at, receipt, failed_at, last_error";
 
-const DELIVERED: &str = "UPDATE outbox SET delivered_at = $2, receipt = $3, attempts = attempts + 1 \
-     WHERE id = $1 AND delivered_at IS NULL AND failed_at IS NULL RETURNING 1";
+/// Marks item `$1` delivered at `$2` with receipt `$3`; a row when it was pending.
+pub(crate) const DELIVERED: &str = "UPDATE outbox SET delivered_at = $2, receipt = $3, \
+     attempts = attempts + 1 WHERE id = $1 AND delivered_at IS NULL AND failed_at IS NULL \
+     RETURNING 1";
 
-const RETRY: &str = "UPDATE outbox SET attempts = attempts + 1, last_error = $2, \
+/// Counts a failed attempt of item `$1` (error `$2`) and puts the next off until `$3`.
+pub(crate) const RETRY: &str = "UPDATE outbox SET attempts = attempts + 1, last_error = $2, \
      next_attempt_at = $3 WHERE id = $1 AND delivered_at IS NULL";
 
-const FAILED: &str = "UPDATE outbox SET attempts = attempts + 1, last_error = $2, failed_at = $3 \
-     WHERE id = $1 AND delivered_at IS NULL";
+/// Gives item `$1` up with error `$2` at `$3`.
+pub(crate) const FAILED: &str = "UPDATE outbox SET attempts = attempts + 1, last_error = $2, \
+     failed_at = $3 WHERE id = $1 AND delivered_at IS NULL";
 
-const STATS: &str = "SELECT \
+/// Channel `$1`'s outbox counted: `pending`, `delivered`, `failed` and `oldest` pending.
+pub(crate) const STATS: &str = "SELECT \
      count(*) FILTER (WHERE delivered_at IS NULL AND failed_at IS NULL) AS pending, \
      count(*) FILTER (WHERE delivered_at IS NOT NULL) AS delivered, \
      count(*) FILTER (WHERE failed_at IS NOT NULL) AS failed, \
      min(created_at) FILTER (WHERE delivered_at IS NULL AND failed_at IS NULL) AS oldest \
      FROM outbox WHERE channel = $1";
 
-const LAST_ERROR: &str = "SELECT last_error FROM outbox WHERE channel = $1 \
+/// The last error of channel `$1`'s undelivered items.
+pub(crate) const LAST_ERROR: &str = "SELECT last_error FROM outbox WHERE channel = $1 \
      AND delivered_at IS NULL AND last_error IS NOT NULL ORDER BY id DESC LIMIT 1";
 
-const SET_STATE: &str = "INSERT INTO channel_state (channel, key, value, updated_at) \
+/// Keeps value `$3` of channel `$1` under key `$2`, at `$4`.
+pub(crate) const SET_STATE: &str = "INSERT INTO channel_state (channel, key, value, updated_at) \
      VALUES ($1, $2, $3, $4) ON CONFLICT (channel, key) DO UPDATE SET \
      value = excluded.value, updated_at = excluded.updated_at";
 
-const SAVE_PAIRING: &str = "INSERT INTO pairings (code, platform, platform_user_id, username, \
-     created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (platform, platform_user_id) DO UPDATE \
-     SET code = excluded.code, username = excluded.username, created_at = excluded.created_at";
+/// Keeps a pairing code (`$1`…`$5` in [`PAIRING_COLUMNS`] order), replacing the sender's
+/// earlier one.
+pub(crate) const SAVE_PAIRING: &str = "INSERT INTO pairings (code, platform, platform_user_id, \
+     username, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (platform, platform_user_id) \
+     DO UPDATE SET code = excluded.code, username = excluded.username, \
+     created_at = excluded.created_at";
 
-const PAIRING_COLUMNS: &str = "code, platform, platform_user_id, username, created_at";
+/// The value of channel `$1` under key `$2`.
+pub(crate) const STATE: &str = "SELECT value FROM channel_state WHERE channel = $1 AND key = $2";
+
+/// Every key and value of channel `$1`, by key.
+pub(crate) const STATES: &str =
+    "SELECT key, value FROM channel_state WHERE channel = $1 ORDER BY key";
+
+/// The columns [`decode_pairing`] reads.
+pub(crate) const PAIRING_COLUMNS: &str = "code, platform, platform_user_id, username, created_at";
 
 const TAKE_PAIRING: &str = "DELETE FROM pairings WHERE code = $1 RETURNING 1";
 
@@ -90,7 +114,8 @@ pub(crate) fn add_outbox_row(batch: &mut Batch, state: usize, marker: &str) {
         .sql(") ON CONFLICT DO NOTHING");
 }
 
-fn decode_item(row: &SqliteRow) -> Result<OutboxItem, StoreError> {
+/// Decodes a row of [`ITEM_COLUMNS`] of `outbox`.
+pub(crate) fn decode_item(row: &impl Columns) -> Result<OutboxItem, StoreError> {
     let place = Place::Table("outbox");
     let attempts: i64 = column(row, "attempts", place)?;
     Ok(OutboxItem {
@@ -111,7 +136,8 @@ fn decode_item(row: &SqliteRow) -> Result<OutboxItem, StoreError> {
     })
 }
 
-fn decode_pairing(row: &SqliteRow) -> Result<Pairing, StoreError> {
+/// Decodes a row of [`PAIRING_COLUMNS`] of `pairings`.
+pub(crate) fn decode_pairing(row: &impl Columns) -> Result<Pairing, StoreError> {
     let place = Place::Table("pairings");
     Ok(Pairing {
         code: column(row, "code", place)?,
@@ -120,6 +146,43 @@ fn decode_pairing(row: &SqliteRow) -> Result<Pairing, StoreError> {
         username: column(row, "username", place)?,
         created_at: time_column(row, "created_at", place)?,
     })
+}
+
+/// Decodes a row of [`DELIVERY`] of session `session_id`.
+pub(crate) fn decode_route(
+    row: &impl Columns,
+    session_id: &str,
+) -> Result<DeliveryRoute, StoreError> {
+    let place = Place::Session(session_id);
+    Ok(DeliveryRoute {
+        channel: column(row, "channel", place)?,
+        target: column(row, "target", place)?,
+    })
+}
+
+/// Decodes a row of [`STATS`], with the channel's last error.
+pub(crate) fn decode_stats(
+    row: &impl Columns,
+    last_error: Option<String>,
+) -> Result<OutboxStats, StoreError> {
+    let place = Place::Table("outbox");
+    let count = |name: &str| -> Result<u64, StoreError> {
+        let n: i64 = column(row, name, place)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    };
+    Ok(OutboxStats {
+        pending: count("pending")?,
+        delivered: count("delivered")?,
+        failed: count("failed")?,
+        oldest_pending_at: optional_time_column(row, "oldest", place)?,
+        last_error,
+    })
+}
+
+/// Decodes a row of [`STATES`]: a key and its value.
+pub(crate) fn decode_state(row: &impl Columns) -> Result<(String, String), StoreError> {
+    let place = Place::Table("channel_state");
+    Ok((column(row, "key", place)?, column(row, "value", place)?))
 }
 
 impl SqliteStore {
@@ -175,14 +238,7 @@ impl ChannelStore for SqliteStore {
             .fetch_optional(&mut *self.conns.reader().await?)
             .await
             .or_backend(|| format!("cannot read the delivery route of `{session_id}`"))?;
-        row.map(|row| {
-            let place = Place::Session(session_id);
-            Ok(DeliveryRoute {
-                channel: column(&row, "channel", place)?,
-                target: column(&row, "target", place)?,
-            })
-        })
-        .transpose()
+        row.map(|row| decode_route(&row, session_id)).transpose()
     }
 
     async fn add_notice(&self, notice: &Notice) -> Result<(), StoreError> {
@@ -276,28 +332,17 @@ impl ChannelStore for SqliteStore {
             .fetch_one(&mut *reader)
             .await
             .or_backend(doing)?;
-        let place = Place::Table("outbox");
-        let count = |name: &str| -> Result<u64, StoreError> {
-            let n: i64 = row.try_get(name).or_backend(doing)?;
-            Ok(u64::try_from(n).unwrap_or(0))
-        };
         let last_error: Option<String> = sqlx::query_scalar(LAST_ERROR)
             .bind(channel)
             .fetch_optional(&mut *reader)
             .await
             .or_backend(doing)?
             .flatten();
-        Ok(OutboxStats {
-            pending: count("pending")?,
-            delivered: count("delivered")?,
-            failed: count("failed")?,
-            oldest_pending_at: optional_time_column(&row, "oldest", place)?,
-            last_error,
-        })
+        decode_stats(&row, last_error)
     }
 
     async fn channel_state(&self, channel: &str, key: &str) -> Result<Option<String>, StoreError> {
-        sqlx::query_scalar("SELECT value FROM channel_state WHERE channel = $1 AND key = $2")
+        sqlx::query_scalar(STATE)
             .bind(channel)
             .bind(key)
             .fetch_optional(&mut *self.conns.reader().await?)
@@ -306,18 +351,12 @@ impl ChannelStore for SqliteStore {
     }
 
     async fn channel_states(&self, channel: &str) -> Result<Vec<(String, String)>, StoreError> {
-        let rows =
-            sqlx::query("SELECT key, value FROM channel_state WHERE channel = $1 ORDER BY key")
-                .bind(channel)
-                .fetch_all(&mut *self.conns.reader().await?)
-                .await
-                .or_backend(|| format!("cannot read the state of channel `{channel}`"))?;
-        rows.iter()
-            .map(|row| {
-                let place = Place::Table("channel_state");
-                Ok((column(row, "key", place)?, column(row, "value", place)?))
-            })
-            .collect()
+        let rows = sqlx::query(STATES)
+            .bind(channel)
+            .fetch_all(&mut *self.conns.reader().await?)
+            .await
+            .or_backend(|| format!("cannot read the state of channel `{channel}`"))?;
+        rows.iter().map(decode_state).collect()
     }
 
     async fn set_channel_state(

@@ -14,19 +14,22 @@ use keel_platform::schedule::{
 use sqlx::sqlite::SqliteRow;
 
 use crate::batch::Batch;
-use crate::codec::{Place, column, optional_time_column, sql_limit, time_column, timestamp};
+use crate::codec::{
+    Columns, Place, column, optional_time_column, sql_limit, time_column, timestamp,
+};
 use crate::{OrBackend, SqliteStore};
 
-const COLUMNS: &str = "id, session_id, owner, created_by, kind, spec, tz, text, catch_up, \
-     catch_up_cap, state, paused_reason, next_slot, failures, max_failures, created_at, \
+/// The columns [`decode_schedule`] reads, in the order of [`CREATE`]'s parameters.
+pub(crate) const COLUMNS: &str = "id, session_id, owner, created_by, kind, spec, tz, text, \
+     catch_up, catch_up_cap, state, paused_reason, next_slot, failures, max_failures, created_at, \
      updated_at";
 
 /// Stores a schedule (`$1`…`$17` in [`COLUMNS`] order) when its conversation exists and its id
 /// is new; returns a row when it did.
-const CREATE: &str = "INSERT INTO schedules (id, session_id, owner, created_by, kind, spec, tz, \
-     text, catch_up, catch_up_cap, state, paused_reason, next_slot, failures, max_failures, \
-     created_at, updated_at) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
-     $14, $15, $16, $17 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $2) \
+pub(crate) const CREATE: &str = "INSERT INTO schedules (id, session_id, owner, created_by, kind, \
+     spec, tz, text, catch_up, catch_up_cap, state, paused_reason, next_slot, failures, \
+     max_failures, created_at, updated_at) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
+     $11, $12, $13, $14, $15, $16, $17 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $2) \
      ON CONFLICT (id) DO NOTHING RETURNING 1";
 
 /// Moves schedule `$1`'s next slot from `$2` to `$3` at `$4` (done when `$3` is NULL).
@@ -35,34 +38,39 @@ const ADVANCE: &str = "UPDATE schedules SET next_slot = $3, updated_at = $4, \
      WHERE id = $1 AND state = 'active' AND next_slot IS $2 RETURNING 1";
 
 /// Sets schedule `$1`'s state `$2` (reason `$3`, next slot `$4` if not NULL) at `$5`.
-const SET_STATE: &str = "UPDATE schedules SET state = $2, \
+pub(crate) const SET_STATE: &str = "UPDATE schedules SET state = $2, \
      paused_reason = CASE WHEN $2 = 'paused' THEN $3 ELSE NULL END, \
      failures = CASE WHEN $2 = 'active' THEN 0 ELSE failures END, \
      next_slot = COALESCE($4, next_slot), updated_at = $5 WHERE id = $1 RETURNING 1";
 
-const DELETE_SLOTS: &str = "DELETE FROM schedule_slots WHERE schedule_id = $1";
+/// Deletes schedule `$1`'s slots.
+pub(crate) const DELETE_SLOTS: &str = "DELETE FROM schedule_slots WHERE schedule_id = $1";
 
-const DELETE: &str = "DELETE FROM schedules WHERE id = $1 RETURNING 1";
+/// Deletes schedule `$1`; a row when it was there.
+pub(crate) const DELETE: &str = "DELETE FROM schedules WHERE id = $1 RETURNING 1";
 
 /// Records a slot unless it has a row; a record that is not a fire is settled as it is made.
-const RECORD_SLOT: &str = "INSERT INTO schedule_slots \
+pub(crate) const RECORD_SLOT: &str = "INSERT INTO schedule_slots \
      (schedule_id, slot, outcome, run_id, reason, at, settled_at) \
      VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $3 = 'fired' THEN NULL ELSE $6 END) \
      ON CONFLICT DO NOTHING RETURNING 1";
 
-const SLOTS: &str = "SELECT s.schedule_id, s.slot, s.outcome, s.run_id, s.reason, s.at, \
-     r.state AS run_state FROM schedule_slots s LEFT JOIN runs r ON r.id = s.run_id \
+/// Schedule `$1`'s slots, newest first, with their runs' states (a `LIMIT` follows).
+pub(crate) const SLOTS: &str = "SELECT s.schedule_id, s.slot, s.outcome, s.run_id, s.reason, \
+     s.at, r.state AS run_state FROM schedule_slots s LEFT JOIN runs r ON r.id = s.run_id \
      WHERE s.schedule_id = $1 ORDER BY s.slot DESC";
 
-const UNSETTLED: &str = "SELECT s.schedule_id, s.slot, s.run_id, r.state AS run_state, \
-     COALESCE(r.error, r.reason) AS reason FROM schedule_slots s JOIN runs r ON r.id = s.run_id \
+/// Fires whose run ended and which were not settled yet.
+pub(crate) const UNSETTLED: &str = "SELECT s.schedule_id, s.slot, s.run_id, \
+     r.state AS run_state, COALESCE(r.error, r.reason) AS reason FROM schedule_slots s \
+     JOIN runs r ON r.id = s.run_id \
      WHERE s.outcome = 'fired' AND s.settled_at IS NULL AND r.state IN ('completed', \
      'cancelled', 'timed_out', 'max_steps', 'budget_exceeded', 'error') \
      ORDER BY s.slot, s.schedule_id";
 
 /// Settles fire (`$1`, `$2`) at `$3`, failed for reason `$4` when it is not NULL; returns
 /// `false` when it did (the row of [`PAUSE_AFTER_SETTLE`] overrides it).
-const SETTLE: &str = "UPDATE schedule_slots SET settled_at = $3, \
+pub(crate) const SETTLE: &str = "UPDATE schedule_slots SET settled_at = $3, \
      outcome = CASE WHEN $4 IS NULL THEN outcome ELSE 'failed' END, \
      reason = COALESCE($4, reason) \
      WHERE schedule_id = $1 AND slot = $2 AND outcome = 'fired' AND settled_at IS NULL \
@@ -80,12 +88,47 @@ const PAUSE_AFTER_SETTLE: &str = "UPDATE schedules SET state = 'paused', \
      WHERE id = $1 AND changes() = 1 AND $4 IS NOT NULL AND state = 'active' \
      AND failures >= max_failures RETURNING 1";
 
+/// Reads schedule `$1`.
+pub(crate) fn one_sql() -> String {
+    format!("SELECT {COLUMNS} FROM schedules WHERE id = $1")
+}
+
+/// Reads the active schedules whose next slot is at `$1` or before, soonest first.
+pub(crate) fn due_sql() -> String {
+    format!(
+        "SELECT {COLUMNS} FROM schedules WHERE state = 'active' AND next_slot IS NOT NULL \
+         AND next_slot <= $1 ORDER BY next_slot, id"
+    )
+}
+
+/// Reads the schedules `filter` picks, newest first: the SQL and its parameters, in order.
+pub(crate) fn list_sql(filter: &ScheduleFilter) -> (String, Vec<String>) {
+    let mut sql = format!("SELECT {COLUMNS} FROM schedules WHERE 1 = 1");
+    let mut binds = Vec::new();
+    if let Some(session) = &filter.session_id {
+        binds.push(session.clone());
+        sql.push_str(&format!(" AND session_id = ${}", binds.len()));
+    }
+    if let Some(owner) = &filter.owner {
+        binds.push(owner.clone());
+        sql.push_str(&format!(
+            " AND session_id IN (SELECT id FROM sessions WHERE owner = ${})",
+            binds.len()
+        ));
+    }
+    sql.push_str(&format!(
+        " ORDER BY created_at DESC, id DESC LIMIT {}",
+        sql_limit(filter.limit)
+    ));
+    (sql, binds)
+}
+
 fn corrupt(what: &str, value: &str) -> StoreError {
     StoreError::Corrupt(format!("a row of `schedules`: unknown {what} `{value}`"))
 }
 
 fn named<T>(
-    row: &SqliteRow,
+    row: &impl Columns,
     name: &str,
     parse: impl Fn(&str) -> Option<T>,
 ) -> Result<T, StoreError> {
@@ -93,12 +136,13 @@ fn named<T>(
     parse(text).ok_or_else(|| corrupt(name, text))
 }
 
-fn count(row: &SqliteRow, name: &str) -> Result<u32, StoreError> {
+fn count(row: &impl Columns, name: &str) -> Result<u32, StoreError> {
     let value: i64 = column(row, name, Place::Table("schedules"))?;
     Ok(u32::try_from(value).unwrap_or(u32::MAX))
 }
 
-fn decode_schedule(row: &SqliteRow) -> Result<Schedule, StoreError> {
+/// Decodes a row of [`COLUMNS`] of `schedules`.
+pub(crate) fn decode_schedule(row: &impl Columns) -> Result<Schedule, StoreError> {
     let place = Place::Table("schedules");
     Ok(Schedule {
         id: column(row, "id", place)?,
@@ -121,7 +165,8 @@ fn decode_schedule(row: &SqliteRow) -> Result<Schedule, StoreError> {
     })
 }
 
-fn decode_slot(row: &SqliteRow) -> Result<SlotEntry, StoreError> {
+/// Decodes a row of [`SLOTS`].
+pub(crate) fn decode_slot(row: &impl Columns) -> Result<SlotEntry, StoreError> {
     let place = Place::Table("schedule_slots");
     let run_state: Option<&str> = column(row, "run_state", place)?;
     Ok(SlotEntry {
@@ -143,7 +188,8 @@ fn decode_slot(row: &SqliteRow) -> Result<SlotEntry, StoreError> {
     })
 }
 
-fn decode_ended(row: &SqliteRow) -> Result<EndedFire, StoreError> {
+/// Decodes a row of [`UNSETTLED`].
+pub(crate) fn decode_ended(row: &impl Columns) -> Result<EndedFire, StoreError> {
     let place = Place::Table("schedule_slots");
     let state: &str = column(row, "run_state", place)?;
     Ok(EndedFire {
@@ -218,31 +264,14 @@ impl ScheduleStore for SqliteStore {
     }
 
     async fn schedule(&self, id: &str) -> Result<Option<Schedule>, StoreError> {
-        let sql = format!("SELECT {COLUMNS} FROM schedules WHERE id = $1");
         let rows = self
-            .schedule_rows(sql, vec![id.into()], "cannot read a schedule")
+            .schedule_rows(one_sql(), vec![id.into()], "cannot read a schedule")
             .await?;
         rows.first().map(decode_schedule).transpose()
     }
 
     async fn list_schedules(&self, filter: &ScheduleFilter) -> Result<Vec<Schedule>, StoreError> {
-        let mut sql = format!("SELECT {COLUMNS} FROM schedules WHERE 1 = 1");
-        let mut binds = Vec::new();
-        if let Some(session) = &filter.session_id {
-            binds.push(session.clone());
-            sql.push_str(&format!(" AND session_id = ${}", binds.len()));
-        }
-        if let Some(owner) = &filter.owner {
-            binds.push(owner.clone());
-            sql.push_str(&format!(
-                " AND session_id IN (SELECT id FROM sessions WHERE owner = ${})",
-                binds.len()
-            ));
-        }
-        sql.push_str(&format!(
-            " ORDER BY created_at DESC, id DESC LIMIT {}",
-            sql_limit(filter.limit)
-        ));
+        let (sql, binds) = list_sql(filter);
         let rows = self
             .schedule_rows(sql, binds, "cannot list schedules")
             .await?;
@@ -250,12 +279,8 @@ impl ScheduleStore for SqliteStore {
     }
 
     async fn due_schedules(&self, now: DateTime<Utc>) -> Result<Vec<Schedule>, StoreError> {
-        let sql = format!(
-            "SELECT {COLUMNS} FROM schedules WHERE state = 'active' AND next_slot IS NOT NULL \
-             AND next_slot <= $1 ORDER BY next_slot, id"
-        );
         let rows = self
-            .schedule_rows(sql, vec![timestamp(now)], "cannot read due schedules")
+            .schedule_rows(due_sql(), vec![timestamp(now)], "cannot read due schedules")
             .await?;
         rows.iter().map(decode_schedule).collect()
     }

@@ -11,13 +11,22 @@ use keel_core::StoreError;
 
 /// The migrator holding every schema version, in order.
 fn migrator() -> Migrator {
-    Migrator::with_migrations(vec![Migration::new(
-        1,
-        "schema".into(),
-        MigrationType::Simple,
-        include_str!("../../migrations_postgres/0001_schema.sql").into_sql_str(),
-        false,
-    )])
+    Migrator::with_migrations(vec![
+        Migration::new(
+            1,
+            "schema".into(),
+            MigrationType::Simple,
+            include_str!("../../migrations_postgres/0001_schema.sql").into_sql_str(),
+            false,
+        ),
+        Migration::new(
+            5,
+            "outbox takers".into(),
+            MigrationType::Simple,
+            include_str!("../../migrations_postgres/0005_outbox_takers.sql").into_sql_str(),
+            false,
+        ),
+    ])
 }
 
 /// Brings the database's schema up to date.

@@ -29,6 +29,9 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 #[derive(Clone, Debug)]
 pub struct PgStore {
     pool: PgPool,
+    /// This store's name among the workers, unique to each opened store (its clones share it):
+    /// whose the outbox items it takes to deliver are (see `channels.rs`).
+    taker: String,
 }
 
 /// Connections a store opens at most, unless the URL's `max_connections` parameter says
@@ -58,7 +61,12 @@ impl PgStore {
             .await
             .map_err(|e| StoreError::Backend(format!("cannot connect to PostgreSQL: {e}")))?;
         migrate::apply(&pool).await?;
-        Ok(PgStore { pool })
+        let taker = format!(
+            "pid {} store {}",
+            std::process::id(),
+            uuid::Uuid::now_v7().simple()
+        );
+        Ok(PgStore { pool, taker })
     }
 
     /// The connection pool (for the workers' notifications and the tests).
