@@ -275,7 +275,7 @@ async fn two_couriers_deliver_each_item_once_and_each_target_in_order() {
         total += courier.await.unwrap();
     }
     assert_eq!(total, 40);
-    let sent = sent.lock().unwrap();
+    let sent = sent.lock().unwrap().clone();
     let mut by_target: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
     for (target, id) in sent.iter() {
         by_target.entry(target).or_default().push(*id);
