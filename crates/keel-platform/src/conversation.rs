@@ -76,6 +76,21 @@ pub enum EnqueueOutcome {
     },
 }
 
+/// What [`crate::ConversationStore::claim_queued`] takes: queued runs for one worker, each with
+/// its conversation's lane claimed for it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct QueueClaim<'a> {
+    /// The worker claiming, as it claims lanes (e.g. `pid 4242 on host`).
+    pub worker: &'a str,
+    /// Now.
+    pub at: DateTime<Utc>,
+    /// A lane holder silent this long lost its worker: its lane is free to take (the rules of
+    /// [`keel_core::lane::lane_is_held`]).
+    pub stale_after: chrono::Duration,
+    /// At most this many runs (the worker's free places).
+    pub limit: usize,
+}
+
 /// Which conversations to list, newest first (by creation, then id).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ConversationFilter {

@@ -34,7 +34,8 @@ pub use api_key::ApiKeyRecord;
 pub use attachments::{IncomingAttachment, READ_ATTACHMENT, register_attachments};
 pub use channel::{DeliveryRoute, InboundKey, Notice, OutboxItem, OutboxStats, Pairing};
 pub use conversation::{
-    ConversationFilter, EnqueueOutcome, NewConversation, QueuedRun, RunFilter, absorbed_reason,
+    ConversationFilter, EnqueueOutcome, NewConversation, QueueClaim, QueuedRun, RunFilter,
+    absorbed_reason,
 };
 pub use inbox::{Inbox, InboxError, InboxSettings, IncomingMessage, MAX_TEXT_BYTES, Prepared};
 pub use known_facts::{Fact, FactHit, MessageMemory};

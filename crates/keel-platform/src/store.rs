@@ -13,7 +13,7 @@ use keel_core::store::{RunRecord, SessionInfo, Store, StoreError, UserRecord};
 use crate::api_key::ApiKeyRecord;
 use crate::channel::{DeliveryRoute, InboundKey, Notice, OutboxItem, OutboxStats, Pairing};
 use crate::conversation::{
-    ConversationFilter, EnqueueOutcome, NewConversation, QueuedRun, RunFilter,
+    ConversationFilter, EnqueueOutcome, NewConversation, QueueClaim, QueuedRun, RunFilter,
 };
 use crate::known_facts::{Fact, FactHit, MessageMemory};
 use crate::link::PlatformLink;
@@ -129,6 +129,17 @@ pub trait ConversationStore: Send + Sync {
 
     /// Sessions with queued runs, the one with the oldest queued run first.
     async fn queued_sessions(&self) -> Result<Vec<String>, StoreError>;
+
+    /// Takes up to `claim.limit` queued runs, oldest first, each the oldest queued run of its
+    /// session, whose session's lane is free (or its holder lapsed, by the rules of
+    /// [`keel_core::lane::lane_is_held`]): claims each lane for its run and `claim.worker` in the
+    /// same transaction. A run returned is never returned to anyone again while its lane is
+    /// held: workers taking at once take different runs, and a lane held by the queued run
+    /// itself is taken again only when that claim lapsed (its worker died before starting it).
+    /// A lapsed holder that is still executing is left to the reconciler (a second executing
+    /// run of one conversation is never made here). The runs stay queued until their first
+    /// commit.
+    async fn claim_queued(&self, claim: &QueueClaim<'_>) -> Result<Vec<QueuedRun>, StoreError>;
 
     /// Cancels a run still in the queue: it leaves the queue and its record becomes
     /// `cancelled`, finished at `at`. False when it is not queued (it started, or never was).

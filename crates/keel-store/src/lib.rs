@@ -45,6 +45,7 @@ mod param;
 mod personas;
 mod platform;
 pub mod postgres;
+mod queue;
 mod schedules;
 mod schema;
 mod search_index;

@@ -16,7 +16,7 @@ use keel_platform::ConversationStore;
 use keel_platform::PlatformLink;
 use keel_platform::api_key::ApiKeyRecord;
 use keel_platform::conversation::{
-    ConversationFilter, EnqueueOutcome, NewConversation, QueuedRun, RunFilter,
+    ConversationFilter, EnqueueOutcome, NewConversation, QueueClaim, QueuedRun, RunFilter,
 };
 use keel_platform::schedule::{SlotOutcome, SlotRecord};
 
@@ -492,6 +492,10 @@ impl ConversationStore for MemoryStore {
 
     async fn cancel_queued(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
         self.lock()?.cancel_queued(run_id, at)
+    }
+
+    async fn claim_queued(&self, claim: &QueueClaim<'_>) -> Result<Vec<QueuedRun>, StoreError> {
+        Ok(self.lock()?.claim_queued(claim))
     }
 
     async fn absorb_queued(

@@ -30,6 +30,7 @@ mod daemon;
 mod facts;
 mod lane_policies;
 mod platform;
+mod queue;
 mod schedules;
 mod search;
 

@@ -73,6 +73,10 @@ impl ConversationStore for PgStore {
         Err(super::not_yet("ConversationStore::cancel_queued"))
     }
 
+    async fn claim_queued(&self, _claim: &QueueClaim<'_>) -> Result<Vec<QueuedRun>, StoreError> {
+        Err(super::not_yet("ConversationStore::claim_queued"))
+    }
+
     async fn absorb_queued(
         &self,
         _into: &str,
