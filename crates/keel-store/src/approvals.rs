@@ -8,10 +8,12 @@ use crate::batch::Batch;
 use crate::codec::timestamp;
 use crate::connections::Connections;
 
-const INSERT: &str = "INSERT INTO session_approvals (session_id, approval, created_at) \
+/// Keeps approval `$2` for session `$1` at `$3`, once.
+pub(crate) const INSERT: &str = "INSERT INTO session_approvals (session_id, approval, created_at) \
      VALUES ($1, $2, $3) ON CONFLICT (session_id, approval) DO NOTHING";
 
-const OF_SESSION: &str =
+/// The approvals of session `$1`, oldest first.
+pub(crate) const OF_SESSION: &str =
     "SELECT approval FROM session_approvals WHERE session_id = $1 ORDER BY created_at, approval";
 
 /// Keeps an approval (see [`keel_core::Store::approve_for_session`]).

@@ -76,22 +76,24 @@ macro_rules! select_checkpoints {
     };
 }
 
-const SELECT_CHECKPOINTS: &str = concat!(select_checkpoints!(), " ORDER BY seq");
+/// Every checkpoint of run `$1`, oldest first.
+pub(crate) const SELECT_CHECKPOINTS: &str = concat!(select_checkpoints!(), " ORDER BY seq");
 
 /// The latest checkpoint, its frame from the latest checkpoint that has one.
-const SELECT_LATEST_CHECKPOINT: &str = "SELECT run_id, seq, boundary, iteration, \
+pub(crate) const SELECT_LATEST_CHECKPOINT: &str = "SELECT run_id, seq, boundary, iteration, \
      message_cursor, persisted, prompt_hash, completed_calls, state, \
      COALESCE(frame, (SELECT f.frame FROM checkpoints f WHERE f.run_id = $1 \
          AND f.frame IS NOT NULL ORDER BY f.seq DESC LIMIT 1)) AS frame, created_at \
      FROM checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT 1";
 
-const SELECT_TOOL_CALLS: &str = "SELECT run_id, call_id, name, arguments, idempotent, \
+/// The envelope rows of run `$1` in `tool_calls`, by start time then call id.
+pub(crate) const SELECT_TOOL_CALLS: &str = "SELECT run_id, call_id, name, arguments, idempotent, \
      started_at, completed_at, ok, output FROM tool_calls WHERE run_id = $1 \
      ORDER BY started_at, call_id";
 
 /// The checkpoints of `$1` that hold envelope rows, oldest first, as
 /// [`codec::decode_held_tool_calls`] reads them.
-const SELECT_HELD_TOOL_CALLS: &str = "SELECT seq, tool_calls FROM checkpoints \
+pub(crate) const SELECT_HELD_TOOL_CALLS: &str = "SELECT seq, tool_calls FROM checkpoints \
      WHERE run_id = $1 AND tool_calls IS NOT NULL ORDER BY seq";
 
 /// The rows of `run_events` of `$1`, and the checkpoints of `$1` that hold events, as
@@ -111,17 +113,19 @@ macro_rules! select_event_rows {
 }
 pub(crate) use select_event_rows;
 
-const SELECT_EVENTS: &str = select_event_rows!("", "");
+/// Every row holding events of run `$1`, by first event.
+pub(crate) const SELECT_EVENTS: &str = select_event_rows!("", "");
 
-const SELECT_JOURNAL: &str = "SELECT journal FROM journals WHERE session_id = $1";
+/// The journal of session `$1`.
+pub(crate) const SELECT_JOURNAL: &str = "SELECT journal FROM journals WHERE session_id = $1";
 
 /// Sets the heartbeat only, and answers whether the run was asked to stop; no row: no run.
-const HEARTBEAT: &str = "UPDATE runs SET heartbeat_at = $2 WHERE id = $1 \
+pub(crate) const HEARTBEAT: &str = "UPDATE runs SET heartbeat_at = $2 WHERE id = $1 \
      RETURNING cancel_requested_at IS NOT NULL";
 
 /// The first request wins; later ones leave its time. Returns a row when the run was found,
 /// either way.
-const REQUEST_CANCEL: &str = "UPDATE runs SET cancel_requested_at = \
+pub(crate) const REQUEST_CANCEL: &str = "UPDATE runs SET cancel_requested_at = \
      COALESCE(cancel_requested_at, $2) WHERE id = $1 RETURNING 1";
 
 /// Adds the commit's checkpoint, envelope rows, events, journal and token log rows, in that order, after its
@@ -317,7 +321,7 @@ pub(crate) async fn tool_calls(
 /// Adds `record`, held by a checkpoint's row (read in order), to `calls`: it replaces the
 /// table's or an earlier checkpoint's record of the same call, unless it is unfinished and that
 /// one finished (`migrations/0025_tool_calls_with_their_checkpoint.sql`).
-fn keep_latest(
+pub(crate) fn keep_latest(
     calls: &mut Vec<ToolCallRecord>,
     positions: &mut HashMap<String, usize>,
     record: ToolCallRecord,

@@ -2,25 +2,26 @@
 
 use keel_core::StoreError;
 use keel_core::files::{FileOrigin, FileRecord};
-use sqlx::sqlite::SqliteRow;
 
 use crate::OrBackend;
 use crate::batch::Batch;
-use crate::codec::{Place, column, time_column, timestamp};
+use crate::codec::{Columns, Place, column, time_column, timestamp};
 use crate::connections::Connections;
 
 /// The content, unless the same bytes are kept already.
-const KEEP_CONTENT: &str =
+pub(crate) const KEEP_CONTENT: &str =
     "INSERT INTO file_blobs (sha256, content) VALUES ($1, $2) ON CONFLICT (sha256) DO NOTHING";
 
 /// The record; its parameters follow the content's in one batch (`$1` is the SHA-256).
-const INSERT: &str = "INSERT INTO files (id, name, media_type, size, sha256, session_id, \
+pub(crate) const INSERT: &str = "INSERT INTO files (id, name, media_type, size, sha256, session_id, \
      user_id, run_id, origin, created_at) VALUES ($3, $4, $5, $6, $1, $7, $8, $9, $10, $11)";
 
-const BY_ID: &str = "SELECT id, name, media_type, size, sha256, session_id, user_id, run_id, \
+/// The record of file `$1`.
+pub(crate) const BY_ID: &str = "SELECT id, name, media_type, size, sha256, session_id, user_id, run_id, \
      origin, created_at FROM files WHERE id = $1";
 
-const OF_RUN: &str = "SELECT id, name, media_type, size, sha256, session_id, user_id, run_id, \
+/// The records of the files run `$1` produced, oldest first.
+pub(crate) const OF_RUN: &str = "SELECT id, name, media_type, size, sha256, session_id, user_id, run_id, \
      origin, created_at FROM files WHERE run_id = $1 ORDER BY created_at, id";
 
 const OF_SESSION: &str = "SELECT id, name, media_type, size, sha256, session_id, user_id, \
@@ -142,7 +143,9 @@ pub(crate) async fn of_session(
     rows.iter().map(decode).collect()
 }
 
-fn decode(row: &SqliteRow) -> Result<FileRecord, StoreError> {
+/// Decodes a row of `SELECT id, name, media_type, size, sha256, session_id, user_id, run_id,
+/// origin, created_at FROM files`.
+pub(crate) fn decode(row: &impl Columns) -> Result<FileRecord, StoreError> {
     let place = Place::Table("files");
     let size: i64 = column(row, "size", place)?;
     let origin: String = column(row, "origin", place)?;

@@ -116,7 +116,7 @@ pub(crate) async fn search(
 }
 
 /// Gives an unowned, empty session its owner; returns a row when it did.
-const ADOPT: &str = "UPDATE sessions SET owner = $2 \
+pub(crate) const ADOPT: &str = "UPDATE sessions SET owner = $2 \
      WHERE id = $1 AND owner IS NULL AND message_count = 0 RETURNING 1";
 
 /// Makes `user_id` the owner of a new session (see [`keel_core::Store::adopt_session`]).

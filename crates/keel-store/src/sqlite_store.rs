@@ -44,13 +44,15 @@ macro_rules! session_columns {
 }
 pub(crate) use {run_columns, session_columns};
 
-const SELECT_SESSION: &str = concat!(
+/// Session `$1`.
+pub(crate) const SELECT_SESSION: &str = concat!(
     "SELECT ",
     session_columns!(),
     " FROM sessions WHERE id = $1"
 );
 
-const LIST_SESSIONS: &str = concat!(
+/// Up to `$1` sessions, most recently updated first.
+pub(crate) const LIST_SESSIONS: &str = concat!(
     "SELECT ",
     session_columns!(),
     " FROM sessions ORDER BY updated_at DESC, id DESC LIMIT $1"
@@ -117,15 +119,18 @@ const SELECT_MESSAGES_SINCE: &str = "SELECT seq, run_id, role, content, tool_cal
      tool_call_id, reasoning, meta, created_at FROM messages \
      WHERE session_id = $1 AND seq >= $2 ORDER BY seq";
 
-const SELECT_RUN: &str = concat!("SELECT ", run_columns!(), " FROM runs WHERE id = $1");
+/// Run `$1`.
+pub(crate) const SELECT_RUN: &str = concat!("SELECT ", run_columns!(), " FROM runs WHERE id = $1");
 
-const LIST_RUNS: &str = concat!(
+/// Up to `$1` runs, newest first.
+pub(crate) const LIST_RUNS: &str = concat!(
     "SELECT ",
     run_columns!(),
     " FROM runs ORDER BY started_at DESC, id DESC LIMIT $1"
 );
 
-const LIST_SESSION_RUNS: &str = concat!(
+/// Up to `$2` runs of session `$1`, newest first.
+pub(crate) const LIST_SESSION_RUNS: &str = concat!(
     "SELECT ",
     run_columns!(),
     " FROM runs WHERE session_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2"
@@ -133,7 +138,7 @@ const LIST_SESSION_RUNS: &str = concat!(
 
 /// Runs not in a terminal state, oldest first, read in order from the partial index
 /// `runs_active`: the WHERE clause must stay the index's (`migrations/0021_…`), word for word.
-const ACTIVE_RUNS: &str = concat!(
+pub(crate) const ACTIVE_RUNS: &str = concat!(
     "SELECT ",
     run_columns!(),
     " FROM runs WHERE state <> 'completed' AND state <> 'cancelled' AND state <> 'timed_out' \
@@ -141,13 +146,16 @@ const ACTIVE_RUNS: &str = concat!(
      ORDER BY started_at, id"
 );
 
-const SELECT_USER: &str = "SELECT id, monthly_token_budget, created_at, updated_at, permission \
+/// User `$1`.
+pub(crate) const SELECT_USER: &str = "SELECT id, monthly_token_budget, created_at, updated_at, permission \
      FROM users WHERE id = $1";
 
-const LIST_USERS: &str = "SELECT id, monthly_token_budget, created_at, updated_at, permission \
+/// Every user, by id.
+pub(crate) const LIST_USERS: &str = "SELECT id, monthly_token_budget, created_at, updated_at, permission \
      FROM users ORDER BY id";
 
-const SAVE_USER: &str = "INSERT INTO users \
+/// Creates or replaces a user's record.
+pub(crate) const SAVE_USER: &str = "INSERT INTO users \
      (id, monthly_token_budget, created_at, updated_at, permission) \
      VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO UPDATE SET \
      monthly_token_budget = excluded.monthly_token_budget, updated_at = excluded.updated_at, \

@@ -28,7 +28,8 @@ const ADD_TO_MONTH_TAIL: &str = ") ON CONFLICT (user_id, month) DO UPDATE SET \
      cache_read_tokens = usage_log.cache_read_tokens + excluded.cache_read_tokens, \
      cache_write_tokens = usage_log.cache_write_tokens + excluded.cache_write_tokens";
 
-const SELECT_MONTH: &str = "SELECT input_tokens, output_tokens, cache_read_tokens, \
+/// What user `$1` spent in month `$2`.
+pub(crate) const SELECT_MONTH: &str = "SELECT input_tokens, output_tokens, cache_read_tokens, \
      cache_write_tokens FROM usage_log WHERE user_id = $1 AND month = $2";
 
 /// `$2`: the user, or NULL for every user.

@@ -1,171 +1,200 @@
-//! keel-core's `Store` on PostgreSQL: sessions, messages, runs, commits, checkpoints, the envelope, events, journals, heartbeats, cancel requests, lanes, users, files.
+//! keel-core's `Store` on PostgreSQL: each method is one statement or one transaction of the
+//! files beside this one (sessions and runs `runs.rs`, messages `messages.rs`, the boundary's
+//! commit `commit.rs`, what makes a run survive its worker `durability.rs`, lanes `lanes.rs`,
+//! users `users.rs`, files and approvals `files.rs`).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use keel_core::files::FileRecord;
-use keel_core::store::*;
-use keel_core::*;
+use keel_core::store::{Commit, CommitOutcome};
+use keel_core::{
+    Checkpoint, Event, Journal, LaneClaim, LaneOutcome, Message, RunRecord, SessionInfo, Store,
+    StoreError, StoredMessage, ToolCallRecord, Usage, UserRecord,
+};
 
-use super::PgStore;
+use super::{PgStore, commit, durability, files, lanes, messages, runs, users};
+use crate::OrBackend;
+use crate::codec::timestamp;
 
 #[async_trait]
 impl Store for PgStore {
-    async fn ensure_session(&self, _session_id: &str) -> Result<(), StoreError> {
-        Err(super::not_yet("Store::ensure_session"))
+    async fn ensure_session(&self, session_id: &str) -> Result<(), StoreError> {
+        sqlx::query(crate::batch::ENSURE_SESSION)
+            .bind(session_id)
+            .bind(timestamp(Utc::now()))
+            .execute(&self.pool)
+            .await
+            .map(drop)
+            .or_backend(|| format!("cannot create session `{session_id}`"))
     }
 
-    async fn session(&self, _session_id: &str) -> Result<Option<SessionInfo>, StoreError> {
-        Err(super::not_yet("Store::session"))
+    async fn session(&self, session_id: &str) -> Result<Option<SessionInfo>, StoreError> {
+        runs::session(&self.pool, session_id).await
     }
 
-    async fn list_sessions(&self, _limit: usize) -> Result<Vec<SessionInfo>, StoreError> {
-        Err(super::not_yet("Store::list_sessions"))
+    async fn list_sessions(&self, limit: usize) -> Result<Vec<SessionInfo>, StoreError> {
+        runs::sessions(&self.pool, limit).await
     }
 
-    async fn messages(&self, _session_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
-        Err(super::not_yet("Store::messages"))
+    async fn messages(&self, session_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
+        messages::all(&self.pool, session_id).await
+    }
+
+    async fn context_messages(&self, session_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
+        messages::context(&self.pool, session_id).await
     }
 
     async fn append_messages(
         &self,
-        _session_id: &str,
-        _run_id: Option<&str>,
-        _messages: &[Message],
+        session_id: &str,
+        run_id: Option<&str>,
+        messages: &[Message],
     ) -> Result<(), StoreError> {
-        Err(super::not_yet("Store::append_messages"))
+        let doing = || format!("cannot append messages to session `{session_id}`");
+        let mut tx = self.pool.begin().await.or_backend(doing)?;
+        if let Some(run_id) = run_id.filter(|_| !messages.is_empty()) {
+            lanes::fence(&mut tx, session_id, run_id, None, true).await?;
+        }
+        let now = timestamp(Utc::now());
+        messages::append(&mut tx, session_id, run_id, messages, &now).await?;
+        tx.commit().await.or_backend(doing)
     }
 
-    async fn commit(&self, _commit: &Commit<'_>) -> Result<CommitOutcome, StoreError> {
-        Err(super::not_yet("Store::commit"))
+    async fn commit(&self, commit: &Commit<'_>) -> Result<CommitOutcome, StoreError> {
+        commit::commit(&self.pool, commit).await
     }
 
     async fn messages_since(
         &self,
-        _session_id: &str,
-        _from: u64,
+        session_id: &str,
+        from: u64,
     ) -> Result<Vec<StoredMessage>, StoreError> {
-        Err(super::not_yet("Store::messages_since"))
+        messages::since(&self.pool, session_id, from).await
     }
 
-    async fn record_tool_calls(&self, _calls: &[ToolCallRecord]) -> Result<(), StoreError> {
-        Err(super::not_yet("Store::record_tool_calls"))
+    async fn record_tool_calls(&self, calls: &[ToolCallRecord]) -> Result<(), StoreError> {
+        durability::record_tool_calls(&self.pool, calls).await
     }
 
-    async fn tool_calls(&self, _run_id: &str) -> Result<Vec<ToolCallRecord>, StoreError> {
-        Err(super::not_yet("Store::tool_calls"))
+    async fn tool_calls(&self, run_id: &str) -> Result<Vec<ToolCallRecord>, StoreError> {
+        durability::tool_calls(&self.pool, run_id).await
     }
 
-    async fn checkpoints(&self, _run_id: &str) -> Result<Vec<Checkpoint>, StoreError> {
-        Err(super::not_yet("Store::checkpoints"))
+    async fn checkpoints(&self, run_id: &str) -> Result<Vec<Checkpoint>, StoreError> {
+        durability::checkpoints(&self.pool, run_id).await
     }
 
-    async fn latest_checkpoint(&self, _run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
-        Err(super::not_yet("Store::latest_checkpoint"))
+    async fn latest_checkpoint(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
+        durability::latest_checkpoint(&self.pool, run_id).await
     }
 
-    async fn events(&self, _run_id: &str) -> Result<Vec<Event>, StoreError> {
-        Err(super::not_yet("Store::events"))
+    async fn events(&self, run_id: &str) -> Result<Vec<Event>, StoreError> {
+        durability::events(&self.pool, run_id).await
     }
 
-    async fn journal(&self, _session_id: &str) -> Result<Option<Journal>, StoreError> {
-        Err(super::not_yet("Store::journal"))
+    async fn journal(&self, session_id: &str) -> Result<Option<Journal>, StoreError> {
+        durability::journal(&self.pool, session_id).await
     }
 
-    async fn session_approvals(&self, _session_id: &str) -> Result<Vec<String>, StoreError> {
-        Err(super::not_yet("Store::session_approvals"))
+    async fn session_approvals(&self, session_id: &str) -> Result<Vec<String>, StoreError> {
+        files::approvals(&self.pool, session_id).await
     }
 
     async fn approve_for_session(
         &self,
-        _session_id: &str,
-        _key: &str,
-        _at: DateTime<Utc>,
+        session_id: &str,
+        key: &str,
+        at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        Err(super::not_yet("Store::approve_for_session"))
+        files::approve(&self.pool, session_id, key, at).await
     }
 
-    async fn heartbeat(&self, _run_id: &str, _at: DateTime<Utc>) -> Result<bool, StoreError> {
-        Err(super::not_yet("Store::heartbeat"))
+    async fn heartbeat(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
+        durability::heartbeat(&self.pool, run_id, at).await
     }
 
-    async fn request_cancel(&self, _run_id: &str, _at: DateTime<Utc>) -> Result<bool, StoreError> {
-        Err(super::not_yet("Store::request_cancel"))
+    async fn request_cancel(&self, run_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
+        durability::request_cancel(&self.pool, run_id, at).await
     }
 
-    async fn claim_session(&self, _claim: &LaneClaim<'_>) -> Result<LaneOutcome, StoreError> {
-        Err(super::not_yet("Store::claim_session"))
+    async fn claim_session(&self, claim: &LaneClaim<'_>) -> Result<LaneOutcome, StoreError> {
+        lanes::claim(&self.pool, claim).await
     }
 
-    async fn release_session(&self, _session_id: &str, _run_id: &str) -> Result<bool, StoreError> {
-        Err(super::not_yet("Store::release_session"))
+    async fn release_session(&self, session_id: &str, run_id: &str) -> Result<bool, StoreError> {
+        lanes::release(&self.pool, session_id, run_id).await
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
     }
 
     async fn active_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-        Err(super::not_yet("Store::active_runs"))
+        runs::active(&self.pool).await
     }
 
-    async fn run(&self, _run_id: &str) -> Result<Option<RunRecord>, StoreError> {
-        Err(super::not_yet("Store::run"))
+    async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        runs::run(&self.pool, run_id).await
     }
 
     async fn list_runs(
         &self,
-        _session_id: Option<&str>,
-        _limit: usize,
+        session_id: Option<&str>,
+        limit: usize,
     ) -> Result<Vec<RunRecord>, StoreError> {
-        Err(super::not_yet("Store::list_runs"))
+        runs::runs(&self.pool, session_id, limit).await
     }
 
-    async fn user(&self, _user_id: &str) -> Result<Option<UserRecord>, StoreError> {
-        Err(super::not_yet("Store::user"))
+    async fn user(&self, user_id: &str) -> Result<Option<UserRecord>, StoreError> {
+        users::user(&self.pool, user_id).await
     }
 
-    async fn save_user(&self, _user: &UserRecord) -> Result<(), StoreError> {
-        Err(super::not_yet("Store::save_user"))
+    async fn save_user(&self, user: &UserRecord) -> Result<(), StoreError> {
+        users::save(&self.pool, user).await
     }
 
     async fn list_users(&self) -> Result<Vec<UserRecord>, StoreError> {
-        Err(super::not_yet("Store::list_users"))
+        users::users(&self.pool).await
     }
 
-    async fn monthly_usage(&self, _user_id: &str, _month: &str) -> Result<Usage, StoreError> {
-        Err(super::not_yet("Store::monthly_usage"))
+    async fn monthly_usage(&self, user_id: &str, month: &str) -> Result<Usage, StoreError> {
+        users::monthly_usage(&self.pool, user_id, month).await
     }
 
     async fn messages_page(
         &self,
-        _session_id: &str,
-        _after: u64,
-        _limit: usize,
+        session_id: &str,
+        after: u64,
+        limit: usize,
     ) -> Result<Vec<StoredMessage>, StoreError> {
-        Err(super::not_yet("Store::messages_page"))
+        messages::page(&self.pool, session_id, after, limit).await
     }
 
     async fn events_after(
         &self,
-        _run_id: &str,
-        _after: u64,
+        run_id: &str,
+        after: u64,
     ) -> Result<Vec<(u64, Event)>, StoreError> {
-        Err(super::not_yet("Store::events_after"))
+        durability::events_after(&self.pool, run_id, after).await
     }
 
-    async fn save_file(&self, _record: &FileRecord, _content: &[u8]) -> Result<(), StoreError> {
-        Err(super::not_yet("Store::save_file"))
+    async fn save_file(&self, record: &FileRecord, content: &[u8]) -> Result<(), StoreError> {
+        files::save(&self.pool, record, content).await
     }
 
-    async fn file(&self, _file_id: &str) -> Result<Option<FileRecord>, StoreError> {
-        Err(super::not_yet("Store::file"))
+    async fn file(&self, file_id: &str) -> Result<Option<FileRecord>, StoreError> {
+        files::file(&self.pool, file_id).await
     }
 
-    async fn file_content(&self, _sha256: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        Err(super::not_yet("Store::file_content"))
+    async fn file_content(&self, sha256: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        files::content(&self.pool, sha256).await
     }
 
-    async fn run_files(&self, _run_id: &str) -> Result<Vec<FileRecord>, StoreError> {
-        Err(super::not_yet("Store::run_files"))
+    async fn run_files(&self, run_id: &str) -> Result<Vec<FileRecord>, StoreError> {
+        files::of_run(&self.pool, run_id).await
     }
 
-    async fn adopt_session(&self, _session_id: &str, _user_id: &str) -> Result<bool, StoreError> {
-        Err(super::not_yet("Store::adopt_session"))
+    async fn adopt_session(&self, session_id: &str, user_id: &str) -> Result<bool, StoreError> {
+        users::adopt(&self.pool, session_id, user_id).await
     }
 }

@@ -5,19 +5,30 @@
 //! impossible even with a bug above it. The schema is `migrations_postgres/`, applied once
 //! under sqlx's advisory lock however many workers start at the same moment.
 //!
-//! Each trait is implemented in a file of its own: [`keel_core::Store`] in `kernel.rs`,
+//! Each trait is implemented in a file of its own: [`keel_core::Store`] in `kernel.rs` (over
+//! `runs.rs`, `messages.rs`, `commit.rs`, `durability.rs`, `lanes.rs`, `users.rs`, `files.rs`),
 //! keel-platform's in `platform.rs`, `conversations.rs`, `memory_index.rs`, `channels.rs` and
 //! `schedules.rs`.
 
 mod channels;
+mod commit;
 mod conversations;
+mod durability;
+mod files;
 mod kernel;
+/// Session lanes shared by many workers (the claim, in a transaction of the caller's too).
+pub(crate) mod lanes;
 mod memory_index;
+mod messages;
 mod migrate;
 mod platform;
+mod runs;
 mod schedules;
 pub mod schemas;
 pub mod testing;
+/// Text with NUL characters in PostgreSQL's `TEXT`.
+pub(crate) mod text;
+mod users;
 
 use std::str::FromStr;
 use std::time::Duration;

@@ -1,0 +1,333 @@
+//! Session lanes on PostgreSQL, shared by many workers (DESIGN.md section 13). A claim is one
+//! transaction that locks the lane's row (`FOR UPDATE`), so claims of one session from any
+//! number of workers are decided one after another, and commits of the session's runs take the
+//! same lock for their fence. A claim of session S for run R by worker W succeeds when:
+//!
+//! - a) nobody holds the lane;
+//! - b) R holds it for W already (a renewal);
+//! - c) R holds it for another worker but nobody drives R: it is paused or ended and nobody
+//!   claimed it since it stopped (`claimed_at < updated_at`), it is not stored and its claim is
+//!   stale, or nothing of it (claim, heartbeat, commit) was seen within `stale_after`; so an
+//!   answer posted to two workers at once continues the run once;
+//! - d) another run holds it and lapsed by keel-core's rules ([`keel_core::lane::lane_is_held`],
+//!   as on SQLite); a lapsed holder still marked executing is marked `timed_out` here, as the
+//!   reconciler would, since `runs_one_executing_per_session` allows one executing run;
+//! - e) and, when R is queued, no run of S was queued before it (FIFO across workers).
+//!
+//! The commit's fence ([`fence`]): a commit of R storing messages fails while another run holds
+//! the lane (as on SQLite), and any commit of R fails while R holds it for a worker other than
+//! the one R's record names: a stalled worker that wakes up can no longer write.
+
+use chrono::{DateTime, Utc};
+use keel_core::checkpoint::Boundary;
+use keel_core::{AgentState, LaneClaim, LaneHolder, LaneOutcome, RunRecord, StoreError};
+use keel_platform::StoreSignal;
+use sqlx::PgConnection;
+use sqlx::postgres::PgPool;
+
+use super::durability::notify;
+use crate::OrBackend;
+use crate::batch::ENSURE_SESSION;
+use crate::codec::{self, Place, column, time_column, timestamp};
+
+/// The lane of session `$1`, locked until the transaction ends.
+const LOCK_LANE: &str =
+    "SELECT run_id, worker, claimed_at FROM session_lanes WHERE session_id = $1 FOR UPDATE";
+
+/// Takes a free lane; no row when another transaction took it first.
+const TAKE_FREE: &str = "INSERT INTO session_lanes (session_id, run_id, worker, claimed_at) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT (session_id) DO NOTHING RETURNING 1";
+
+/// Gives the (locked) lane of `$1` to run `$2` of worker `$3` at `$4`.
+const TAKE_HELD: &str =
+    "UPDATE session_lanes SET run_id = $2, worker = $3, claimed_at = $4 WHERE session_id = $1";
+
+/// The first run queued in session `$1` before run `$2`, when `$2` is queued there.
+const QUEUED_BEFORE: &str = "SELECT q2.run_id, q2.enqueued_at FROM run_queue q \
+     JOIN run_queue q2 ON q2.session_id = q.session_id AND q2.seq < q.seq \
+     WHERE q.run_id = $2 AND q.session_id = $1 ORDER BY q2.seq LIMIT 1";
+
+/// Marks a lapsed executing holder `timed_out` as the reconciler would.
+const TIME_OUT: &str = "UPDATE runs SET state = 'timed_out', resume_available = $2, error = $3, \
+     updated_at = $4, finished_at = $4 WHERE id = $1 AND state IN ('running', 'waiting_for_tool')";
+
+/// The boundary of the latest checkpoint of `$1`.
+const LATEST_BOUNDARY: &str =
+    "SELECT boundary FROM checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT 1";
+
+const RELEASE: &str = "DELETE FROM session_lanes WHERE session_id = $1 AND run_id = $2 RETURNING 1";
+
+/// The holder of a lane, as read under its lock.
+struct Lane {
+    run_id: String,
+    worker: String,
+    claimed_at: DateTime<Utc>,
+}
+
+/// Locks the lane of `session_id` for the rest of the transaction; `None` when nobody holds it.
+async fn lock(tx: &mut PgConnection, session_id: &str) -> Result<Option<Lane>, StoreError> {
+    let row = sqlx::query(LOCK_LANE)
+        .bind(session_id)
+        .fetch_optional(tx)
+        .await
+        .or_backend(|| format!("cannot read the lane of session `{session_id}`"))?;
+    let Some(row) = row else { return Ok(None) };
+    let place = Place::Table("session_lanes");
+    Ok(Some(Lane {
+        run_id: column(&row, "run_id", place)?,
+        worker: column(&row, "worker", place)?,
+        claimed_at: time_column(&row, "claimed_at", place)?,
+    }))
+}
+
+/// The stored record of `run_id`.
+async fn run(tx: &mut PgConnection, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+    let row = sqlx::query(super::runs::SELECT_RUN)
+        .bind(run_id)
+        .fetch_optional(tx)
+        .await
+        .or_backend(|| format!("cannot read run `{run_id}`"))?;
+    row.as_ref().map(codec::decode_run).transpose()
+}
+
+/// Claims the lane (see [`keel_core::Store::claim_session`] and the module's rules).
+pub(super) async fn claim(pool: &PgPool, claim: &LaneClaim<'_>) -> Result<LaneOutcome, StoreError> {
+    let doing = || {
+        format!(
+            "cannot claim session `{}` for run `{}`",
+            claim.session_id, claim.run_id
+        )
+    };
+    let mut tx = pool.begin().await.or_backend(doing)?;
+    sqlx::query(ENSURE_SESSION)
+        .bind(claim.session_id)
+        .bind(timestamp(claim.at))
+        .execute(&mut *tx)
+        .await
+        .or_backend(doing)?;
+    let outcome = claim_in(&mut tx, claim).await?;
+    tx.commit().await.or_backend(doing)?;
+    Ok(match outcome {
+        None => LaneOutcome::Claimed,
+        Some(holder) => LaneOutcome::Busy(holder),
+    })
+}
+
+/// Claims the lane inside the caller's transaction (the session exists): `None` when the lane
+/// is the claim's run's now, else who holds it (or the run queued before the claim's).
+pub(crate) async fn claim_in(
+    tx: &mut PgConnection,
+    claim: &LaneClaim<'_>,
+) -> Result<Option<LaneHolder>, StoreError> {
+    let doing = || {
+        format!(
+            "cannot claim session `{}` for run `{}`",
+            claim.session_id, claim.run_id
+        )
+    };
+    let at = timestamp(claim.at);
+    // Twice at most: a free lane another claim takes between the lock and the insert is
+    // locked and judged on the second pass.
+    for _ in 0..2 {
+        let Some(lane) = lock(tx, claim.session_id).await? else {
+            if let Some(earlier) = queued_before(tx, claim).await? {
+                return Ok(Some(earlier));
+            }
+            let taken: Option<i32> = sqlx::query_scalar(TAKE_FREE)
+                .bind(claim.session_id)
+                .bind(claim.run_id)
+                .bind(claim.worker)
+                .bind(&at)
+                .fetch_optional(&mut *tx)
+                .await
+                .or_backend(doing)?;
+            if taken.is_some() {
+                return Ok(None);
+            }
+            continue;
+        };
+        let holder = run(tx, &lane.run_id).await?;
+        let free = if lane.run_id == claim.run_id {
+            lane.worker == claim.worker || !driven(&lane, holder.as_ref(), claim)
+        } else {
+            !keel_core::lane::lane_is_held(&lane.run_id, lane.claimed_at, holder.as_ref(), claim)
+        };
+        if !free {
+            return Ok(Some(LaneHolder {
+                paused: holder
+                    .as_ref()
+                    .is_some_and(|run| run.state == AgentState::WaitingOnHuman),
+                run_id: lane.run_id,
+                worker: lane.worker,
+                claimed_at: lane.claimed_at,
+            }));
+        }
+        if let Some(earlier) = queued_before(tx, claim).await? {
+            return Ok(Some(earlier));
+        }
+        if let Some(holder) = holder.filter(|run| run.id != claim.run_id) {
+            time_out(tx, &holder, claim).await?;
+        }
+        sqlx::query(TAKE_HELD)
+            .bind(claim.session_id)
+            .bind(claim.run_id)
+            .bind(claim.worker)
+            .bind(&at)
+            .execute(&mut *tx)
+            .await
+            .or_backend(doing)?;
+        return Ok(None);
+    }
+    Err(StoreError::Backend(format!(
+        "{}: the lane kept changing hands",
+        doing()
+    )))
+}
+
+/// Rule c: whether run `R`, holding its lane for another worker, is driven by that worker
+/// still.
+fn driven(lane: &Lane, run: Option<&RunRecord>, claim: &LaneClaim<'_>) -> bool {
+    let stale = claim.at - claim.stale_after;
+    let Some(run) = run else {
+        return lane.claimed_at > stale;
+    };
+    let stopped = run.state == AgentState::WaitingOnHuman || run.state.is_terminal();
+    if stopped && lane.claimed_at < run.updated_at {
+        return false;
+    }
+    let seen = [
+        Some(lane.claimed_at),
+        run.heartbeat_at,
+        Some(run.updated_at),
+    ]
+    .into_iter()
+    .flatten()
+    .max()
+    .unwrap_or(lane.claimed_at);
+    seen > stale
+}
+
+/// Rule e: the first run queued in the claim's session before its run, as the lane's holder
+/// for the caller, when its run is queued and one was.
+async fn queued_before(
+    tx: &mut PgConnection,
+    claim: &LaneClaim<'_>,
+) -> Result<Option<LaneHolder>, StoreError> {
+    let row = sqlx::query(QUEUED_BEFORE)
+        .bind(claim.session_id)
+        .bind(claim.run_id)
+        .fetch_optional(tx)
+        .await
+        .or_backend(|| format!("cannot read the queue of session `{}`", claim.session_id))?;
+    let Some(row) = row else { return Ok(None) };
+    let place = Place::Table("run_queue");
+    Ok(Some(LaneHolder {
+        run_id: column(&row, "run_id", place)?,
+        worker: String::new(),
+        claimed_at: time_column(&row, "enqueued_at", place)?,
+        paused: false,
+    }))
+}
+
+/// Marks `holder`, whose lane lapsed, `timed_out` if it is still marked executing, with the
+/// reconciler's words and resume offer, and tells its conversation's channel.
+async fn time_out(
+    tx: &mut PgConnection,
+    holder: &RunRecord,
+    claim: &LaneClaim<'_>,
+) -> Result<(), StoreError> {
+    if !matches!(
+        holder.state,
+        AgentState::Running | AgentState::WaitingForTool
+    ) {
+        return Ok(());
+    }
+    let doing = || format!("cannot mark run `{}` timed out", holder.id);
+    let boundary: Option<String> = sqlx::query_scalar(LATEST_BOUNDARY)
+        .bind(&holder.id)
+        .fetch_optional(&mut *tx)
+        .await
+        .or_backend(doing)?;
+    let resumable = boundary
+        .and_then(|boundary| boundary.parse::<Boundary>().ok())
+        .is_some_and(Boundary::resumable);
+    let error = format!(
+        "its worker stopped responding (no heartbeat for more than {} s){}",
+        claim.stale_after.num_seconds(),
+        if resumable {
+            "; resume it with `keel resume`"
+        } else {
+            ""
+        }
+    );
+    let at = timestamp(claim.at);
+    super::commit::outbox_row(tx, &holder.session_id, &holder.id, "timed_out", &at, &at).await?;
+    sqlx::query(TIME_OUT)
+        .bind(&holder.id)
+        .bind(resumable)
+        .bind(error)
+        .bind(&at)
+        .execute(&mut *tx)
+        .await
+        .map(drop)
+        .or_backend(doing)
+}
+
+/// Releases the lane if `run_id` holds it, telling every worker; whether it did.
+pub(super) async fn release(
+    pool: &PgPool,
+    session_id: &str,
+    run_id: &str,
+) -> Result<bool, StoreError> {
+    let doing = || format!("cannot release session `{session_id}`");
+    let mut tx = pool.begin().await.or_backend(doing)?;
+    let released = release_in(&mut tx, session_id, run_id).await?;
+    tx.commit().await.or_backend(doing)?;
+    Ok(released)
+}
+
+/// Releases the lane inside the caller's transaction, with the `Freed` signal; whether it did.
+pub(super) async fn release_in(
+    tx: &mut PgConnection,
+    session_id: &str,
+    run_id: &str,
+) -> Result<bool, StoreError> {
+    let released: Option<i32> = sqlx::query_scalar(RELEASE)
+        .bind(session_id)
+        .bind(run_id)
+        .fetch_optional(&mut *tx)
+        .await
+        .or_backend(|| format!("cannot release session `{session_id}`"))?;
+    if released.is_some() {
+        notify(tx, StoreSignal::Freed(session_id.to_string())).await?;
+    }
+    Ok(released.is_some())
+}
+
+/// The commit's fence, inside its transaction (the lane stays locked until it ends): refuses a
+/// write of `run_id`'s messages to a lane another run holds, and any write of `run_id` while
+/// it holds the lane for a worker other than `worker` (its record's).
+pub(super) async fn fence(
+    tx: &mut PgConnection,
+    session_id: &str,
+    run_id: &str,
+    worker: Option<&str>,
+    stores_messages: bool,
+) -> Result<(), StoreError> {
+    let Some(lane) = lock(tx, session_id).await? else {
+        return Ok(());
+    };
+    let lost = if lane.run_id == run_id {
+        worker.is_some_and(|worker| worker != lane.worker)
+    } else {
+        stores_messages
+    };
+    if lost {
+        return Err(StoreError::LaneLost {
+            run_id: run_id.to_string(),
+            session_id: session_id.to_string(),
+            holder: lane.run_id,
+        });
+    }
+    Ok(())
+}
