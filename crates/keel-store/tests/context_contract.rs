@@ -3,7 +3,9 @@
 //! and on a file) and `MemoryStore`. Moved from `contract.rs`.
 
 mod common;
-use common::{at, memory, openai_run_record as run_record, sqlite_file, sqlite_in_memory};
+use common::{
+    at, memory, openai_run_record as run_record, postgres, sqlite_file, sqlite_in_memory,
+};
 use keel_core::tokens::Encoding;
 use keel_core::{InternalReason, Message, SeqRange, TokenCount, ToolCall};
 use keel_platform::DaemonStore;
@@ -27,6 +29,7 @@ macro_rules! context_tests {
 context_tests!(memory_store, memory());
 context_tests!(sqlite_in_memory_store, sqlite_in_memory());
 context_tests!(sqlite_file_store, sqlite_file());
+context_tests!(postgres_store, postgres());
 
 /// A compaction summary standing in for messages `first..=last`, with a cached token count.
 fn summary(first: u64, last: u64) -> Message {

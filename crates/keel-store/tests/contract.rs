@@ -3,7 +3,9 @@
 
 mod common;
 use chrono::Duration;
-use common::{at, memory, openai_run_record as run_record, sqlite_file, sqlite_in_memory};
+use common::{
+    at, memory, openai_run_record as run_record, postgres, sqlite_file, sqlite_in_memory,
+};
 use keel_core::store::session_title;
 use keel_core::{
     AgentState, ErrorReason, InternalReason, Message, Reasoning, RunRecord, ToolCall, Usage,
@@ -71,6 +73,7 @@ macro_rules! contract_tests {
 contract_tests!(memory_store, memory());
 contract_tests!(sqlite_in_memory_store, sqlite_in_memory());
 contract_tests!(sqlite_file_store, sqlite_file());
+contract_tests!(postgres_store, postgres());
 
 /// One message of every shape the loop writes.
 fn every_shape() -> Vec<Message> {
@@ -373,10 +376,12 @@ async fn run_listing_on(store: &dyn DaemonStore) {
         ("r-b2", "b", 4),
         ("r-a3", "a", 4),
     ] {
-        store
-            .save_run(&run_record(id, session, at(minute)), &[])
-            .await
-            .unwrap();
+        // Finished: PostgreSQL keeps one executing run per conversation.
+        let run = RunRecord {
+            state: AgentState::Completed,
+            ..run_record(id, session, at(minute))
+        };
+        store.save_run(&run, &[]).await.unwrap();
     }
     let ids = |runs: Vec<RunRecord>| runs.into_iter().map(|r| r.id).collect::<Vec<_>>();
     // Newest started first; equal start times fall back to the id, descending.

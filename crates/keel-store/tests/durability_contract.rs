@@ -13,7 +13,7 @@ use keel_platform::DaemonStore;
 use serde_json::json;
 
 mod common;
-use common::{at, event, many_events, memory, run_record, sqlite_file, sqlite_in_memory};
+use common::{at, event, many_events, memory, postgres, run_record, sqlite_file, sqlite_in_memory};
 
 /// Runs every durability check on a fresh store made by `make`.
 macro_rules! durability_tests {
@@ -107,6 +107,7 @@ macro_rules! durability_tests {
 durability_tests!(memory_store, memory());
 durability_tests!(sqlite_in_memory_store, sqlite_in_memory());
 durability_tests!(sqlite_file_store, sqlite_file());
+durability_tests!(postgres_store, postgres());
 
 fn checkpoint(run_id: &str, seq: u32, boundary: Boundary) -> Checkpoint {
     Checkpoint {
@@ -271,7 +272,7 @@ async fn cancel_ownership_on(store: &dyn DaemonStore) {
         assert_eq!(stored.iterations, run.iterations);
     }
     // Other runs are not affected.
-    let other = run_record("r2", "s1", at(1));
+    let other = run_record("r2", "s2", at(1));
     let outcome = store.commit(&Commit::new(&other, &[])).await.unwrap();
     assert!(!outcome.cancel_requested);
 }
@@ -407,7 +408,7 @@ async fn envelope_on(store: &dyn DaemonStore) {
 
 async fn events_on(store: &dyn DaemonStore) {
     let run = run_record("r1", "s1", at(0));
-    let other = run_record("r2", "s1", at(0));
+    let other = run_record("r2", "s2", at(0));
     let events = many_events(&run);
     for chunk in events.chunks(3) {
         let commit = Commit {
@@ -452,7 +453,11 @@ async fn journals_on(store: &dyn DaemonStore) {
     assert_eq!(store.journal("s1").await.unwrap(), Some(first.clone()));
 
     // Replaced whole, by any run of the session; an empty journal is still a journal.
-    let next = run_record("r2", "s1", at(1));
+    // (Stopped: PostgreSQL keeps one executing run per conversation.)
+    let next = RunRecord {
+        state: AgentState::WaitingOnHuman,
+        ..run_record("r2", "s1", at(1))
+    };
     let emptied = Journal::default();
     let commit = Commit {
         journal: Some(&emptied),
@@ -530,7 +535,8 @@ async fn active_runs_on(store: &dyn DaemonStore) {
     ];
     let mut runs = Vec::new();
     for (id, state, minute) in states {
-        let mut run = run_record(id, "s1", at(minute));
+        // A conversation each: PostgreSQL keeps one executing run per conversation.
+        let mut run = run_record(id, &format!("s-{id}"), at(minute));
         run.state = state;
         store.commit(&Commit::new(&run, &[])).await.unwrap();
         runs.push(run);

@@ -10,7 +10,7 @@ use keel_platform::DaemonStore;
 use keel_store::SqliteStore;
 
 mod common;
-use common::{at, memory, run_record, sqlite_file, sqlite_in_memory};
+use common::{at, memory, postgres, run_record, sqlite_file, sqlite_in_memory};
 
 /// Runs every lane check on a fresh store made by `make`.
 macro_rules! lane_tests {
@@ -56,6 +56,7 @@ macro_rules! lane_tests {
 lane_tests!(memory_store, memory());
 lane_tests!(sqlite_in_memory_store, sqlite_in_memory());
 lane_tests!(sqlite_file_store, sqlite_file());
+lane_tests!(postgres_store, postgres());
 
 /// A claim of session `s` for `run_id` at `now`, with a staleness of one minute.
 fn claim(run_id: &str, now: DateTime<Utc>) -> LaneClaim<'_> {
