@@ -59,3 +59,60 @@ async fn model_output_tokens_and_pins_read_back_as_columns() {
         .unwrap();
     assert!(plan.contains("messages_pinned"), "{plan}");
 }
+
+/// A row's seq, model, output tokens, pin, importance and internal mark, on PostgreSQL.
+type PgRow = (i64, Option<String>, Option<i64>, bool, Option<f64>, bool);
+
+/// PostgreSQL keeps them as plain columns, which the store fills from the metadata it writes
+/// (with the importance and whether the message is internal, which SQLite reads from the JSON).
+#[tokio::test]
+async fn model_output_tokens_pins_importance_and_internal_marks_are_columns_on_postgres() {
+    let Some(store) = keel_store::postgres::testing::store().await else {
+        return;
+    };
+    let mut answer = Message::assistant("It is eu-west-3.");
+    answer.meta.model = Some("gpt-4o-2024-08-06".into());
+    answer.meta.output_tokens = Some(7);
+    answer.meta.importance = Some(0.9);
+    let mut pinned = Message::user("Always answer in French.");
+    pinned.meta.pinned = true;
+    let nudge = Message::internal_user("continue", keel_core::InternalReason::MaxTokensRecovery);
+    store
+        .append_messages(
+            "s",
+            Some("r1"),
+            &[Message::user("where?"), answer, pinned, nudge],
+        )
+        .await
+        .unwrap();
+    let rows: Vec<PgRow> = sqlx::query_as(
+        "SELECT seq, model, output_tokens, pinned, importance, internal FROM messages \
+         WHERE session_id = 's' ORDER BY seq",
+    )
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        rows,
+        [
+            (1, None, None, false, None, false),
+            (
+                2,
+                Some("gpt-4o-2024-08-06".into()),
+                Some(7),
+                false,
+                Some(0.9),
+                false
+            ),
+            (3, None, None, true, None, false),
+            (4, None, None, false, None, true),
+        ]
+    );
+    // The important message is in the partial index's range, as SQLite's JSON reading puts it.
+    let important: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM messages WHERE importance >= 0.9")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(important, 1);
+}

@@ -86,7 +86,17 @@ fn contents(call: &ModelCall) -> Vec<String> {
 
 #[tokio::test]
 async fn a_later_run_loads_the_pinned_messages_a_summary_replaced() {
-    let store = MemoryStore::new();
+    loads_the_pinned_messages_a_summary_replaced(&MemoryStore::new()).await;
+}
+
+#[tokio::test]
+async fn a_later_run_loads_the_pinned_messages_a_summary_replaced_on_postgres() {
+    if let Some(store) = keel_store::postgres::testing::store().await {
+        loads_the_pinned_messages_a_summary_replaced(&store).await;
+    }
+}
+
+async fn loads_the_pinned_messages_a_summary_replaced(store: &dyn Store) {
     let mut messages = history();
     let mut summary = Message::internal_user(
         "Summary of the earlier conversation (messages 1–18):\nthey read files",

@@ -10,7 +10,17 @@ use keel_store::SqliteStore;
 
 #[tokio::test]
 async fn a_run_keeps_its_launch_and_worker() {
-    let store = SqliteStore::open_temporary().await.unwrap();
+    keeps_its_launch_and_worker(&SqliteStore::open_temporary().await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn a_run_keeps_its_launch_and_worker_on_postgres() {
+    if let Some(store) = keel_store::postgres::testing::store().await {
+        keeps_its_launch_and_worker(&store).await;
+    }
+}
+
+async fn keeps_its_launch_and_worker(store: &dyn Store) {
     let mut run = run_record("r1", "s1", at(0));
     store.commit(&Commit::new(&run, &[])).await.unwrap();
     assert_eq!(store.run("r1").await.unwrap().unwrap(), run);
