@@ -3,33 +3,34 @@
 
 use keel_core::StoreError;
 use keel_platform::known_facts::{Fact, FactHit, fts_match};
-use sqlx::sqlite::SqliteRow;
 
 use crate::OrBackend;
 use crate::batch::Batch;
-use crate::codec::{Place, column, time_column, timestamp};
+use crate::codec::{Columns, Place, column, time_column, timestamp};
 use crate::connections::Connections;
 
 /// The current fact the new one (`$1`, of user `$2`, key `$3`, at `$4`) supersedes.
 const SUPERSEDE: &str = "UPDATE facts SET superseded_by = $1, updated_at = $4 \
      WHERE user_id = $2 AND key = $3 AND superseded_by IS NULL";
 
-/// Its parameters follow [`SUPERSEDE`]'s in one batch.
-const INSERT: &str = "INSERT INTO facts (id, user_id, key, created_at, text, source_session, \
+/// Its parameters follow [`SUPERSEDE`]'s in one batch (the PostgreSQL store's too).
+pub(crate) const INSERT: &str = "INSERT INTO facts (id, user_id, key, created_at, text, source_session, \
      source_seq, confidence, importance, updated_at, embedding) \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $4, $10)";
 
 /// A user's facts, oldest first; the superseded ones too when `$2`.
-const LIST: &str = "SELECT id, user_id, text, key, source_session, source_seq, confidence, \
+pub(crate) const LIST: &str = "SELECT id, user_id, text, key, source_session, source_seq, confidence, \
      importance, created_at, updated_at, superseded_by, embedding FROM facts \
      WHERE user_id = $1 AND ($2 OR superseded_by IS NULL) ORDER BY n";
 
 const CURRENT_WITH_KEY: &str =
     "SELECT id FROM facts WHERE user_id = $1 AND key = $2 AND superseded_by IS NULL";
 
-/// What the fact `$2` of user `$1` superseded goes with it, then the fact itself.
-const FORGET_SUPERSEDED: &str = "DELETE FROM facts WHERE user_id = $1 AND superseded_by = $2";
-const FORGET: &str = "DELETE FROM facts WHERE user_id = $1 AND id = $2 RETURNING 1";
+/// What the fact `$2` of user `$1` superseded goes with it (on both stores)...
+pub(crate) const FORGET_SUPERSEDED: &str =
+    "DELETE FROM facts WHERE user_id = $1 AND superseded_by = $2";
+/// ...then the fact itself.
+pub(crate) const FORGET: &str = "DELETE FROM facts WHERE user_id = $1 AND id = $2 RETURNING 1";
 
 /// The best matches among a user's current facts: FTS5's `bm25()` is lower for better
 /// matches, so it is negated into a score. `CROSS JOIN` makes the index the outer loop: left
@@ -135,7 +136,8 @@ pub(crate) async fn search(
         .collect()
 }
 
-fn decode(row: &SqliteRow) -> Result<Fact, StoreError> {
+/// Decodes a row of [`LIST`] (on either store).
+pub(crate) fn decode(row: &impl Columns) -> Result<Fact, StoreError> {
     let place = Place::Table("facts");
     let source_seq: Option<i64> = column(row, "source_seq", place)?;
     let confidence: f64 = column(row, "confidence", place)?;

@@ -5,11 +5,10 @@
 
 use keel_core::StoreError;
 use keel_platform::known_facts::{MessageMemory, fts_match};
-use sqlx::sqlite::SqliteRow;
 
 use crate::OrBackend;
 use crate::batch::Batch;
-use crate::codec::{Place, column, time_column};
+use crate::codec::{Columns, Place, column, time_column};
 use crate::connections::Connections;
 use crate::facts::{decode_embedding, encode_embedding};
 
@@ -165,7 +164,9 @@ pub(crate) async fn embedded(
         .collect()
 }
 
-fn decode(row: &SqliteRow) -> Result<MessageMemory, StoreError> {
+/// Decodes a row of `session_id, seq, content, importance, created_at, score` (on either
+/// store): importance as a float, NULL when unscored.
+pub(crate) fn decode(row: &impl Columns) -> Result<MessageMemory, StoreError> {
     let place = Place::Table("messages");
     let seq: i64 = column(row, "seq", place)?;
     let importance: Option<f64> = column(row, "importance", place)?;

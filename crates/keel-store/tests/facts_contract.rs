@@ -1,13 +1,13 @@
 //! Known facts, the behaviour every `Store` must have: a fact with the key of a current one
 //! supersedes it, each user sees and forgets only their own facts, and full-text search finds
 //! facts by their words without ever reading user text as query syntax. Run against SQLite (in
-//! memory and on a file) and `MemoryStore`.
+//! memory and on a file), `MemoryStore` and PostgreSQL.
 
 use keel_platform::DaemonStore;
 use keel_platform::known_facts::Fact;
 
 mod common;
-use common::{at, memory, sqlite_file, sqlite_in_memory};
+use common::{at, memory, postgres, sqlite_file, sqlite_in_memory};
 
 macro_rules! fact_tests {
     ($module:ident, $make:expr) => {
@@ -44,6 +44,7 @@ macro_rules! fact_tests {
 fact_tests!(memory_store, memory());
 fact_tests!(sqlite_memory, sqlite_in_memory());
 fact_tests!(sqlite_on_file, sqlite_file());
+fact_tests!(postgres_store, postgres());
 
 fn fact(id: &str, user: &str, text: &str, key: Option<&str>, secs: i64) -> Fact {
     Fact {

@@ -20,6 +20,13 @@ fn migrator() -> Migrator {
             false,
         ),
         Migration::new(
+            4,
+            "memory search".into(),
+            MigrationType::Simple,
+            include_str!("../../migrations_postgres/0004_memory_search.sql").into_sql_str(),
+            false,
+        ),
+        Migration::new(
             5,
             "outbox takers".into(),
             MigrationType::Simple,

@@ -14,17 +14,21 @@ mod channels;
 mod commit;
 mod conversations;
 mod durability;
+mod facts;
 mod files;
 mod kernel;
 /// Session lanes shared by many workers (the claim, in a transaction of the caller's too).
 pub(crate) mod lanes;
 mod memory_index;
+mod message_memory;
 mod messages;
 mod migrate;
 mod platform;
 mod runs;
 mod schedules;
 pub mod schemas;
+mod search;
+mod session_search;
 pub mod testing;
 /// Text with NUL characters in PostgreSQL's `TEXT`.
 pub(crate) mod text;

@@ -1,0 +1,326 @@
+//! Full-text ranking on PostgreSQL: Okapi BM25 exactly as SQLite's FTS5 computes it (`bm25()`
+//! with k1 = 1.2, b = 0.75, and FTS5's IDF), over the matches PostgreSQL's GIN index finds in a
+//! tsvector column (`migrations_postgres/0004_memory_search.sql`).
+//!
+//! Why not `ts_rank_cd`: it knows nothing of how rare a word is, so a question sharing a common
+//! word with every fact ranks them by how often that word occurs, where BM25 ranks the fact that
+//! shares the question's rare word first; and the SQLite store's scores are BM25's, which the
+//! memory's fusion of full text and vectors was tuned on. So PostgreSQL finds the matches and
+//! counts (how many rows hold each word, each match's term frequencies and length, the table's
+//! row count and total length) and the score is computed here, the way FTS5 does, so both
+//! stores rank alike.
+//!
+//! Every query text is made words by keel's one tokenizer
+//! ([`keel_platform::session_search::terms_without`]); PostgreSQL turns those words into
+//! lexemes with the same function that indexed the rows (`keel_search_text`), and each lexeme
+//! is quoted before it becomes a `tsquery`, so no user text is ever read as query syntax.
+
+use std::collections::HashMap;
+
+use keel_core::StoreError;
+use sqlx::postgres::{PgConnection, PgRow};
+
+use crate::OrBackend;
+use crate::codec::{Place, Value, column};
+
+/// BM25's term-frequency saturation (FTS5's).
+const K1: f64 = 1.2;
+/// BM25's length normalisation (FTS5's).
+const B: f64 = 0.75;
+
+/// The lexemes of the query words `$1` (one string, words separated by spaces), each with the
+/// `tsquery` that finds it (`terms`); then the query finding any of them and the lexemes as an
+/// array (`q`). The start of every search below: `with_terms!("SELECT …")`.
+macro_rules! with_terms {
+    ($($rest:tt)*) => {
+        concat!(
+            "WITH terms AS MATERIALIZED ( \
+                 SELECT DISTINCT u.lexeme AS lexeme, quote_literal(u.lexeme)::tsquery AS query \
+                 FROM unnest(to_tsvector('simple', keel_search_text($1))) u), \
+             q AS MATERIALIZED ( \
+                 SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS query, \
+                 array_agg(lexeme) AS lexemes FROM terms) ",
+            $($rest)*
+        )
+    };
+}
+pub(super) use with_terms;
+
+/// What ranking a table's matches needs besides the matches: each lexeme's number of rows
+/// holding it (`df`), and the rows and words of the whole index (`n`, `words`), as FTS5 counts
+/// them: `statistics_sql!("table", "which rows are indexed")`.
+macro_rules! statistics_sql {
+    ($table:literal, $indexed:literal) => {
+        $crate::postgres::search::with_terms!(concat!(
+            "SELECT t.lexeme AS lexeme, (SELECT count(*) FROM ",
+            $table,
+            " x WHERE x.fts @@ t.query) AS df, totals.n AS n, totals.words AS words \
+             FROM terms t, (SELECT count(*) AS n, coalesce(sum(fts_words), 0)::bigint AS words \
+                 FROM ",
+            $table,
+            " WHERE ",
+            $indexed,
+            ") totals"
+        ))
+    };
+}
+pub(super) use statistics_sql;
+
+/// The columns and `FROM` items of a match query (one row per match and query lexeme it holds:
+/// `key`, `label`, `length`, `lexeme`, `tf`), after `with_terms!`: `matches_sql!("key column",
+/// "label column", "the table as x and its joins", "the WHERE clause and the rest")`. Each
+/// match's tsvector has its query lexemes marked with weight A, and only those are kept.
+macro_rules! matches_sql {
+    ($key:literal, $label:literal, $from:literal, $rest:literal) => {
+        $crate::postgres::search::with_terms!(concat!(
+            "SELECT ",
+            $key,
+            " AS key, ",
+            $label,
+            " AS label, x.fts_words::bigint AS length, f.lexeme AS lexeme, \
+             cardinality(f.positions)::bigint AS tf FROM q, ",
+            $from,
+            ", unnest(ts_filter(setweight(x.fts, 'A', q.lexemes), '{a}')) AS f ",
+            $rest
+        ))
+    };
+}
+pub(super) use matches_sql;
+
+/// The index's counts for one query (see [`statistics_sql`]).
+#[derive(Debug, Default)]
+pub(super) struct Statistics {
+    /// Rows in the index.
+    rows: f64,
+    /// Their average length in words.
+    average: f64,
+    /// Each lexeme's inverse document frequency.
+    idf: HashMap<String, f64>,
+}
+
+impl Statistics {
+    /// Reads the counts with `sql` (made by [`statistics_sql`]) for the query `words`.
+    pub(super) async fn read(
+        conn: &mut PgConnection,
+        sql: &'static str,
+        words: &str,
+    ) -> Result<Statistics, StoreError> {
+        let rows = sqlx::query(sql)
+            .bind(words)
+            .fetch_all(&mut *conn)
+            .await
+            .or_backend(|| "cannot count the search index's words".to_string())?;
+        let mut statistics = Statistics::default();
+        for row in &rows {
+            let lexeme: String = get(row, "lexeme")?;
+            let df: i64 = get(row, "df")?;
+            let n: i64 = get(row, "n")?;
+            let total: i64 = get(row, "words")?;
+            statistics.rows = n as f64;
+            statistics.average = total as f64 / (n as f64).max(1.0);
+            statistics.idf.insert(lexeme, idf(n as f64, df as f64));
+        }
+        Ok(statistics)
+    }
+
+    /// The BM25 score (higher is better) of a row `length` words long holding each lexeme of
+    /// `frequencies` that many times: FTS5's `-bm25()`.
+    pub(super) fn score(&self, length: i64, frequencies: &[(String, i64)]) -> f64 {
+        let length = length as f64;
+        let average = if self.average > 0.0 {
+            self.average
+        } else {
+            1.0
+        };
+        frequencies
+            .iter()
+            .map(|(lexeme, tf)| {
+                let idf = self
+                    .idf
+                    .get(lexeme)
+                    .copied()
+                    .unwrap_or_else(|| idf(self.rows, 1.0));
+                let tf = *tf as f64;
+                idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * length / average))
+            })
+            .sum()
+    }
+}
+
+/// FTS5's inverse document frequency: never zero or below, so a word in most rows still counts
+/// a little.
+fn idf(rows: f64, holding: f64) -> f64 {
+    let idf = ((rows - holding + 0.5) / (holding + 0.5)).ln();
+    if idf <= 0.0 { 1e-6 } else { idf }
+}
+
+/// One match: its row's key, length in words, and how often each query lexeme occurs in it.
+#[derive(Debug)]
+pub(super) struct Match {
+    /// The matched row's key (`facts.n`, `messages.id`).
+    pub(super) key: i64,
+    /// What the caller needs of it besides (`facts.id`, `messages.session_id`).
+    pub(super) label: String,
+    /// The row's length in words.
+    pub(super) length: i64,
+    /// (lexeme, occurrences) of the query's lexemes the row holds.
+    pub(super) frequencies: Vec<(String, i64)>,
+}
+
+/// Gathers the rows of a match query (one row per match and lexeme: `key`, `length`, `lexeme`,
+/// `tf`, `label`; rows of one match adjacent) into matches, in the order of their first row.
+pub(super) fn matches(rows: &[PgRow]) -> Result<Vec<Match>, StoreError> {
+    let mut out: Vec<Match> = Vec::new();
+    for row in rows {
+        let key: i64 = get(row, "key")?;
+        let lexeme: String = get(row, "lexeme")?;
+        let tf: i64 = get(row, "tf")?;
+        match out.last_mut() {
+            Some(last) if last.key == key => last.frequencies.push((lexeme, tf)),
+            _ => out.push(Match {
+                key,
+                label: get(row, "label")?,
+                length: get::<Option<i64>>(row, "length")?.unwrap_or(0),
+                frequencies: vec![(lexeme, tf)],
+            }),
+        }
+    }
+    Ok(out)
+}
+
+/// A column of a search row.
+pub(super) fn get<'r, T: Value<'r>>(row: &'r PgRow, name: &str) -> Result<T, StoreError> {
+    column(row, name, Place::Table("search index"))
+}
+
+/// The words of `terms` as the one string the SQL above takes, `None` when there are none.
+pub(super) fn query_words(terms: &[String]) -> Option<String> {
+    (!terms.is_empty()).then(|| terms.join(" "))
+}
+
+/// Ranks `matches` best first (ties: the lower key, the older row, first), with their scores.
+pub(super) fn ranked(statistics: &Statistics, matches: Vec<Match>) -> Vec<(f64, Match)> {
+    let mut scored: Vec<(f64, Match)> = matches
+        .into_iter()
+        .map(|m| (statistics.score(m.length, &m.frequencies), m))
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.key.cmp(&b.1.key)));
+    scored
+}
+
+/// Words of context a snippet keeps: FTS5's `snippet(…, 16)` as the SQLite store asks for it.
+const SNIPPET_WORDS: usize = 16;
+
+/// The passage of `text` around its matches, as FTS5's `snippet()` makes it: the window of
+/// [`SNIPPET_WORDS`] words holding the most different query terms (the first such), matched
+/// words marked `[like this]`, `…` where text was left out.
+pub(crate) fn snippet(text: &str, terms: &[String]) -> String {
+    let words: Vec<(usize, usize, bool)> = word_spans(text)
+        .map(|(start, end)| {
+            let word = text[start..end].to_lowercase();
+            (start, end, terms.contains(&word))
+        })
+        .collect();
+    if words.is_empty() {
+        return text.to_string();
+    }
+    let width = SNIPPET_WORDS.min(words.len());
+    let mut best = (0, 0);
+    for first in 0..=words.len() - width {
+        let mut seen: Vec<String> = Vec::new();
+        for &(start, end, hit) in &words[first..first + width] {
+            let word = text[start..end].to_lowercase();
+            if hit && !seen.contains(&word) {
+                seen.push(word);
+            }
+        }
+        if seen.len() > best.1 {
+            best = (first, seen.len());
+        }
+    }
+    let (first, last) = (best.0, best.0 + width - 1);
+    let mut out = String::new();
+    let mut at = if first == 0 {
+        0
+    } else {
+        out.push('…');
+        words[first].0
+    };
+    for &(start, end, hit) in &words[first..=last] {
+        out.push_str(&text[at..start]);
+        if hit {
+            out.push('[');
+            out.push_str(&text[start..end]);
+            out.push(']');
+        } else {
+            out.push_str(&text[start..end]);
+        }
+        at = end;
+    }
+    if last + 1 == words.len() {
+        out.push_str(&text[at..]);
+    } else {
+        out.push('…');
+    }
+    out
+}
+
+/// The byte ranges of `text`'s words: runs of letters and digits.
+fn word_spans(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let mut chars = text.char_indices().peekable();
+    std::iter::from_fn(move || {
+        let (start, _) = chars.by_ref().find(|(_, c)| c.is_alphanumeric())?;
+        let mut end = text.len();
+        while let Some(&(i, c)) = chars.peek() {
+            if !c.is_alphanumeric() {
+                end = i;
+                break;
+            }
+            chars.next();
+        }
+        Some((start, end))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn terms(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| w.to_string()).collect()
+    }
+
+    #[test]
+    fn a_snippet_marks_the_matches_of_its_window() {
+        let text = "Remember this: my dog is called Biscuit and she is a beagle.";
+        assert_eq!(
+            snippet(text, &terms(&["beagle", "called"])),
+            "Remember this: my dog is [called] Biscuit and she is a [beagle]."
+        );
+        let long: String = (0..40).map(|i| format!("w{i} ")).collect::<String>() + "Zebra!";
+        let cut = snippet(&long, &terms(&["zebra"]));
+        assert!(cut.starts_with('…') && cut.ends_with("[Zebra]!"), "{cut}");
+        let early = snippet(&long, &terms(&["w1"]));
+        assert!(
+            early.starts_with("w0 [w1]") && early.ends_with('…'),
+            "{early}"
+        );
+        assert_eq!(snippet("-- !!", &terms(&["x"])), "-- !!");
+    }
+
+    #[test]
+    fn rarer_words_and_shorter_rows_rank_higher() {
+        let mut statistics = Statistics {
+            rows: 100.0,
+            average: 10.0,
+            ..Statistics::default()
+        };
+        statistics.idf.insert("rare".into(), idf(100.0, 2.0));
+        statistics.idf.insert("common".into(), idf(100.0, 60.0));
+        let rare = statistics.score(10, &[("rare".into(), 1)]);
+        let common = statistics.score(10, &[("common".into(), 3)]);
+        assert!(rare > common, "{rare} {common}");
+        assert!(statistics.score(5, &[("rare".into(), 1)]) > rare);
+        assert!(common > 0.0);
+    }
+}
