@@ -1,12 +1,47 @@
-//! Messages as memories on SQLite (`migrations/0018_message_memory.sql`): importance kept in
-//! the metadata and read back as a column, full-text search and the most important messages of
-//! one owner only, model scores, embeddings beside the messages, and metadata that is not JSON.
+//! Messages as memories on SQLite (`migrations/0018_message_memory.sql`) and PostgreSQL:
+//! importance kept in the metadata and read back as a column, full-text search and the most
+//! important messages of one owner only, model scores, embeddings beside the messages, and (on
+//! SQLite) metadata that is not JSON.
 
 mod common;
 use common::sqlite_file;
-use keel_core::{Message, Store};
+use keel_core::Message;
 use keel_platform::NewConversation;
 use keel_platform::{DaemonStore, MemoryIndex};
+
+macro_rules! memory_tests {
+    ($module:ident, $make:expr) => {
+        mod $module {
+            use super::*;
+
+            #[tokio::test]
+            async fn search_finds_one_owners_messages_with_their_importance() {
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
+                search_on(&store).await;
+            }
+
+            #[tokio::test]
+            async fn the_most_important_messages_come_newest_first_and_a_model_can_rescore_them() {
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
+                important_on(&store).await;
+            }
+
+            #[tokio::test]
+            async fn embeddings_are_kept_per_message_and_read_back_per_owner() {
+                let Some((store, _guard)) = common::Made::made($make.await) else {
+                    return;
+                };
+                embeddings_on(&store).await;
+            }
+        }
+    };
+}
+
+memory_tests!(sqlite_on_file, sqlite_file());
 
 async fn conversation(
     store: &dyn DaemonStore,
@@ -35,11 +70,9 @@ fn scored(text: &str, importance: f32) -> Message {
     message
 }
 
-#[tokio::test]
-async fn search_finds_one_owners_messages_with_their_importance() {
-    let (store, _dir) = sqlite_file().await;
+async fn search_on(store: &dyn DaemonStore) {
     conversation(
-        &store,
+        store,
         "ada-1",
         Some("ada"),
         &[
@@ -48,16 +81,16 @@ async fn search_finds_one_owners_messages_with_their_importance() {
         ],
     )
     .await;
-    conversation(&store, "ada-2", Some("ada"), &[scored("deploy again", 0.3)]).await;
+    conversation(store, "ada-2", Some("ada"), &[scored("deploy again", 0.3)]).await;
     conversation(
-        &store,
+        store,
         "bob-1",
         Some("bob"),
         &[scored("my deploy target is mars", 1.0)],
     )
     .await;
     conversation(
-        &store,
+        store,
         "cli-1",
         None,
         &[scored("deploy from the laptop", 0.4)],
@@ -116,11 +149,9 @@ async fn search_finds_one_owners_messages_with_their_importance() {
     );
 }
 
-#[tokio::test]
-async fn the_most_important_messages_come_newest_first_and_a_model_can_rescore_them() {
-    let (store, _dir) = sqlite_file().await;
+async fn important_on(store: &dyn DaemonStore) {
     conversation(
-        &store,
+        store,
         "s1",
         Some("ada"),
         &[
@@ -131,7 +162,7 @@ async fn the_most_important_messages_come_newest_first_and_a_model_can_rescore_t
     )
     .await;
     conversation(
-        &store,
+        store,
         "s2",
         Some("bob"),
         &[scored("bob's secret decision", 1.0)],
@@ -168,17 +199,15 @@ async fn the_most_important_messages_come_newest_first_and_a_model_can_rescore_t
     );
 }
 
-#[tokio::test]
-async fn embeddings_are_kept_per_message_and_read_back_per_owner() {
-    let (store, _dir) = sqlite_file().await;
+async fn embeddings_on(store: &dyn DaemonStore) {
     conversation(
-        &store,
+        store,
         "s1",
         Some("ada"),
         &[scored("a", 0.6), scored("b", 0.7)],
     )
     .await;
-    conversation(&store, "s2", Some("bob"), &[scored("c", 0.6)]).await;
+    conversation(store, "s2", Some("bob"), &[scored("c", 0.6)]).await;
     store
         .save_message_embeddings(
             "s1",

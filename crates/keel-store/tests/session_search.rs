@@ -1,5 +1,5 @@
-//! Session search (`Store::search_sessions`) as every store must do it, on SQLite's FTS5 index
-//! and on the memory store's scan: ranking, snippets, whose sessions, the excluded session,
+//! Session search (`Store::search_sessions`) as every store must do it, on SQLite's FTS5 index,
+//! PostgreSQL's GIN index and the memory store's scan: ranking, snippets, whose sessions, the excluded session,
 //! hostile queries, and `adopt_session`.
 
 mod common;

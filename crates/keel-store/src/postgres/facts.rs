@@ -1,11 +1,13 @@
 //! Known facts on PostgreSQL: the SQLite store's table and statements (`crate::facts`), the
-//! supersession made safe for many workers, and full-text search over the `fts` column
-//! (`migrations_postgres/0004_memory_search.sql`) ranked with BM25 ([`super::search`]).
+//! supersession made safe for many workers, text with NUL stored escaped ([`super::text`]),
+//! and full-text search over the `fts` column (`migrations_postgres/0004_memory_search.sql`)
+//! ranked with BM25 ([`super::search`]).
 
 use keel_core::StoreError;
 use keel_platform::known_facts::{Fact, FactHit, query_terms};
 
 use super::search::{self, Statistics, matches_sql, statistics_sql};
+use super::text;
 use crate::OrBackend;
 use crate::codec::timestamp;
 use crate::facts::{FORGET, FORGET_SUPERSEDED, INSERT, LIST, encode_embedding};
@@ -57,7 +59,7 @@ pub(super) async fn save(pool: &sqlx::PgPool, fact: &Fact) -> Result<Option<Stri
         .bind(&fact.user_id)
         .bind(key)
         .bind(&at)
-        .bind(&fact.text)
+        .bind(text::to_column(&fact.text))
         .bind(fact.source_session.as_deref())
         .bind(
             fact.source_seq
@@ -93,7 +95,13 @@ pub(super) async fn list(
         .fetch_all(pool)
         .await
         .or_backend(|| format!("cannot read the facts of `{user_id}`"))?;
-    rows.iter().map(crate::facts::decode).collect()
+    rows.iter()
+        .map(|row| {
+            let mut fact = crate::facts::decode(row)?;
+            fact.text = text::from_column(std::mem::take(&mut fact.text));
+            Ok(fact)
+        })
+        .collect()
 }
 
 /// Deletes a user's fact and what it superseded (see

@@ -9,12 +9,14 @@ use std::collections::HashMap;
 use keel_core::StoreError;
 use keel_platform::known_facts::{MessageMemory, query_terms};
 use sqlx::PgPool;
+use sqlx::postgres::PgRow;
 
 use super::search::{self, Statistics, matches_sql, statistics_sql};
+use super::text;
 use crate::OrBackend;
 use crate::codec::sql_limit;
 use crate::facts::{decode_embedding, encode_embedding};
-use crate::message_memory::decode;
+use crate::message_memory;
 
 /// The counts BM25 needs over every searchable message (see [`super::search`]).
 pub(super) const STATISTICS: &str = statistics_sql!("messages", "fts_words IS NOT NULL");
@@ -233,6 +235,14 @@ pub(super) async fn embedded(
             Ok((decode(row)?, decode_embedding(&vector)?))
         })
         .collect()
+}
+
+/// A row of `session_id, seq, content, importance, created_at, score` as SQLite's decoder reads
+/// it, with its text as it was written (see [`super::text`]).
+fn decode(row: &PgRow) -> Result<MessageMemory, StoreError> {
+    let mut memory = message_memory::decode(row)?;
+    memory.text = text::from_column(std::mem::take(&mut memory.text));
+    Ok(memory)
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use sqlx::PgPool;
 
 use super::message_memory::STATISTICS;
 use super::search::{self, Statistics, matches_sql};
+use super::text;
 use crate::OrBackend;
 use crate::codec::{Place, column, time_column};
 
@@ -103,7 +104,7 @@ pub(super) async fn search(
     for row in &rows {
         let id: i64 = column(row, "id", place)?;
         let content: String = column(row, "content", place)?;
-        texts.insert(id, content);
+        texts.insert(id, text::from_column(content));
     }
     Ok(sessions
         .into_iter()
