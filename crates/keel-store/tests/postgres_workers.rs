@@ -399,3 +399,61 @@ async fn commits_cancel_requests_and_releases_signal_every_worker() {
     }
     assert_eq!(heard, ["events:r1", "cancel:r1", "freed:s1", "freed:s1"]);
 }
+
+#[tokio::test]
+async fn runs_taking_turns_on_one_conversation_from_two_workers_never_overlap_or_deadlock() {
+    let Some(workers) = two_workers().await else {
+        return;
+    };
+    const RUNS: usize = 12;
+    let barrier = Arc::new(Barrier::new(RUNS));
+    let tasks: Vec<_> = (0..RUNS)
+        .map(|i| {
+            let store = Arc::clone(&workers[i % 2]);
+            let barrier = Arc::clone(&barrier);
+            tokio::spawn(async move {
+                let (id, n) = (format!("r{i}"), 1 + (i % 2) as u32);
+                let me = name(n);
+                barrier.wait().await;
+                while store
+                    .claim_session(&claim(&id, &me, Utc::now()))
+                    .await
+                    .unwrap()
+                    != LaneOutcome::Claimed
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                }
+                let mut record = RunRecord {
+                    started_at: Utc::now(),
+                    ..run(&id, AgentState::Running, n, Utc::now())
+                };
+                let messages = [Message::user(&id), Message::assistant(&id)];
+                store
+                    .commit(&Commit::new(&record, &messages[..1]))
+                    .await
+                    .unwrap();
+                store
+                    .commit(&Commit::new(&record, &messages[1..]))
+                    .await
+                    .unwrap();
+                record.state = AgentState::Completed;
+                record.finished_at = Some(Utc::now());
+                store.commit(&Commit::new(&record, &[])).await.unwrap();
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let [a, _] = &workers;
+    let messages = a.messages("s1").await.unwrap();
+    assert_eq!(messages.len(), 2 * RUNS);
+    // Each run's two messages are next to each other: no turn interleaved with another.
+    for pair in messages.chunks(2) {
+        assert_eq!(pair[0].run_id, pair[1].run_id);
+        assert_eq!(pair[0].message.content, pair[1].message.content);
+    }
+    let runs = a.list_runs(Some("s1"), 100).await.unwrap();
+    assert_eq!(runs.len(), RUNS);
+    assert!(runs.iter().all(|run| run.state == AgentState::Completed));
+}

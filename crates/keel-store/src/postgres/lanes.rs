@@ -1,7 +1,7 @@
 //! Session lanes on PostgreSQL, shared by many workers (DESIGN.md section 13). A claim is one
-//! transaction that locks the lane's row (`FOR UPDATE`), so claims of one session from any
-//! number of workers are decided one after another, and commits of the session's runs take the
-//! same lock for their fence. A claim of session S for run R by worker W succeeds when:
+//! transaction that takes the lane's row or locks it (one statement, so a release between the
+//! two cannot make it fail), so claims of one session from any number of workers are decided
+//! one after another, and commits of the session's runs take the same lock for their fence. A claim of session S for run R by worker W succeeds when:
 //!
 //! - a) nobody holds the lane;
 //! - b) R holds it for W already (a renewal);
@@ -23,7 +23,7 @@ use keel_core::checkpoint::Boundary;
 use keel_core::{AgentState, LaneClaim, LaneHolder, LaneOutcome, RunRecord, StoreError};
 use keel_platform::StoreSignal;
 use sqlx::PgConnection;
-use sqlx::postgres::PgPool;
+use sqlx::postgres::{PgPool, PgRow};
 
 use super::durability::notify;
 use crate::OrBackend;
@@ -34,9 +34,12 @@ use crate::codec::{self, Place, column, time_column, timestamp};
 const LOCK_LANE: &str =
     "SELECT run_id, worker, claimed_at FROM session_lanes WHERE session_id = $1 FOR UPDATE";
 
-/// Takes a free lane; no row when another transaction took it first.
-const TAKE_FREE: &str = "INSERT INTO session_lanes (session_id, run_id, worker, claimed_at) \
-     VALUES ($1, $2, $3, $4) ON CONFLICT (session_id) DO NOTHING RETURNING 1";
+/// Takes the lane of `$1` for run `$2` of worker `$3` at `$4` when nobody holds it, or else
+/// locks it: one statement, whatever other claims and releases do meanwhile. `taken` tells the
+/// row inserted (its `xmax` is 0) from the holder's, locked by the no-op update.
+const TAKE_OR_LOCK: &str = "INSERT INTO session_lanes (session_id, run_id, worker, claimed_at) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT (session_id) DO UPDATE SET run_id = session_lanes.run_id \
+     RETURNING run_id, worker, claimed_at, xmax = 0 AS taken";
 
 /// Gives the (locked) lane of `$1` to run `$2` of worker `$3` at `$4`.
 const TAKE_HELD: &str =
@@ -71,13 +74,17 @@ async fn lock(tx: &mut PgConnection, session_id: &str) -> Result<Option<Lane>, S
         .fetch_optional(tx)
         .await
         .or_backend(|| format!("cannot read the lane of session `{session_id}`"))?;
-    let Some(row) = row else { return Ok(None) };
+    row.as_ref().map(lane_of).transpose()
+}
+
+/// The holder a row of `session_lanes` names.
+fn lane_of(row: &PgRow) -> Result<Lane, StoreError> {
     let place = Place::Table("session_lanes");
-    Ok(Some(Lane {
-        run_id: column(&row, "run_id", place)?,
-        worker: column(&row, "worker", place)?,
-        claimed_at: time_column(&row, "claimed_at", place)?,
-    }))
+    Ok(Lane {
+        run_id: column(row, "run_id", place)?,
+        worker: column(row, "worker", place)?,
+        claimed_at: time_column(row, "claimed_at", place)?,
+    })
 }
 
 /// The stored record of `run_id`.
@@ -126,62 +133,58 @@ pub(crate) async fn claim_in(
         )
     };
     let at = timestamp(claim.at);
-    // Twice at most: a free lane another claim takes between the lock and the insert is
-    // locked and judged on the second pass.
-    for _ in 0..2 {
-        let Some(lane) = lock(tx, claim.session_id).await? else {
-            if let Some(earlier) = queued_before(tx, claim).await? {
-                return Ok(Some(earlier));
-            }
-            let taken: Option<i32> = sqlx::query_scalar(TAKE_FREE)
-                .bind(claim.session_id)
-                .bind(claim.run_id)
-                .bind(claim.worker)
-                .bind(&at)
-                .fetch_optional(&mut *tx)
-                .await
-                .or_backend(doing)?;
-            if taken.is_some() {
-                return Ok(None);
-            }
-            continue;
-        };
-        let holder = run(tx, &lane.run_id).await?;
-        let free = if lane.run_id == claim.run_id {
-            lane.worker == claim.worker || !driven(&lane, holder.as_ref(), claim)
-        } else {
-            !keel_core::lane::lane_is_held(&lane.run_id, lane.claimed_at, holder.as_ref(), claim)
-        };
-        if !free {
-            return Ok(Some(LaneHolder {
-                paused: holder
-                    .as_ref()
-                    .is_some_and(|run| run.state == AgentState::WaitingOnHuman),
-                run_id: lane.run_id,
-                worker: lane.worker,
-                claimed_at: lane.claimed_at,
-            }));
-        }
-        if let Some(earlier) = queued_before(tx, claim).await? {
-            return Ok(Some(earlier));
-        }
-        if let Some(holder) = holder.filter(|run| run.id != claim.run_id) {
-            time_out(tx, &holder, claim).await?;
-        }
-        sqlx::query(TAKE_HELD)
+    // Rule e first: a run queued before this one leaves the lane to it, even when free.
+    let earlier = queued_before(tx, claim).await?;
+    let lane = if earlier.is_some() {
+        lock(tx, claim.session_id).await?
+    } else {
+        let row = sqlx::query(TAKE_OR_LOCK)
             .bind(claim.session_id)
             .bind(claim.run_id)
             .bind(claim.worker)
             .bind(&at)
-            .execute(&mut *tx)
+            .fetch_one(&mut *tx)
             .await
             .or_backend(doing)?;
-        return Ok(None);
+        if column::<bool>(&row, "taken", Place::Table("session_lanes"))? {
+            return Ok(None);
+        }
+        Some(lane_of(&row)?)
+    };
+    let Some(lane) = lane else {
+        return Ok(earlier);
+    };
+    let holder = run(tx, &lane.run_id).await?;
+    let free = if lane.run_id == claim.run_id {
+        lane.worker == claim.worker || !driven(&lane, holder.as_ref(), claim)
+    } else {
+        !keel_core::lane::lane_is_held(&lane.run_id, lane.claimed_at, holder.as_ref(), claim)
+    };
+    if !free {
+        return Ok(Some(LaneHolder {
+            paused: holder
+                .as_ref()
+                .is_some_and(|run| run.state == AgentState::WaitingOnHuman),
+            run_id: lane.run_id,
+            worker: lane.worker,
+            claimed_at: lane.claimed_at,
+        }));
     }
-    Err(StoreError::Backend(format!(
-        "{}: the lane kept changing hands",
-        doing()
-    )))
+    if earlier.is_some() {
+        return Ok(earlier);
+    }
+    if let Some(holder) = holder.filter(|run| run.id != claim.run_id) {
+        time_out(tx, &holder, claim).await?;
+    }
+    sqlx::query(TAKE_HELD)
+        .bind(claim.session_id)
+        .bind(claim.run_id)
+        .bind(claim.worker)
+        .bind(&at)
+        .execute(&mut *tx)
+        .await
+        .or_backend(doing)?;
+    Ok(None)
 }
 
 /// Rule c: whether run `R`, holding its lane for another worker, is driven by that worker
