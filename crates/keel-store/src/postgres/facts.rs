@@ -6,7 +6,7 @@
 use keel_core::StoreError;
 use keel_platform::known_facts::{Fact, FactHit, query_terms};
 
-use super::search::{self, Statistics, matches_sql, statistics_sql};
+use super::search::{self, Query, Statistics, matches_sql, statistics_sql};
 use super::text;
 use crate::OrBackend;
 use crate::codec::timestamp;
@@ -23,12 +23,12 @@ const SUPERSEDE: &str = "UPDATE facts SET superseded_by = $1, updated_at = $4 \
 /// The counts BM25 needs: every fact is indexed, superseded or not, as in FTS5's `facts_fts`.
 const STATISTICS: &str = statistics_sql!("facts", "TRUE");
 
-/// The matches among user `$2`'s current facts, oldest first.
+/// The matches among user `$3`'s current facts, oldest first.
 const MATCHES: &str = matches_sql!(
     "x.n",
     "x.id",
     "facts x",
-    "WHERE x.fts @@ q.query AND x.user_id = $2 AND x.superseded_by IS NULL ORDER BY x.n"
+    "AND x.user_id = $3 AND x.superseded_by IS NULL ORDER BY x.n"
 );
 
 /// Stores a fact (see [`keel_platform::MemoryIndex::save_fact`]).
@@ -137,16 +137,19 @@ pub(super) async fn search(
     text: &str,
     limit: usize,
 ) -> Result<Vec<FactHit>, StoreError> {
-    let Some(words) = search::query_words(&query_terms(text)) else {
-        return Ok(Vec::new());
-    };
-    if limit == 0 {
+    let terms = query_terms(text);
+    if terms.is_empty() || limit == 0 {
         return Ok(Vec::new());
     }
     let doing = || format!("cannot search the facts of `{user_id}`");
     let mut conn = pool.acquire().await.or_backend(doing)?;
+    let Some(query) = Query::of(&mut conn, &terms).await? else {
+        return Ok(Vec::new());
+    };
     let rows = sqlx::query(MATCHES)
-        .bind(&words)
+        .persistent(false)
+        .bind(&query.tsquery)
+        .bind(&query.lexemes)
         .bind(user_id)
         .fetch_all(&mut *conn)
         .await
@@ -155,7 +158,7 @@ pub(super) async fn search(
     if matches.is_empty() {
         return Ok(Vec::new());
     }
-    let statistics = Statistics::read(&mut conn, STATISTICS, &words).await?;
+    let statistics = Statistics::read(&mut conn, STATISTICS, &query).await?;
     Ok(search::ranked(&statistics, matches)
         .into_iter()
         .take(limit)

@@ -11,7 +11,7 @@ use keel_platform::known_facts::{MessageMemory, query_terms};
 use sqlx::PgPool;
 use sqlx::postgres::PgRow;
 
-use super::search::{self, Statistics, matches_sql, statistics_sql};
+use super::search::{self, Query, Statistics, matches_sql, statistics_sql};
 use super::text;
 use crate::OrBackend;
 use crate::codec::sql_limit;
@@ -21,14 +21,14 @@ use crate::message_memory;
 /// The counts BM25 needs over every searchable message (see [`super::search`]).
 pub(super) const STATISTICS: &str = statistics_sql!("messages", "fts_words IS NOT NULL");
 
-/// The matches among the messages of owner `$2`'s sessions (no owner when NULL) other than
-/// `$3`, scored at least `$4` (unscored ones count as 0.3), oldest first.
+/// The matches among the messages of owner `$3`'s sessions (no owner when NULL) other than
+/// `$4`, scored at least `$5` (unscored ones count as 0.3), oldest first.
 const MATCHES: &str = matches_sql!(
     "x.id",
     "x.session_id",
     "messages x JOIN sessions s ON s.id = x.session_id",
-    "WHERE x.fts @@ q.query AND s.owner IS NOT DISTINCT FROM $2 \
-     AND s.id IS DISTINCT FROM $3 AND coalesce(x.importance, 0.3) >= $4 ORDER BY x.id"
+    "AND (s.owner = $3 OR ($3::text IS NULL AND s.owner IS NULL)) \
+     AND s.id IS DISTINCT FROM $4 AND coalesce(x.importance, 0.3) >= $5 ORDER BY x.id"
 );
 
 /// The messages `$1` (ids), as memories.
@@ -72,16 +72,19 @@ pub(super) async fn search(
     min_importance: f32,
     limit: usize,
 ) -> Result<Vec<MessageMemory>, StoreError> {
-    let Some(words) = search::query_words(&query_terms(text)) else {
-        return Ok(Vec::new());
-    };
-    if limit == 0 {
+    let terms = query_terms(text);
+    if terms.is_empty() || limit == 0 {
         return Ok(Vec::new());
     }
     let doing = || "cannot search the messages".to_string();
     let mut conn = pool.acquire().await.or_backend(doing)?;
+    let Some(query) = Query::of(&mut conn, &terms).await? else {
+        return Ok(Vec::new());
+    };
     let rows = sqlx::query(MATCHES)
-        .bind(&words)
+        .persistent(false)
+        .bind(&query.tsquery)
+        .bind(&query.lexemes)
         .bind(owner)
         .bind(exclude_session)
         .bind(f64::from(min_importance))
@@ -92,7 +95,7 @@ pub(super) async fn search(
     if matches.is_empty() {
         return Ok(Vec::new());
     }
-    let statistics = Statistics::read(&mut conn, STATISTICS, &words).await?;
+    let statistics = Statistics::read(&mut conn, STATISTICS, &query).await?;
     let best: Vec<(f64, i64)> = search::ranked(&statistics, matches)
         .into_iter()
         .take(limit)

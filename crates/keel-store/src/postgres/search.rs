@@ -14,6 +14,11 @@
 //! ([`keel_platform::session_search::terms_without`]); PostgreSQL turns those words into
 //! lexemes with the same function that indexed the rows (`keel_search_text`), and each lexeme
 //! is quoted before it becomes a `tsquery`, so no user text is ever read as query syntax.
+//!
+//! What a search costs: the matches of the asker's rows (found through the GIN index or the
+//! owner's rows, whichever PostgreSQL expects fewer of), a count of the rows holding each query
+//! word (through the GIN index), and the index's row count and total length (an index-only scan
+//! of `messages_fts_words`; FTS5 keeps these two in its index, PostgreSQL has to add them up).
 
 use std::collections::HashMap;
 
@@ -28,61 +33,90 @@ const K1: f64 = 1.2;
 /// BM25's length normalisation (FTS5's).
 const B: f64 = 0.75;
 
-/// The lexemes of the query words `$1` (one string, words separated by spaces), each with the
-/// `tsquery` that finds it (`terms`); then the query finding any of them and the lexemes as an
-/// array (`q`). The start of every search below: `with_terms!("SELECT …")`.
-macro_rules! with_terms {
-    ($($rest:tt)*) => {
-        concat!(
-            "WITH terms AS MATERIALIZED ( \
-                 SELECT DISTINCT u.lexeme AS lexeme, quote_literal(u.lexeme)::tsquery AS query \
-                 FROM unnest(to_tsvector('simple', keel_search_text($1))) u), \
-             q AS MATERIALIZED ( \
-                 SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS query, \
-                 array_agg(lexeme) AS lexemes FROM terms) ",
-            $($rest)*
-        )
-    };
-}
-pub(super) use with_terms;
+/// The lexemes of the query words `$1` (one string, words separated by spaces), as the rows'
+/// text was made lexemes.
+const LEXEMES: &str = "SELECT DISTINCT lexeme \
+     FROM unnest(to_tsvector('simple', keel_search_text($1))) ORDER BY lexeme";
 
-/// What ranking a table's matches needs besides the matches: each lexeme's number of rows
-/// holding it (`df`), and the rows and words of the whole index (`n`, `words`), as FTS5 counts
-/// them: `statistics_sql!("table", "which rows are indexed")`.
+/// A query as PostgreSQL reads it: the `tsquery` finding any of its lexemes (`$1` of the match
+/// queries) and the lexemes (`$2`).
+#[derive(Debug)]
+pub(super) struct Query {
+    /// Each lexeme quoted, joined by `|`.
+    pub(super) tsquery: String,
+    /// The lexemes.
+    pub(super) lexemes: Vec<String>,
+}
+
+impl Query {
+    /// The query of `terms` (keel's words of the person's text); `None` when PostgreSQL finds no
+    /// lexeme in them.
+    pub(super) async fn of(
+        conn: &mut PgConnection,
+        terms: &[String],
+    ) -> Result<Option<Query>, StoreError> {
+        if terms.is_empty() {
+            return Ok(None);
+        }
+        let lexemes: Vec<String> = sqlx::query_scalar(LEXEMES)
+            .bind(terms.join(" "))
+            .fetch_all(&mut *conn)
+            .await
+            .or_backend(|| "cannot read the words of a search".to_string())?;
+        if lexemes.is_empty() {
+            return Ok(None);
+        }
+        let quoted: Vec<String> = lexemes
+            .iter()
+            .map(|lexeme| format!("'{}'", lexeme.replace('\\', "\\\\").replace('\'', "''")))
+            .collect();
+        Ok(Some(Query {
+            tsquery: quoted.join(" | "),
+            lexemes,
+        }))
+    }
+}
+
+/// What ranking a table's matches needs besides the matches: each lexeme of `$1` (an array)
+/// with its number of rows holding it (`df`), and the rows and words of the whole index (`n`,
+/// `words`), as FTS5 counts them: `statistics_sql!("table", "which rows are indexed")`.
 macro_rules! statistics_sql {
     ($table:literal, $indexed:literal) => {
-        $crate::postgres::search::with_terms!(concat!(
+        concat!(
             "SELECT t.lexeme AS lexeme, (SELECT count(*) FROM ",
             $table,
-            " x WHERE x.fts @@ t.query) AS df, totals.n AS n, totals.words AS words \
-             FROM terms t, (SELECT count(*) AS n, coalesce(sum(fts_words), 0)::bigint AS words \
-                 FROM ",
+            " x WHERE x.fts @@ quote_literal(t.lexeme)::tsquery) AS df, \
+             totals.n AS n, totals.words AS words FROM unnest($1::text[]) AS t(lexeme), \
+             (SELECT count(*) AS n, coalesce(sum(fts_words), 0)::bigint AS words FROM ",
             $table,
             " WHERE ",
             $indexed,
             ") totals"
-        ))
+        )
     };
 }
 pub(super) use statistics_sql;
 
-/// The columns and `FROM` items of a match query (one row per match and query lexeme it holds:
-/// `key`, `label`, `length`, `lexeme`, `tf`), after `with_terms!`: `matches_sql!("key column",
-/// "label column", "the table as x and its joins", "the WHERE clause and the rest")`. Each
-/// match's tsvector has its query lexemes marked with weight A, and only those are kept.
+/// A match query: one row per match of the `tsquery` `$1` and lexeme of `$2` (an array) it
+/// holds (`key`, `label`, `length`, `lexeme`, `tf`): `matches_sql!("key column", "label
+/// column", "the table as x and its joins", "more of the WHERE clause, and the rest")`. Each
+/// match's tsvector has the query's lexemes marked with weight A, and only those are kept. Run
+/// unprepared ([`sqlx::query::Query::persistent`] false), so PostgreSQL plans it for the words
+/// at hand: a rare word through the GIN index, a common one through the owner's rows.
 macro_rules! matches_sql {
     ($key:literal, $label:literal, $from:literal, $rest:literal) => {
-        $crate::postgres::search::with_terms!(concat!(
+        concat!(
             "SELECT ",
             $key,
             " AS key, ",
             $label,
             " AS label, x.fts_words::bigint AS length, f.lexeme AS lexeme, \
-             cardinality(f.positions)::bigint AS tf FROM q, ",
+             cardinality(f.positions)::bigint AS tf FROM ",
             $from,
-            ", unnest(ts_filter(setweight(x.fts, 'A', q.lexemes), '{a}')) AS f ",
+            ", unnest(ts_filter(setweight(x.fts, 'A', $2::text[]), '{a}')) AS f \
+             WHERE x.fts @@ $1::tsquery ",
             $rest
-        ))
+        )
     };
 }
 pub(super) use matches_sql;
@@ -99,14 +133,14 @@ pub(super) struct Statistics {
 }
 
 impl Statistics {
-    /// Reads the counts with `sql` (made by [`statistics_sql`]) for the query `words`.
+    /// Reads the counts with `sql` (made by [`statistics_sql`]) for `query`.
     pub(super) async fn read(
         conn: &mut PgConnection,
         sql: &'static str,
-        words: &str,
+        query: &Query,
     ) -> Result<Statistics, StoreError> {
         let rows = sqlx::query(sql)
-            .bind(words)
+            .bind(&query.lexemes)
             .fetch_all(&mut *conn)
             .await
             .or_backend(|| "cannot count the search index's words".to_string())?;
@@ -191,11 +225,6 @@ pub(super) fn matches(rows: &[PgRow]) -> Result<Vec<Match>, StoreError> {
 /// A column of a search row.
 pub(super) fn get<'r, T: Value<'r>>(row: &'r PgRow, name: &str) -> Result<T, StoreError> {
     column(row, name, Place::Table("search index"))
-}
-
-/// The words of `terms` as the one string the SQL above takes, `None` when there are none.
-pub(super) fn query_words(terms: &[String]) -> Option<String> {
-    (!terms.is_empty()).then(|| terms.join(" "))
 }
 
 /// Ranks `matches` best first (ties: the lower key, the older row, first), with their scores.

@@ -12,19 +12,19 @@ use keel_platform::session_search::{
 use sqlx::PgPool;
 
 use super::message_memory::STATISTICS;
-use super::search::{self, Statistics, matches_sql};
+use super::search::{self, Query, Statistics, matches_sql};
 use super::text;
 use crate::OrBackend;
 use crate::codec::{Place, column, time_column};
 
-/// Every match in the sessions of owner `$2` (no owner when NULL) other than `$3`, oldest
+/// Every match in the sessions of owner `$3` (no owner when NULL) other than `$4`, oldest
 /// first.
 const MATCHES: &str = matches_sql!(
     "x.id",
     "x.session_id",
     "messages x JOIN sessions s ON s.id = x.session_id",
-    "WHERE x.fts @@ q.query AND s.owner IS NOT DISTINCT FROM $2 \
-     AND s.id IS DISTINCT FROM $3 ORDER BY x.id"
+    "AND (s.owner = $3 OR ($3::text IS NULL AND s.owner IS NULL)) \
+     AND s.id IS DISTINCT FROM $4 ORDER BY x.id"
 );
 
 /// The sessions `$1` (ids).
@@ -41,16 +41,18 @@ pub(super) async fn search(
 ) -> Result<Vec<SessionHit>, StoreError> {
     let limit = search.limit.min(MAX_SESSION_HITS);
     let terms = search_terms(&search.query);
-    let Some(words) = search::query_words(&terms) else {
-        return Ok(Vec::new());
-    };
-    if limit == 0 {
+    if terms.is_empty() || limit == 0 {
         return Ok(Vec::new());
     }
     let doing = || "cannot search sessions".to_string();
     let mut conn = pool.acquire().await.or_backend(doing)?;
+    let Some(query) = Query::of(&mut conn, &terms).await? else {
+        return Ok(Vec::new());
+    };
     let rows = sqlx::query(MATCHES)
-        .bind(&words)
+        .persistent(false)
+        .bind(&query.tsquery)
+        .bind(&query.lexemes)
         .bind(search.owner.as_deref())
         .bind(search.exclude_session.as_deref())
         .fetch_all(&mut *conn)
@@ -60,7 +62,7 @@ pub(super) async fn search(
     if matches.is_empty() {
         return Ok(Vec::new());
     }
-    let statistics = Statistics::read(&mut conn, STATISTICS, &words).await?;
+    let statistics = Statistics::read(&mut conn, STATISTICS, &query).await?;
     // Best first, so each session's first match is its best and its passages come in order.
     let mut sessions: Vec<(String, f64, Vec<i64>)> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
