@@ -83,6 +83,9 @@ pub struct FileConfig {
     /// `[telemetry]`: OTLP traces and the daemon's metrics.
     #[serde(default)]
     pub telemetry: crate::telemetry_settings::TelemetryConfig,
+    /// `[store]`: a PostgreSQL database instead of the SQLite file.
+    #[serde(default)]
+    pub store: crate::store_settings::StoreConfig,
     /// `[[hooks]]`: commands that see tool calls, in order.
     #[serde(default)]
     pub hooks: Vec<crate::hooks_settings::HookConfig>,
@@ -270,6 +273,7 @@ impl FileConfig {
         self.serve.validate()?;
         self.schedules.validate()?;
         self.telemetry.validate()?;
+        self.store.validate()?;
         crate::hooks_settings::resolve(&self.hooks)?;
         self.tools.shell.validate()?;
         self.memory.settings()?;

@@ -23,6 +23,7 @@ pub mod schedules_settings;
 pub mod serve_settings;
 pub mod shell_settings;
 pub mod skills_routing;
+pub mod store_settings;
 pub mod telemetry_settings;
 pub mod test_hooks;
 pub mod worker;

@@ -27,6 +27,18 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub strict_config: bool,
 
+    /// Keep keel's state in this PostgreSQL database (postgres://user@host:5432/keel) instead
+    /// of the SQLite file $KEEL_HOME/keel.db: any number of `keel serve` workers share it, and
+    /// every command reads the same runs (default: `[store] url` of keel.toml).
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        env = "KEEL_DATABASE_URL",
+        hide_env_values = true
+    )]
+    pub database: Option<String>,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

@@ -80,6 +80,7 @@ fn main() -> ExitCode {
     if cli.strict_config {
         config::set_strict();
     }
+    setup::choose_store(cli.database.clone(), cli.config.clone());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

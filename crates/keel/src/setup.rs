@@ -1,13 +1,15 @@
 //! Putting the pieces together for one invocation: the store, its reconciler pass, and the
 //! agent (assembled by keel-config) from the settings and the flags.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use anyhow::Context;
+use keel_config::store_settings::StoreLocation;
 use keel_core::Store;
 use keel_core::reconcile::{ReconcilePolicy, ReconcileReport};
 use keel_platform::DaemonStore;
-use keel_store::SqliteStore;
+use keel_store::{PgStore, SqliteStore};
 
 use crate::config;
 use crate::worker::ProcProbe;
@@ -23,9 +25,42 @@ pub fn load_settings(
     keel_config::assembly::load_settings(config_file, home, &flags.overrides())
 }
 
-/// Opens the SQLite store at `$KEEL_HOME/keel.db`, to be closed by [`close_stores`].
+/// Where this invocation's store is, as the flags named it: `--database` (or
+/// `KEEL_DATABASE_URL`) and `--config`. Set once, by `main`, before any command runs.
+static STORE_CHOICE: std::sync::OnceLock<(Option<String>, Option<PathBuf>)> =
+    std::sync::OnceLock::new();
+
+/// Remembers `--database` (or `KEEL_DATABASE_URL`) and `--config` for [`open_store`].
+pub fn choose_store(database: Option<String>, config_file: Option<PathBuf>) {
+    let _ = STORE_CHOICE.set((database, config_file));
+}
+
+/// The store this invocation uses: the PostgreSQL database `--database`, `KEEL_DATABASE_URL`
+/// or `[store] url` names, else the SQLite file `$KEEL_HOME/keel.db`.
+pub fn store_location(home: &Path) -> anyhow::Result<StoreLocation> {
+    let (database, config_file) = STORE_CHOICE
+        .get()
+        .map_or((None, None), |(database, config)| {
+            (database.as_deref(), config.as_deref())
+        });
+    Ok(keel_config::store_settings::load(
+        database,
+        config_file,
+        home,
+    )?)
+}
+
+/// Opens the store ([`store_location`]), to be closed by [`close_stores`].
 pub async fn open_store(home: &Path) -> anyhow::Result<Arc<dyn DaemonStore>> {
-    let store: Arc<dyn DaemonStore> = Arc::new(SqliteStore::open(&home.join("keel.db")).await?);
+    let store: Arc<dyn DaemonStore> = match store_location(home)? {
+        StoreLocation::Sqlite(path) => Arc::new(SqliteStore::open(&path).await?),
+        StoreLocation::Postgres(url) => Arc::new(PgStore::open(&url).await.with_context(|| {
+            format!(
+                "cannot open the PostgreSQL store {}",
+                keel_store::postgres::redact(&url)
+            )
+        })?),
+    };
     OPENED
         .lock()
         .unwrap_or_else(|e| e.into_inner())

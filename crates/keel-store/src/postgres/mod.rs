@@ -29,6 +29,7 @@ mod schedules;
 pub mod schemas;
 mod search;
 mod session_search;
+mod signals;
 pub mod testing;
 /// Text with NUL characters in PostgreSQL's `TEXT`.
 pub(crate) mod text;
@@ -47,6 +48,8 @@ pub struct PgStore {
     /// This store's name among the workers, unique to each opened store (its clones share it):
     /// whose the outbox items it takes to deliver are (see `channels.rs`).
     taker: String,
+    /// The `LISTEN` relay of the workers' signals (see `signals.rs`), shared by the clones.
+    signals: std::sync::Arc<signals::Relay>,
 }
 
 /// Connections a store opens at most, unless the URL's `max_connections` parameter says
@@ -81,7 +84,11 @@ impl PgStore {
             std::process::id(),
             uuid::Uuid::now_v7().simple()
         );
-        Ok(PgStore { pool, taker })
+        Ok(PgStore {
+            pool,
+            taker,
+            signals: std::sync::Arc::new(signals::Relay::new()),
+        })
     }
 
     /// The connection pool (for the workers' notifications and the tests).
@@ -91,6 +98,7 @@ impl PgStore {
 
     /// Closes every connection; later calls fail.
     pub async fn close(&self) {
+        self.signals.stop();
         self.pool.close().await;
     }
 }
@@ -122,13 +130,6 @@ pub fn redact(url: &str) -> String {
 /// The error of a method not on PostgreSQL yet (while the store is being built).
 fn not_yet(method: &str) -> StoreError {
     StoreError::Backend(format!("{method} is not on PostgreSQL yet"))
-}
-
-/// Many workers share the database: they take each other's queued runs.
-impl keel_platform::StoreSignals for PgStore {
-    fn shared(&self) -> bool {
-        true
-    }
 }
 
 #[cfg(test)]

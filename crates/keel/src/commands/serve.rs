@@ -23,7 +23,19 @@ use keel_config::worker::ProcProbe;
 pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Result<ExitCode> {
     log_to_stderr();
     let home = keel_home()?;
-    let _only_daemon = lock_home(&home)?;
+    // Many daemons share a PostgreSQL store (that is what it is for); a SQLite one is this
+    // daemon's alone.
+    let shared = matches!(
+        setup::store_location(&home)?,
+        keel_config::store_settings::StoreLocation::Postgres(_)
+    );
+    let _only_daemon = if shared {
+        std::fs::create_dir_all(&home)
+            .with_context(|| format!("cannot create KEEL_HOME {}", home.display()))?;
+        None
+    } else {
+        Some(lock_home(&home)?)
+    };
     let serve = keel_config::serve_settings::load(config_file, &home)?;
     let schedules = keel_config::schedules_settings::load(config_file, &home)?;
     let (channels, webhooks) = keel_config::serve_settings::load_channels(config_file, &home)?;
