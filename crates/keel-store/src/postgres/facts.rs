@@ -6,7 +6,7 @@
 use keel_core::StoreError;
 use keel_platform::known_facts::{Fact, FactHit, query_terms};
 
-use super::search::{self, Query, Statistics, matches_sql, statistics_sql};
+use super::search::{self, Query, Statistics, Totals, matches_sql};
 use super::text;
 use crate::OrBackend;
 use crate::codec::timestamp;
@@ -19,9 +19,6 @@ const LOCK_KEY: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(
 /// The current fact of user `$2` with key `$3` is superseded by `$1` at `$4`; its id returned.
 const SUPERSEDE: &str = "UPDATE facts SET superseded_by = $1, updated_at = $4 \
      WHERE user_id = $2 AND key = $3 AND superseded_by IS NULL RETURNING id";
-
-/// The counts BM25 needs: every fact is indexed, superseded or not, as in FTS5's `facts_fts`.
-const STATISTICS: &str = statistics_sql!("facts", "TRUE");
 
 /// The matches among user `$3`'s current facts, oldest first.
 const MATCHES: &str = matches_sql!(
@@ -133,6 +130,7 @@ pub(super) async fn forget(
 /// [`keel_platform::MemoryIndex::search_facts`]).
 pub(super) async fn search(
     pool: &sqlx::PgPool,
+    totals: &Totals,
     user_id: &str,
     text: &str,
     limit: usize,
@@ -158,7 +156,7 @@ pub(super) async fn search(
     if matches.is_empty() {
         return Ok(Vec::new());
     }
-    let statistics = Statistics::read(&mut conn, STATISTICS, &query).await?;
+    let statistics = Statistics::read(&mut conn, &search::FACTS, totals, &query).await?;
     Ok(search::ranked(&statistics, matches)
         .into_iter()
         .take(limit)

@@ -29,11 +29,11 @@ impl MemoryIndex for PgStore {
         text: &str,
         limit: usize,
     ) -> Result<Vec<FactHit>, StoreError> {
-        facts::search(&self.pool, user_id, text, limit).await
+        facts::search(&self.pool, &self.search_totals, user_id, text, limit).await
     }
 
     async fn search_sessions(&self, search: &SessionSearch) -> Result<Vec<SessionHit>, StoreError> {
-        session_search::search(&self.pool, search).await
+        session_search::search(&self.pool, &self.search_totals, search).await
     }
 
     async fn search_messages(
@@ -46,6 +46,7 @@ impl MemoryIndex for PgStore {
     ) -> Result<Vec<MessageMemory>, StoreError> {
         message_memory::search(
             &self.pool,
+            &self.search_totals,
             owner,
             text,
             exclude_session,

@@ -11,15 +11,12 @@ use keel_platform::known_facts::{MessageMemory, query_terms};
 use sqlx::PgPool;
 use sqlx::postgres::PgRow;
 
-use super::search::{self, Query, Statistics, matches_sql, statistics_sql};
+use super::search::{self, Query, Statistics, Totals, matches_sql};
 use super::text;
 use crate::OrBackend;
 use crate::codec::sql_limit;
 use crate::facts::{decode_embedding, encode_embedding};
 use crate::message_memory;
-
-/// The counts BM25 needs over every searchable message (see [`super::search`]).
-pub(super) const STATISTICS: &str = statistics_sql!("messages", "fts_words IS NOT NULL");
 
 /// The matches among the messages of owner `$3`'s sessions (no owner when NULL) other than
 /// `$4`, scored at least `$5` (unscored ones count as 0.3), oldest first.
@@ -66,6 +63,7 @@ const EMBEDDED: &str = "SELECT m.session_id AS session_id, m.seq AS seq, m.conte
 /// [`keel_platform::MemoryIndex::search_messages`]).
 pub(super) async fn search(
     pool: &PgPool,
+    totals: &Totals,
     owner: Option<&str>,
     text: &str,
     exclude_session: Option<&str>,
@@ -95,7 +93,7 @@ pub(super) async fn search(
     if matches.is_empty() {
         return Ok(Vec::new());
     }
-    let statistics = Statistics::read(&mut conn, STATISTICS, &query).await?;
+    let statistics = Statistics::read(&mut conn, &search::MESSAGES, totals, &query).await?;
     let best: Vec<(f64, i64)> = search::ranked(&statistics, matches)
         .into_iter()
         .take(limit)

@@ -50,6 +50,9 @@ pub struct PgStore {
     taker: String,
     /// The `LISTEN` relay of the workers' signals (see `signals.rs`), shared by the clones.
     signals: std::sync::Arc<signals::Relay>,
+    /// The row counts and total lengths of the large search indexes, as last counted (see
+    /// `search.rs`).
+    search_totals: std::sync::Arc<search::Totals>,
 }
 
 /// Connections a store opens at most, unless the URL's `max_connections` parameter says
@@ -88,6 +91,7 @@ impl PgStore {
             pool,
             taker,
             signals: std::sync::Arc::new(signals::Relay::new()),
+            search_totals: Default::default(),
         })
     }
 

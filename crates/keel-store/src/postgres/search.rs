@@ -21,6 +21,8 @@
 //! of `messages_fts_words`; FTS5 keeps these two in its index, PostgreSQL has to add them up).
 
 use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use keel_core::StoreError;
 use sqlx::postgres::{PgConnection, PgRow};
@@ -77,25 +79,76 @@ impl Query {
     }
 }
 
-/// What ranking a table's matches needs besides the matches: each lexeme of `$1` (an array)
-/// with its number of rows holding it (`df`), and the rows and words of the whole index (`n`,
-/// `words`), as FTS5 counts them: `statistics_sql!("table", "which rows are indexed")`.
-macro_rules! statistics_sql {
-    ($table:literal, $indexed:literal) => {
-        concat!(
-            "SELECT t.lexeme AS lexeme, (SELECT count(*) FROM ",
-            $table,
-            " x WHERE x.fts @@ quote_literal(t.lexeme)::tsquery) AS df, \
-             totals.n AS n, totals.words AS words FROM unnest($1::text[]) AS t(lexeme), \
-             (SELECT count(*) AS n, coalesce(sum(fts_words), 0)::bigint AS words FROM ",
-            $table,
-            " WHERE ",
-            $indexed,
-            ") totals"
-        )
-    };
+/// A searched table: what ranking its matches needs besides the matches, as FTS5 counts it.
+#[derive(Debug)]
+pub(super) struct Index {
+    /// The table.
+    name: &'static str,
+    /// Each lexeme of `$1` (an array) with its number of rows holding it (`lexeme`, `df`).
+    frequencies: &'static str,
+    /// The rows of the index and their words (`n`, `words`).
+    totals: &'static str,
 }
-pub(super) use statistics_sql;
+
+/// Every fact is indexed, superseded or not, as in FTS5's `facts_fts`.
+pub(super) const FACTS: Index = Index {
+    name: "facts",
+    frequencies: "SELECT t.lexeme AS lexeme, (SELECT count(*) FROM facts x \
+         WHERE x.fts @@ quote_literal(t.lexeme)::tsquery) AS df FROM unnest($1::text[]) AS t(lexeme)",
+    totals: "SELECT count(*) AS n, coalesce(sum(fts_words), 0)::bigint AS words FROM facts",
+};
+
+/// The searchable messages (`fts_words` is theirs only).
+pub(super) const MESSAGES: Index = Index {
+    name: "messages",
+    frequencies: "SELECT t.lexeme AS lexeme, (SELECT count(*) FROM messages x \
+         WHERE x.fts @@ quote_literal(t.lexeme)::tsquery) AS df FROM unnest($1::text[]) AS t(lexeme)",
+    totals: "SELECT count(*) AS n, coalesce(sum(fts_words), 0)::bigint AS words FROM messages \
+         WHERE fts_words IS NOT NULL",
+};
+
+/// An index this large has its row count and total length counted once a minute, not at every
+/// search: they move BM25's scores by a hair in a minute, and counting them reads every row's
+/// entry of `messages_fts_words`. A smaller one is counted every time (exact, and cheap).
+const COUNTED_EVERY_TIME_BELOW: i64 = 50_000;
+
+/// How long the totals of a large index are kept.
+const TOTALS_KEPT_FOR: Duration = Duration::from_secs(60);
+
+/// The totals of the large indexes, as last counted (one per store and its clones).
+#[derive(Debug, Default)]
+pub(crate) struct Totals {
+    counted: Mutex<HashMap<&'static str, (Instant, i64, i64)>>,
+}
+
+impl Totals {
+    /// `index`'s rows and words: as counted less than [`TOTALS_KEPT_FOR`] ago if it is large,
+    /// counted now otherwise.
+    async fn of(&self, conn: &mut PgConnection, index: &Index) -> Result<(i64, i64), StoreError> {
+        let kept = self.lock().get(index.name).copied();
+        if let Some((at, rows, words)) = kept
+            && at.elapsed() < TOTALS_KEPT_FOR
+        {
+            return Ok((rows, words));
+        }
+        let row = sqlx::query(index.totals)
+            .fetch_one(&mut *conn)
+            .await
+            .or_backend(|| format!("cannot count the words of {}", index.name))?;
+        let (rows, words): (i64, i64) = (get(&row, "n")?, get(&row, "words")?);
+        if rows >= COUNTED_EVERY_TIME_BELOW {
+            self.lock()
+                .insert(index.name, (Instant::now(), rows, words));
+        }
+        Ok((rows, words))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<&'static str, (Instant, i64, i64)>> {
+        self.counted
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
 
 /// A match query: one row per match of the `tsquery` `$1` and lexeme of `$2` (an array) it
 /// holds (`key`, `label`, `length`, `lexeme`, `tf`): `matches_sql!("key column", "label
@@ -121,7 +174,7 @@ macro_rules! matches_sql {
 }
 pub(super) use matches_sql;
 
-/// The index's counts for one query (see [`statistics_sql`]).
+/// An index's counts for one query (see [`Index`]).
 #[derive(Debug, Default)]
 pub(super) struct Statistics {
     /// Rows in the index.
@@ -133,26 +186,30 @@ pub(super) struct Statistics {
 }
 
 impl Statistics {
-    /// Reads the counts with `sql` (made by [`statistics_sql`]) for `query`.
+    /// Reads `index`'s counts for `query` (its totals through `totals`).
     pub(super) async fn read(
         conn: &mut PgConnection,
-        sql: &'static str,
+        index: &Index,
+        totals: &Totals,
         query: &Query,
     ) -> Result<Statistics, StoreError> {
-        let rows = sqlx::query(sql)
+        let rows = sqlx::query(index.frequencies)
             .bind(&query.lexemes)
             .fetch_all(&mut *conn)
             .await
-            .or_backend(|| "cannot count the search index's words".to_string())?;
-        let mut statistics = Statistics::default();
+            .or_backend(|| format!("cannot count the words of {}", index.name))?;
+        let (n, total) = totals.of(conn, index).await?;
+        let mut statistics = Statistics {
+            rows: n as f64,
+            average: total as f64 / (n as f64).max(1.0),
+            idf: HashMap::new(),
+        };
         for row in &rows {
             let lexeme: String = get(row, "lexeme")?;
             let df: i64 = get(row, "df")?;
-            let n: i64 = get(row, "n")?;
-            let total: i64 = get(row, "words")?;
-            statistics.rows = n as f64;
-            statistics.average = total as f64 / (n as f64).max(1.0);
-            statistics.idf.insert(lexeme, idf(n as f64, df as f64));
+            // Rows written since the totals were counted: never more holding a word than rows.
+            let n = statistics.rows.max(df as f64);
+            statistics.idf.insert(lexeme, idf(n, df as f64));
         }
         Ok(statistics)
     }

@@ -11,8 +11,7 @@ use keel_platform::session_search::{
 };
 use sqlx::PgPool;
 
-use super::message_memory::STATISTICS;
-use super::search::{self, Query, Statistics, matches_sql};
+use super::search::{self, Query, Statistics, Totals, matches_sql};
 use super::text;
 use crate::OrBackend;
 use crate::codec::{Place, column, time_column};
@@ -37,6 +36,7 @@ const TEXTS: &str = "SELECT id, content FROM messages WHERE id = ANY($1)";
 /// [`keel_platform::MemoryIndex::search_sessions`]).
 pub(super) async fn search(
     pool: &PgPool,
+    totals: &Totals,
     search: &SessionSearch,
 ) -> Result<Vec<SessionHit>, StoreError> {
     let limit = search.limit.min(MAX_SESSION_HITS);
@@ -62,7 +62,7 @@ pub(super) async fn search(
     if matches.is_empty() {
         return Ok(Vec::new());
     }
-    let statistics = Statistics::read(&mut conn, STATISTICS, &query).await?;
+    let statistics = Statistics::read(&mut conn, &search::MESSAGES, totals, &query).await?;
     // Best first, so each session's first match is its best and its passages come in order.
     let mut sessions: Vec<(String, f64, Vec<i64>)> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
