@@ -16,7 +16,7 @@ use sqlx::PgConnection;
 use sqlx::postgres::PgPool;
 
 use super::durability::{self, notify};
-use super::{lanes, messages};
+use super::{lanes, messages, text};
 use crate::OrBackend;
 use crate::codec::{RunCounts, stored_count, timestamp, worker_column};
 
@@ -134,8 +134,8 @@ async fn write(pool: &PgPool, commit: &Commit<'_>) -> Result<CommitOutcome, Stor
         .bind(counts.output_tokens)
         .bind(counts.cache_read_tokens)
         .bind(counts.cache_write_tokens)
-        .bind(run.final_text.as_deref())
-        .bind(run.error.as_deref())
+        .bind(run.final_text.as_deref().map(text::to_column))
+        .bind(run.error.as_deref().map(text::to_column))
         .bind(timestamp(run.started_at))
         .bind(timestamp(run.updated_at))
         .bind(run.finished_at.map(timestamp))

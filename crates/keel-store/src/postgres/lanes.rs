@@ -28,7 +28,7 @@ use sqlx::postgres::{PgPool, PgRow};
 use super::durability::notify;
 use crate::OrBackend;
 use crate::batch::ENSURE_SESSION;
-use crate::codec::{self, Place, column, time_column, timestamp};
+use crate::codec::{Place, column, time_column, timestamp};
 
 /// The lane of session `$1`, locked until the transaction ends.
 const LOCK_LANE: &str =
@@ -94,7 +94,7 @@ async fn run(tx: &mut PgConnection, run_id: &str) -> Result<Option<RunRecord>, S
         .fetch_optional(tx)
         .await
         .or_backend(|| format!("cannot read run `{run_id}`"))?;
-    row.as_ref().map(codec::decode_run).transpose()
+    row.as_ref().map(super::runs::decode_run).transpose()
 }
 
 /// Claims the lane (see [`keel_core::Store::claim_session`] and the module's rules).

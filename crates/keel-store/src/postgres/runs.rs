@@ -2,8 +2,9 @@
 //! on both) and keel-store's shared decoders.
 
 use keel_core::{RunRecord, SessionInfo, StoreError};
-use sqlx::postgres::PgPool;
+use sqlx::postgres::{PgPool, PgRow};
 
+use super::text;
 use crate::OrBackend;
 use crate::codec::{self, sql_limit};
 pub(super) use crate::sqlite_store::SELECT_RUN;
@@ -41,7 +42,7 @@ pub(super) async fn run(pool: &PgPool, run_id: &str) -> Result<Option<RunRecord>
         .fetch_optional(pool)
         .await
         .or_backend(|| format!("cannot read run `{run_id}`"))?;
-    row.as_ref().map(codec::decode_run).transpose()
+    row.as_ref().map(decode_run).transpose()
 }
 
 /// Runs, newest first, optionally of one session.
@@ -60,7 +61,7 @@ pub(super) async fn runs(
         .fetch_all(pool)
         .await
         .or_backend(|| "cannot list runs".into())?;
-    rows.iter().map(codec::decode_run).collect()
+    rows.iter().map(decode_run).collect()
 }
 
 /// Runs not in a terminal state, oldest first.
@@ -69,5 +70,14 @@ pub(super) async fn active(pool: &PgPool) -> Result<Vec<RunRecord>, StoreError> 
         .fetch_all(pool)
         .await
         .or_backend(|| "cannot list active runs".into())?;
-    rows.iter().map(codec::decode_run).collect()
+    rows.iter().map(decode_run).collect()
+}
+
+/// Decodes a row of every column of `runs`, its free text as it was given
+/// ([`text::from_column`]).
+pub(super) fn decode_run(row: &PgRow) -> Result<RunRecord, StoreError> {
+    let mut run = codec::decode_run(row)?;
+    run.final_text = run.final_text.take().map(text::from_column);
+    run.error = run.error.take().map(text::from_column);
+    Ok(run)
 }
