@@ -22,17 +22,27 @@ use crate::connections::Connections;
 use crate::sqlite_store::{run_columns, session_columns};
 use crate::{OrBackend, SqliteStore};
 
-const CREATE_CONVERSATION: &str = "INSERT INTO sessions \
+/// Creates conversation `$1` at `$2` unless its id is taken; returns a row when it did.
+pub(crate) const CREATE_CONVERSATION: &str = "INSERT INTO sessions \
      (id, created_at, updated_at, title, message_count, owner, lane_policy, place, trusted) \
      VALUES ($1, $2, $2, NULL, 0, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING RETURNING 1";
 
 /// Creates a platform conversation (the parameters of [`CREATE_CONVERSATION`], then its key
-/// `$7`…`$12`) unless its id or its key is taken; [`KEEP_CONVERSATION_KEY`] follows it.
-const CREATE_KEYED_CONVERSATION: &str = "INSERT INTO sessions \
-     (id, created_at, updated_at, title, message_count, owner, lane_policy, place, trusted) \
-     SELECT $1, $2, $2, NULL, 0, $3, $4, $5, $6 WHERE NOT EXISTS (SELECT 1 FROM \
-     platform_conversations WHERE kind = $7 AND platform = $8 AND server_id = $9 AND \
-     channel_id = $10 AND thread_id = $11 AND sender = $12) ON CONFLICT (id) DO NOTHING";
+/// `$7`…`$12`) unless its id or its key is taken; [`KEEP_CONVERSATION_KEY`] follows it on
+/// SQLite. A macro, so that PostgreSQL's text adds `RETURNING` to the same words.
+macro_rules! create_keyed_conversation {
+    () => {
+        "INSERT INTO sessions \
+         (id, created_at, updated_at, title, message_count, owner, lane_policy, place, trusted) \
+         SELECT $1, $2, $2, NULL, 0, $3, $4, $5, $6 WHERE NOT EXISTS (SELECT 1 FROM \
+         platform_conversations WHERE kind = $7 AND platform = $8 AND server_id = $9 AND \
+         channel_id = $10 AND thread_id = $11 AND sender = $12) ON CONFLICT (id) DO NOTHING"
+    };
+}
+pub(crate) use create_keyed_conversation;
+
+/// See [`create_keyed_conversation`].
+const CREATE_KEYED_CONVERSATION: &str = create_keyed_conversation!();
 
 /// Keeps the key of the conversation [`CREATE_KEYED_CONVERSATION`] made, when it made it (only
 /// then: a taken id is another session's, never given this key); returns a row then.
@@ -41,7 +51,7 @@ const KEEP_CONVERSATION_KEY: &str = "INSERT INTO platform_conversations \
      SELECT $7, $8, $9, $10, $11, $12, $1 WHERE changes() = 1 RETURNING 1";
 
 /// The session a platform key names.
-const KEYED_CONVERSATION: &str = concat!(
+pub(crate) const KEYED_CONVERSATION: &str = concat!(
     "SELECT ",
     session_columns!(),
     " FROM sessions WHERE id = (SELECT session_id FROM platform_conversations WHERE kind = $1 \
@@ -49,7 +59,8 @@ const KEYED_CONVERSATION: &str = concat!(
 );
 
 /// The run an inbound event became.
-const INBOUND_RUN: &str = "SELECT run_id FROM inbound_events WHERE source = $1 AND event_id = $2";
+pub(crate) const INBOUND_RUN: &str =
+    "SELECT run_id FROM inbound_events WHERE source = $1 AND event_id = $2";
 
 /// Creates a conversation; `None` when the id is taken.
 pub(crate) async fn create_conversation(
@@ -71,7 +82,7 @@ pub(crate) async fn create_conversation(
 }
 
 /// A platform key's parts as stored: '' for an absent one (ids from outside are never empty).
-fn key_parts(key: &ConversationKey) -> [&str; 6] {
+pub(crate) fn key_parts(key: &ConversationKey) -> [&str; 6] {
     [
         key.kind.as_str(),
         &key.platform,
@@ -133,6 +144,14 @@ pub(crate) async fn list_conversations(
     conns: &Connections,
     filter: &ConversationFilter,
 ) -> Result<Vec<SessionInfo>, StoreError> {
+    let (sql, binds) = conversations_sql(filter);
+    let rows = fetch(conns, sql, &binds, "cannot list conversations").await?;
+    rows.iter().map(codec::decode_session).collect()
+}
+
+/// The query listing conversations as `filter` says, from this module's constants and
+/// parameter numbers only, and its parameters (`$1`, `$2`, …); the same text on both databases.
+pub(crate) fn conversations_sql(filter: &ConversationFilter) -> (String, Vec<String>) {
     let mut sql = format!("SELECT {} FROM sessions s WHERE 1 = 1", session_columns!());
     let mut binds: Vec<String> = Vec::new();
     if let Some(owner) = &filter.owner {
@@ -151,8 +170,7 @@ pub(crate) async fn list_conversations(
         " ORDER BY s.created_at DESC, s.id DESC LIMIT {}",
         sql_limit(filter.limit)
     ));
-    let rows = fetch(conns, sql, &binds, "cannot list conversations").await?;
-    rows.iter().map(codec::decode_session).collect()
+    (sql, binds)
 }
 
 /// Runs, newest first, as `filter` says (keyset pages by start time and id).
@@ -160,6 +178,14 @@ pub(crate) async fn find_runs(
     conns: &Connections,
     filter: &RunFilter,
 ) -> Result<Vec<RunRecord>, StoreError> {
+    let (sql, binds) = runs_sql(filter);
+    let rows = fetch(conns, sql, &binds, "cannot list runs").await?;
+    rows.iter().map(codec::decode_run).collect()
+}
+
+/// The query listing runs as `filter` says, from this module's constants and parameter
+/// numbers only, and its parameters (`$1`, `$2`, …); the same text on both databases.
+pub(crate) fn runs_sql(filter: &RunFilter) -> (String, Vec<String>) {
     let columns = run_columns!()
         .split(", ")
         .map(|c| format!("r.{c}"))
@@ -196,8 +222,7 @@ pub(crate) async fn find_runs(
         " ORDER BY r.started_at DESC, r.id DESC LIMIT {}",
         sql_limit(filter.limit)
     ));
-    let rows = fetch(conns, sql, &binds, "cannot list runs").await?;
-    rows.iter().map(codec::decode_run).collect()
+    (sql, binds)
 }
 
 /// Runs a listing built from this module's constants and parameter numbers (no outside text

@@ -18,21 +18,22 @@ use crate::connections::Connections;
 
 /// Ends queued run `$1` cancelled at `$2` with error `$3`, when it is still queued in the
 /// conversation of run `$4` (and is not `$4`). Writes no outbox row: only a commit does.
-const ABSORB_RUN: &str = "UPDATE runs SET state = 'cancelled', error = $3, updated_at = $2, \
+pub(crate) const ABSORB_RUN: &str = "UPDATE runs SET state = 'cancelled', error = $3, updated_at = $2, \
      finished_at = $2, cancel_requested_at = COALESCE(cancel_requested_at, $2) \
      WHERE id = $1 AND id <> $4 AND state = 'queued' \
      AND EXISTS (SELECT 1 FROM run_queue WHERE run_id = $1) \
      AND session_id = (SELECT session_id FROM runs WHERE id = $4)";
 
 /// [`ABSORB_RUN`]'s guard when `$4`'s message is replaced: `$4` is still queued.
-const INTO_STILL_QUEUED: &str = " AND EXISTS (SELECT 1 FROM run_queue WHERE run_id = $4)";
+pub(crate) const INTO_STILL_QUEUED: &str =
+    " AND EXISTS (SELECT 1 FROM run_queue WHERE run_id = $4)";
 
 /// Takes run `$1` out of the queue when [`ABSORB_RUN`] ended it.
 const DEQUEUE_ABSORBED: &str = "DELETE FROM run_queue WHERE run_id = $1 \
      AND EXISTS (SELECT 1 FROM runs WHERE id = $1 AND state = 'cancelled' AND error = $3)";
 
 /// Replaces the stored message of queued run `$1` with `$2`.
-const REPLACE_MESSAGE: &str = "UPDATE run_queue SET message = $2 WHERE run_id = $1";
+pub(crate) const REPLACE_MESSAGE: &str = "UPDATE run_queue SET message = $2 WHERE run_id = $1";
 
 /// Which of the runs in the JSON array `$1` are queued.
 const QUEUED_AMONG: &str =
@@ -98,11 +99,11 @@ pub(crate) async fn absorb_queued(
 }
 
 /// Marks run `$1` rolled back by `$2`, unless it was.
-const ROLL_BACK: &str = "UPDATE runs SET rolled_back_by = $2 WHERE id = $1 \
+pub(crate) const ROLL_BACK: &str = "UPDATE runs SET rolled_back_by = $2 WHERE id = $1 \
      AND rolled_back_by IS NULL RETURNING 1";
 
 /// The rolled-back runs of session `$1`.
-const ROLLED_BACK: &str = "SELECT id, rolled_back_by FROM runs \
+pub(crate) const ROLLED_BACK: &str = "SELECT id, rolled_back_by FROM runs \
      WHERE session_id = $1 AND rolled_back_by IS NOT NULL ORDER BY id";
 
 /// Marks a run rolled back (see [`keel_platform::ConversationStore::roll_back_run`]).
@@ -132,7 +133,8 @@ pub(crate) async fn rolled_back_runs(
 }
 
 /// Sets session `$1`'s lane policy to `$2`.
-const SET_POLICY: &str = "UPDATE sessions SET lane_policy = $2 WHERE id = $1 RETURNING 1";
+pub(crate) const SET_POLICY: &str =
+    "UPDATE sessions SET lane_policy = $2 WHERE id = $1 RETURNING 1";
 
 /// Sets a conversation's lane policy (see [`keel_platform::ConversationStore::set_lane_policy`]).
 pub(crate) async fn set_lane_policy(

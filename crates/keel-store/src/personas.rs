@@ -2,17 +2,17 @@
 
 use keel_core::StoreError;
 use keel_platform::Persona;
-use sqlx::sqlite::SqliteRow;
 
 use crate::OrBackend;
 use crate::batch::Batch;
-use crate::codec::{Place, column, json_column, optional_json, time_column, timestamp};
+use crate::codec::{Columns, Place, column, json_column, optional_json, time_column, timestamp};
 use crate::connections::Connections;
 
 /// A new default persona takes the flag from the others first.
 const CLEAR_DEFAULT: &str = "UPDATE personas SET is_default = 0 WHERE is_default AND $10";
 
-const UPSERT: &str = "INSERT INTO personas (name, system_prompt, platform, platform_server_id, \
+/// Creates or replaces persona `$1` (`$10`: whether it is the default, `$9`: now).
+pub(crate) const UPSERT: &str = "INSERT INTO personas (name, system_prompt, platform, platform_server_id, \
      model, max_tokens, allowed_modules, temperature, is_default, created_at, updated_at) \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $10, $9, $9) ON CONFLICT (name) DO UPDATE SET \
      system_prompt = excluded.system_prompt, platform = excluded.platform, \
@@ -22,10 +22,11 @@ const UPSERT: &str = "INSERT INTO personas (name, system_prompt, platform, platf
      updated_at = excluded.updated_at";
 
 /// The persona already serving `$3`/`$4` under another name.
-const SERVING: &str = "SELECT name FROM personas WHERE platform = $1 \
-     AND IFNULL(platform_server_id, '') = IFNULL($2, '') AND name <> $3";
+pub(crate) const SERVING: &str = "SELECT name FROM personas WHERE platform = $1 \
+     AND COALESCE(platform_server_id, '') = COALESCE($2, '') AND name <> $3";
 
-const LIST: &str = "SELECT name, system_prompt, platform, platform_server_id, model, max_tokens, \
+/// Every persona, by name.
+pub(crate) const LIST: &str = "SELECT name, system_prompt, platform, platform_server_id, model, max_tokens, \
      allowed_modules, temperature, is_default, created_at, updated_at FROM personas ORDER BY name";
 
 /// Creates or replaces a persona (see [`keel_core::Store::save_persona`]).
@@ -80,7 +81,8 @@ pub(crate) async fn list(conns: &Connections) -> Result<Vec<Persona>, StoreError
     rows.iter().map(decode).collect()
 }
 
-fn decode(row: &SqliteRow) -> Result<Persona, StoreError> {
+/// Decodes a row of [`LIST`]'s columns.
+pub(crate) fn decode(row: &impl Columns) -> Result<Persona, StoreError> {
     let place = Place::Table("personas");
     let max_tokens: Option<i64> = column(row, "max_tokens", place)?;
     let temperature: Option<f64> = column(row, "temperature", place)?;

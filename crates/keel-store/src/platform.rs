@@ -7,25 +7,28 @@ use chrono::{DateTime, Utc};
 use keel_core::{StoreError, UserRecord};
 use keel_platform::{ApiKeyRecord, Persona, PlatformLink, PlatformStore, UsageLine, UsageQuery};
 
-use sqlx::sqlite::SqliteRow;
-
 use crate::batch::Batch;
 use crate::codec::{
-    Place, column, json_column, optional_json, optional_time_column, time_column, timestamp,
+    Columns, Place, column, json_column, optional_json, optional_time_column, time_column,
+    timestamp,
 };
 use crate::connections::Connections;
 use crate::{OrBackend, SqliteStore};
 
-const SAVE_KEY: &str = "INSERT INTO api_keys \
+/// Stores key `$1` (its hash `$2`).
+pub(crate) const SAVE_KEY: &str = "INSERT INTO api_keys \
      (id, hash, user_id, admin, created_at, revoked_at, platforms) VALUES ($1, $2, $3, $4, $5, $6, $7)";
 
-const KEY_BY_HASH: &str = "SELECT id, hash, user_id, admin, created_at, revoked_at, platforms \
+/// The key with hash `$1`.
+pub(crate) const KEY_BY_HASH: &str = "SELECT id, hash, user_id, admin, created_at, revoked_at, platforms \
      FROM api_keys WHERE hash = $1";
 
-const LIST_KEYS: &str = "SELECT id, hash, user_id, admin, created_at, revoked_at, platforms \
+/// Every key, oldest first.
+pub(crate) const LIST_KEYS: &str = "SELECT id, hash, user_id, admin, created_at, revoked_at, platforms \
      FROM api_keys ORDER BY created_at, id";
 
-const REVOKE_KEY: &str =
+/// Revokes key `$1` at `$2` unless it was; returns a row when it did.
+pub(crate) const REVOKE_KEY: &str =
     "UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL RETURNING 1";
 
 /// Stores a key.
@@ -84,7 +87,8 @@ pub(crate) async fn revoke_key(
     Ok(revoked.is_some())
 }
 
-fn decode_key(row: &SqliteRow) -> Result<ApiKeyRecord, StoreError> {
+/// Decodes a row of [`KEY_BY_HASH`]'s columns.
+pub(crate) fn decode_key(row: &impl Columns) -> Result<ApiKeyRecord, StoreError> {
     let place = Place::Table("api_keys");
     Ok(ApiKeyRecord {
         id: column(row, "id", place)?,

@@ -8,19 +8,20 @@
 //! databases read alike.
 
 use chrono::{DateTime, Utc};
-use keel_core::{AgentState, StoreError};
+use keel_core::StoreError;
 use keel_platform::{EnqueueOutcome, QueueClaim, QueuedRun};
 use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
 
 use crate::OrBackend;
 use crate::batch::Batch;
-use crate::codec::{Place, column, json_column, optional_json, sql_limit, time_column, timestamp};
+use crate::codec::{
+    Columns, Place, column, json_column, optional_json, sql_limit, time_column, timestamp,
+};
 use crate::connections::Connections;
 
 /// Queues run `$1` of session `$2` unless the session's queue holds `$6` rows already (or the
 /// session does not exist).
-pub(crate) const ENQUEUE: &str = "INSERT INTO run_queue \
+const ENQUEUE: &str = "INSERT INTO run_queue \
      (run_id, session_id, user_id, message, enqueued_at, provider, model, options) \
      SELECT $1, $2, $3, $4, $5, $7, $8, $9 \
      WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $2) \
@@ -29,13 +30,13 @@ pub(crate) const ENQUEUE: &str = "INSERT INTO run_queue \
      AND NOT EXISTS (SELECT 1 FROM schedule_slots WHERE schedule_id = $12 AND slot = $13)";
 
 /// The platform event the queued run came from (`$10`, `$11`), recorded with its queue row.
-pub(crate) const RECORD_INBOUND: &str = "INSERT INTO inbound_events (source, event_id, run_id, received_at) \
+const RECORD_INBOUND: &str = "INSERT INTO inbound_events (source, event_id, run_id, received_at) \
      SELECT $10, $11, $1, $5 WHERE $10 IS NOT NULL \
      AND EXISTS (SELECT 1 FROM run_queue WHERE run_id = $1)";
 
 /// The schedule slot the queued run fires (`$12`, `$13`), recorded `fired` with its queue row
 /// (`migrations/0030_schedules.sql`).
-pub(crate) const RECORD_SLOT_FIRED: &str = "INSERT INTO schedule_slots \
+const RECORD_SLOT_FIRED: &str = "INSERT INTO schedule_slots \
      (schedule_id, slot, outcome, run_id, at) SELECT $12, $13, 'fired', $1, $5 \
      WHERE $12 IS NOT NULL AND EXISTS (SELECT 1 FROM run_queue WHERE run_id = $1)";
 
@@ -44,33 +45,38 @@ pub(crate) const SLOT_RUN: &str =
     "SELECT COALESCE(run_id, '') FROM schedule_slots WHERE schedule_id = $1 AND slot = $2";
 
 /// The queued run's record, when its queue row was written.
-pub(crate) const INSERT_QUEUED_RUN: &str = "INSERT INTO runs (id, session_id, state, provider, model, \
+const INSERT_QUEUED_RUN: &str = "INSERT INTO runs (id, session_id, state, provider, model, \
      iterations, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, started_at, \
      updated_at, cost, resume_available, event_count) \
      SELECT $1, $2, 'queued', $7, $8, 0, 0, 0, 0, 0, $5, $5, 0, 0, 0 \
      WHERE EXISTS (SELECT 1 FROM run_queue WHERE run_id = $1)";
 
 /// Whether the run was queued.
-pub(crate) const WAS_QUEUED: &str = "SELECT EXISTS (SELECT 1 FROM run_queue WHERE run_id = $1)";
+const WAS_QUEUED: &str = "SELECT EXISTS (SELECT 1 FROM run_queue WHERE run_id = $1)";
 
+/// How many runs session `$1` has queued.
 pub(crate) const QUEUE_LENGTH: &str = "SELECT count(*) AS n FROM run_queue WHERE session_id = $1";
 
 /// Queued runs of a session before `$2` (by arrival).
-pub(crate) const QUEUED_AHEAD: &str = "SELECT count(*) AS n FROM run_queue \
+const QUEUED_AHEAD: &str = "SELECT count(*) AS n FROM run_queue \
      WHERE session_id = $1 AND seq < (SELECT seq FROM run_queue WHERE run_id = $2)";
 
+/// Session `$1`'s queued runs, oldest first.
 pub(crate) const QUEUED_RUNS: &str = "SELECT run_id, session_id, user_id, message, enqueued_at, provider, \
      model, options FROM run_queue WHERE session_id = $1 ORDER BY seq";
 
+/// Sessions with queued runs, the one with the oldest first.
 pub(crate) const QUEUED_SESSIONS: &str =
     "SELECT session_id FROM run_queue GROUP BY session_id ORDER BY min(seq)";
 
 /// Takes run `$1` out of the queue; returns a row when it was there.
 pub(crate) const DEQUEUE: &str = "DELETE FROM run_queue WHERE run_id = $1 RETURNING 1";
 
-/// Marks a run taken out of the queue cancelled, at `$2`.
-pub(crate) const CANCEL_RUN: &str = "UPDATE runs SET state = 'cancelled', updated_at = $2, finished_at = $2, \
-     cancel_requested_at = COALESCE(cancel_requested_at, $2) WHERE id = $1";
+/// Marks queued run `$1` cancelled at `$2`, when it is still queued (its queue row and its
+/// state say so).
+pub(crate) const CANCEL_QUEUED_RUN: &str = "UPDATE runs SET state = 'cancelled', \
+     updated_at = $2, finished_at = $2, cancel_requested_at = COALESCE(cancel_requested_at, $2) \
+     WHERE id = $1 AND EXISTS (SELECT 1 FROM run_queue WHERE run_id = $1) AND state = 'queued'";
 
 /// Queues a run (see [`keel_core::Store::enqueue_run`]).
 pub(crate) async fn enqueue(
@@ -189,11 +195,9 @@ pub(crate) async fn cancel_queued(
     at: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
     // The update first, guarded by the queue row; the delete's returned row is the answer.
-    let guarded = format!(
-        "{CANCEL_RUN} AND EXISTS (SELECT 1 FROM run_queue WHERE run_id = $1) AND state = '{}'",
-        AgentState::Queued.as_str()
-    );
-    let mut batch = Batch::of(&guarded).bind(run_id).bind(timestamp(at));
+    let mut batch = Batch::of(CANCEL_QUEUED_RUN)
+        .bind(run_id)
+        .bind(timestamp(at));
     batch.end_statement().sql(DEQUEUE);
     let cancelled = conns
         .transaction(vec![batch])
@@ -203,7 +207,7 @@ pub(crate) async fn cancel_queued(
 }
 
 /// Decodes a row of [`QUEUED_RUNS`]' columns.
-pub(crate) fn decode_queued(row: &SqliteRow) -> Result<QueuedRun, StoreError> {
+pub(crate) fn decode_queued(row: &impl Columns) -> Result<QueuedRun, StoreError> {
     let place = Place::Table("run_queue");
     Ok(QueuedRun {
         run_id: column(row, "run_id", place)?,
@@ -253,6 +257,8 @@ macro_rules! queue_heads {
          WHERE e.session_id = q.session_id AND e.seq < q.seq)"
     };
 }
+
+pub(crate) use {holder_lapsed, queue_heads};
 
 /// Each session's oldest queued run whose lane is free or lapsed as of `$1`, oldest first.
 const CLAIMABLE: &str = concat!(

@@ -8,7 +8,7 @@ use sqlx::sqlite::SqliteConnection;
 
 use crate::OrBackend;
 use crate::batch::Plan;
-use crate::codec::{self, Place, column, stored_count, timestamp};
+use crate::codec::{self, Columns, Place, column, stored_count, timestamp};
 
 /// A row of the commit's run (`$5`) in its session (`$1`).
 const INSERT_CHARGE: &str = "INSERT INTO token_log (session_id, run_id, user_id, model, month, \
@@ -117,17 +117,18 @@ pub(crate) async fn usage_lines(
         .fetch_all(reader)
         .await
         .or_backend(|| format!("cannot read the token log of {}", query.month))?;
+    rows.iter().map(decode_line).collect()
+}
+
+/// Decodes a row of [`SELECT_LINES`]' columns.
+pub(crate) fn decode_line(row: &impl Columns) -> Result<UsageLine, StoreError> {
     let place = Place::Table("token_log");
-    rows.iter()
-        .map(|row| {
-            let calls: i64 = column(row, "calls", place)?;
-            Ok(UsageLine {
-                user_id: column(row, "user_id", place)?,
-                model: column(row, "model", place)?,
-                calls: u64::try_from(calls).unwrap_or_default(),
-                usage: codec::decode_usage(row, "(any)")?,
-                cost: column(row, "cost", place)?,
-            })
-        })
-        .collect()
+    let calls: i64 = column(row, "calls", place)?;
+    Ok(UsageLine {
+        user_id: column(row, "user_id", place)?,
+        model: column(row, "model", place)?,
+        calls: u64::try_from(calls).unwrap_or_default(),
+        usage: codec::decode_usage(row, "(any)")?,
+        cost: column(row, "cost", place)?,
+    })
 }

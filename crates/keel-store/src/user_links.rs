@@ -5,24 +5,26 @@ use keel_platform::PlatformLink;
 
 use crate::OrBackend;
 use crate::batch::Batch;
-use crate::codec::{self, Place, column, time_column, timestamp};
+use crate::codec::{self, Columns, Place, column, time_column, timestamp};
 use crate::connections::Connections;
 
 /// Links, unless the identity is linked already; the user must exist (foreign key).
-const LINK: &str = "INSERT INTO platform_links \
+pub(crate) const LINK: &str = "INSERT INTO platform_links \
      (platform, platform_user_id, user_id, username, created_at) \
      SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM users WHERE id = $3) \
      ON CONFLICT (platform, platform_user_id) DO NOTHING";
 
 /// Whether the identity is linked to the user now.
-const LINKED_TO: &str = "SELECT EXISTS (SELECT 1 FROM platform_links \
+pub(crate) const LINKED_TO: &str = "SELECT EXISTS (SELECT 1 FROM platform_links \
      WHERE platform = $1 AND platform_user_id = $2 AND user_id = $3)";
 
-const USER_BY_LINK: &str = "SELECT u.id, u.monthly_token_budget, u.created_at, u.updated_at, \
+/// The user identity `$1`:`$2` is linked to.
+pub(crate) const USER_BY_LINK: &str = "SELECT u.id, u.monthly_token_budget, u.created_at, u.updated_at, \
      u.permission FROM platform_links l JOIN users u ON u.id = l.user_id \
      WHERE l.platform = $1 AND l.platform_user_id = $2";
 
-const LINKS: &str = "SELECT platform, platform_user_id, user_id, username, created_at \
+/// User `$1`'s links.
+pub(crate) const LINKS: &str = "SELECT platform, platform_user_id, user_id, username, created_at \
      FROM platform_links WHERE user_id = $1 ORDER BY platform, platform_user_id";
 
 /// Links a platform identity (see [`keel_core::Store::link_user`]).
@@ -75,16 +77,17 @@ pub(crate) async fn links(
         .fetch_all(&mut *conns.reader().await?)
         .await
         .or_backend(|| format!("cannot read the links of user `{user_id}`"))?;
-    rows.iter()
-        .map(|row| {
-            let place = Place::User(user_id);
-            Ok(PlatformLink {
-                platform: column(row, "platform", place)?,
-                platform_user_id: column(row, "platform_user_id", place)?,
-                user_id: column(row, "user_id", place)?,
-                username: column(row, "username", place)?,
-                created_at: time_column(row, "created_at", place)?,
-            })
-        })
-        .collect()
+    rows.iter().map(|row| decode_link(row, user_id)).collect()
+}
+
+/// Decodes a row of [`LINKS`]' columns, a link of user `user_id`.
+pub(crate) fn decode_link(row: &impl Columns, user_id: &str) -> Result<PlatformLink, StoreError> {
+    let place = Place::User(user_id);
+    Ok(PlatformLink {
+        platform: column(row, "platform", place)?,
+        platform_user_id: column(row, "platform_user_id", place)?,
+        user_id: column(row, "user_id", place)?,
+        username: column(row, "username", place)?,
+        created_at: time_column(row, "created_at", place)?,
+    })
 }

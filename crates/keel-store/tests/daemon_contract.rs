@@ -12,7 +12,7 @@ use keel_platform::{
 };
 
 mod common;
-use common::{at, event, memory, run_record, sqlite_file, sqlite_in_memory};
+use common::{at, event, memory, postgres, run_record, sqlite_file, sqlite_in_memory};
 
 macro_rules! daemon_tests {
     ($module:ident, $make:expr) => {
@@ -65,6 +65,7 @@ macro_rules! daemon_tests {
 daemon_tests!(memory_store, memory());
 daemon_tests!(sqlite_memory, sqlite_in_memory());
 daemon_tests!(sqlite_on_file, sqlite_file());
+daemon_tests!(postgres_store, postgres());
 
 fn conversation(id: &str, owner: Option<&str>, minutes: i64) -> NewConversation {
     NewConversation {

@@ -12,7 +12,7 @@ use keel_core::{AgentState, Message};
 use keel_platform::{DaemonStore, DeliveryRoute, NewConversation, QueuedRun};
 
 mod common;
-use common::{at, memory, run_record, sqlite_file, sqlite_in_memory};
+use common::{at, memory, postgres, run_record, sqlite_file, sqlite_in_memory};
 
 macro_rules! lane_tests {
     ($module:ident, $make:expr) => {
@@ -49,6 +49,7 @@ macro_rules! lane_tests {
 lane_tests!(memory_store, memory());
 lane_tests!(sqlite_memory, sqlite_in_memory());
 lane_tests!(sqlite_on_file, sqlite_file());
+lane_tests!(postgres_store, postgres());
 
 /// A conversation whose replies go to a Telegram chat, so an outbox row would show.
 async fn routed_conversation(store: &dyn DaemonStore, id: &str) {

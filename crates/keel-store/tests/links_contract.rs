@@ -7,7 +7,7 @@ use keel_platform::DaemonStore;
 use keel_platform::PlatformLink;
 
 mod common;
-use common::{at, memory, sqlite_file, sqlite_in_memory};
+use common::{at, memory, postgres, sqlite_file, sqlite_in_memory};
 
 macro_rules! link_tests {
     ($module:ident, $make:expr) => {
@@ -28,6 +28,7 @@ macro_rules! link_tests {
 link_tests!(memory_store, memory());
 link_tests!(sqlite_memory, sqlite_in_memory());
 link_tests!(sqlite_on_file, sqlite_file());
+link_tests!(postgres_store, postgres());
 
 fn user(id: &str, permission: Permission) -> UserRecord {
     UserRecord {

@@ -11,7 +11,7 @@ use keel_platform::NewConversation;
 use keel_platform::Persona;
 
 mod common;
-use common::{at, memory, sqlite_file, sqlite_in_memory};
+use common::{at, memory, postgres, sqlite_file, sqlite_in_memory};
 
 macro_rules! platform_tests {
     ($module:ident, $make:expr) => {
@@ -56,6 +56,7 @@ macro_rules! platform_tests {
 platform_tests!(memory_store, memory());
 platform_tests!(sqlite_memory, sqlite_in_memory());
 platform_tests!(sqlite_on_file, sqlite_file());
+platform_tests!(postgres_store, postgres());
 
 fn persona(name: &str, platform: Option<&str>, server: Option<&str>, default: bool) -> Persona {
     Persona {

@@ -15,7 +15,7 @@ use keel_platform::DaemonStore;
 use keel_platform::{Inbox, InboxError, InboxSettings, IncomingMessage, Prepared, Source};
 
 mod common;
-use common::{memory, sqlite_file, sqlite_in_memory};
+use common::{memory, postgres, sqlite_file, sqlite_in_memory};
 
 macro_rules! identity_tests {
     ($module:ident, $make:expr) => {
@@ -76,6 +76,7 @@ macro_rules! identity_tests {
 identity_tests!(memory_store, memory());
 identity_tests!(sqlite_memory, sqlite_in_memory());
 identity_tests!(sqlite_on_file, sqlite_file());
+identity_tests!(postgres_store, postgres());
 
 fn message(platform: &str, user: &str, channel: &str, thread: Option<&str>) -> IncomingMessage {
     IncomingMessage {

@@ -9,7 +9,7 @@ use keel_platform::NewConversation;
 use keel_platform::{ConversationKey, Source};
 
 mod common;
-use common::{at, memory, sqlite_file, sqlite_in_memory};
+use common::{at, memory, postgres, sqlite_file, sqlite_in_memory};
 
 macro_rules! key_tests {
     ($module:ident, $make:expr) => {
@@ -30,6 +30,7 @@ macro_rules! key_tests {
 key_tests!(memory_store, memory());
 key_tests!(sqlite_memory, sqlite_in_memory());
 key_tests!(sqlite_on_file, sqlite_file());
+key_tests!(postgres_store, postgres());
 
 fn place(platform: &str, channel: &str) -> PlatformPlace {
     PlatformPlace {

@@ -11,7 +11,7 @@ use keel_core::{AgentState, LaneClaim, LaneOutcome, LanePolicy, Message};
 use keel_platform::{DaemonStore, NewConversation, QueueClaim, QueuedRun};
 
 mod common;
-use common::{memory, run_record, sqlite_file, sqlite_in_memory};
+use common::{memory, postgres, run_record, sqlite_file, sqlite_in_memory};
 
 macro_rules! claim_tests {
     ($module:ident, $make:expr) => {
@@ -40,6 +40,7 @@ macro_rules! claim_tests {
 claim_tests!(memory_store, memory());
 claim_tests!(sqlite_memory, sqlite_in_memory());
 claim_tests!(sqlite_on_file, sqlite_file());
+claim_tests!(postgres_store, postgres());
 
 /// The worker `keel serve` would be in these tests, and its lane string.
 fn worker(pid: u32) -> (Worker, String) {

@@ -24,6 +24,7 @@ mod message_memory;
 mod messages;
 mod migrate;
 mod platform;
+mod queue;
 mod runs;
 mod schedules;
 pub mod schemas;
