@@ -132,11 +132,6 @@ pub fn redact(url: &str) -> String {
     }
 }
 
-/// The error of a method not on PostgreSQL yet (while the store is being built).
-fn not_yet(method: &str) -> StoreError {
-    StoreError::Backend(format!("{method} is not on PostgreSQL yet"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
