@@ -4,7 +4,7 @@
 //! SQLite) metadata that is not JSON.
 
 mod common;
-use common::sqlite_file;
+use common::{postgres, sqlite_file};
 use keel_core::Message;
 use keel_platform::NewConversation;
 use keel_platform::{DaemonStore, MemoryIndex};
@@ -42,6 +42,7 @@ macro_rules! memory_tests {
 }
 
 memory_tests!(sqlite_on_file, sqlite_file());
+memory_tests!(postgres_store, postgres());
 
 async fn conversation(
     store: &dyn DaemonStore,

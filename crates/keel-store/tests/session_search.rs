@@ -1,9 +1,9 @@
 //! Session search (`Store::search_sessions`) as every store must do it, on SQLite's FTS5 index,
-//! PostgreSQL's GIN index and the memory store's scan: ranking, snippets, whose sessions, the excluded session,
-//! hostile queries, and `adopt_session`.
+//! PostgreSQL's GIN index and the memory store's scan: ranking, snippets, whose sessions, the
+//! excluded session, hostile queries, and `adopt_session`.
 
 mod common;
-use common::{memory, sqlite_file, sqlite_in_memory};
+use common::{memory, postgres, sqlite_file, sqlite_in_memory};
 use keel_core::{InternalReason, Message, ToolCall};
 use keel_platform::DaemonStore;
 use keel_platform::{NewConversation, SessionHit, SessionSearch};
@@ -59,6 +59,7 @@ macro_rules! search_tests {
 search_tests!(sqlite_memory, sqlite_in_memory());
 search_tests!(sqlite_on_file, sqlite_file());
 search_tests!(memory_store, memory());
+search_tests!(postgres_store, postgres());
 
 async fn conversation(store: &dyn DaemonStore, id: &str, owner: Option<&str>, texts: &[&str]) {
     let made = store
