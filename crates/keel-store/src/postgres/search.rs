@@ -18,7 +18,8 @@
 //! What a search costs: the matches of the asker's rows (found through the GIN index or the
 //! owner's rows, whichever PostgreSQL expects fewer of), a count of the rows holding each query
 //! word (through the GIN index), and the index's row count and total length (an index-only scan
-//! of `messages_fts_words`; FTS5 keeps these two in its index, PostgreSQL has to add them up).
+//! of `messages_fts_words`: FTS5 keeps these two in its index, PostgreSQL has to add them up, so
+//! a large index's are kept a minute, see [`Totals`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
