@@ -11,6 +11,16 @@ use keel_platform::QueuedRun;
 
 use super::{Continue, Engine, RunControl, stored_report};
 
+/// What claiming a run's lane came to.
+pub(super) enum Claim {
+    /// The lane is the run's, for this worker.
+    Held,
+    /// The engine stops first.
+    Stopping,
+    /// Another worker holds the lane for this very run (shared store): it drives the run.
+    Elsewhere,
+}
+
 impl Engine {
     /// Starts the next queued run of `session` if nothing runs there.
     pub(super) fn pump(self: &Arc<Self>, session: &str) {
@@ -76,9 +86,25 @@ impl Engine {
         let Some(permit) = self.permit().await else {
             return self.abandon(&run.session_id, &run.run_id);
         };
-        if !self.claim(&run.session_id, &run.run_id, &control).await {
+        // Shared: another worker may have taken it (and even ended it) meanwhile.
+        if !self.still_queued(&run.run_id).await {
             drop(permit);
-            return self.abandon(&run.session_id, &run.run_id);
+            return self.given_up(&run.session_id, &run.run_id, false).await;
+        }
+        match self.claim(&run.session_id, &run.run_id, &control).await {
+            Claim::Held => {}
+            Claim::Stopping => {
+                drop(permit);
+                return self.abandon(&run.session_id, &run.run_id);
+            }
+            Claim::Elsewhere => {
+                drop(permit);
+                return self.given_up(&run.session_id, &run.run_id, false).await;
+            }
+        }
+        if !self.still_queued(&run.run_id).await {
+            drop(permit);
+            return self.given_up(&run.session_id, &run.run_id, true).await;
         }
         if control.cancel.is_cancelled() {
             if let Ok(true) = self.store.cancel_queued(&run.run_id, Utc::now()).await {
@@ -157,8 +183,14 @@ impl Engine {
             let Some(agent) = engine.agent.get().cloned() else {
                 return engine.abandon(&session_id, &run_id);
             };
-            if !engine.claim(&session_id, &run_id, &control).await {
-                return engine.abandon(&session_id, &run_id);
+            match engine.claim(&session_id, &run_id, &control).await {
+                Claim::Held => {}
+                Claim::Stopping => return engine.abandon(&session_id, &run_id),
+                // Another worker continues it (the same approval or resume reached it too).
+                Claim::Elsewhere => return engine.given_up(&session_id, &run_id, false).await,
+            }
+            if !engine.still_continuable(&run_id).await {
+                return engine.given_up(&session_id, &run_id, true).await;
             }
             let stored = engine
                 .store
@@ -203,10 +235,15 @@ impl Engine {
     }
 
     /// Claims the session's lane for the run in the store, waiting while another run (a paused
-    /// one, or one of another process) holds it; false when the engine stops first.
-    pub(super) async fn claim(&self, session_id: &str, run_id: &str, control: &RunControl) -> bool {
-        let stale_after =
-            chrono::Duration::from_std(self.options.reconcile.stale_after).unwrap_or_default();
+    /// one, or one of another process) holds it; [`Claim::Stopping`] when the engine stops
+    /// first, [`Claim::Elsewhere`] when (shared) another worker holds it for this very run.
+    pub(super) async fn claim(
+        &self,
+        session_id: &str,
+        run_id: &str,
+        control: &RunControl,
+    ) -> Claim {
+        let stale_after = self.stale_after();
         let mut wait = Duration::from_millis(50);
         loop {
             let claim = LaneClaim {
@@ -217,14 +254,21 @@ impl Engine {
                 stale_after,
             };
             match self.store.claim_session(&claim).await {
-                Ok(LaneOutcome::Claimed) => return true,
-                Ok(LaneOutcome::Busy(_)) if control.cancel.is_cancelled() => return true,
+                Ok(LaneOutcome::Claimed) => return Claim::Held,
+                Ok(LaneOutcome::Busy(holder))
+                    if self.shared()
+                        && holder.run_id == run_id
+                        && holder.worker != self.options.worker =>
+                {
+                    return Claim::Elsewhere;
+                }
+                Ok(LaneOutcome::Busy(_)) if control.cancel.is_cancelled() => return Claim::Held,
                 Ok(LaneOutcome::Busy(_)) => {}
                 Err(error) => tracing::error!(%error, run_id, "cannot claim the lane"),
             }
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
-                _ = self.stopping.cancelled() => return false,
+                _ = self.stopping.cancelled() => return Claim::Stopping,
             }
             wait = (wait * 2).min(Duration::from_secs(1));
         }

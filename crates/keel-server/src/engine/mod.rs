@@ -10,6 +10,7 @@ mod drive;
 mod lanes;
 mod policies;
 mod report;
+mod shared;
 mod sink;
 mod sizes;
 mod steer;
@@ -38,6 +39,7 @@ use crate::metrics::Metrics;
 pub use control::{Boundaries, RunControl};
 use lanes::Lanes;
 pub use report::stored_report;
+pub use shared::DISPATCH_EVERY;
 pub use sizes::EngineSizes;
 pub use steer::STEERED;
 
@@ -188,6 +190,8 @@ pub struct Engine {
     tasks: TaskTracker,
     stopping: CancellationToken,
     metrics: Arc<Metrics>,
+    /// Wakes the dispatcher of a shared store's queue (see `shared.rs`).
+    dispatch: Arc<tokio::sync::Notify>,
 }
 
 impl Engine {
@@ -213,6 +217,7 @@ impl Engine {
             tasks: TaskTracker::new(),
             stopping: CancellationToken::new(),
             metrics: Arc::new(Metrics::new()),
+            dispatch: Arc::new(tokio::sync::Notify::new()),
         })
     }
 
@@ -243,7 +248,9 @@ impl Engine {
         self.accepting.store(true, Ordering::SeqCst);
         self.resume_abandoned().await?;
         self.watch_waiting_approvals().await?;
-        for session in self.store.queued_sessions().await? {
+        // Shared by many workers, the queue is taken by the dispatcher; alone, it is read back.
+        self.start_shared();
+        for session in self.sessions_to_read_back().await? {
             let queued = self.store.queued_runs(&session).await?;
             {
                 let mut lanes = self.lock_lanes();
@@ -259,7 +266,14 @@ impl Engine {
         }
         self.keep_up_metrics();
         let engine = Arc::downgrade(self);
-        let every = self.options.reconcile_every;
+        // Shared, a dead worker's runs are found within half the staleness.
+        let every = if self.shared() {
+            (self.options.reconcile.stale_after / 2)
+                .min(self.options.reconcile_every)
+                .max(Duration::from_millis(100))
+        } else {
+            self.options.reconcile_every
+        };
         let stopping = self.stopping.clone();
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(every);
@@ -431,6 +445,10 @@ impl Engine {
                     break;
                 }
             }
+        }
+        if self.shared() {
+            // Driven by another worker: its report comes through the store.
+            return self.report_from_store(run_id).await;
         }
         self.report(run_id).await
     }

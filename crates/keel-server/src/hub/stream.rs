@@ -18,7 +18,8 @@ use super::{EventId, Frame, Hub};
 /// The name of the frame that ends a run's stream.
 pub const STREAM_END: &str = "keel.stream.end";
 
-/// How often a stream waiting for a run driven elsewhere looks at the store again.
+/// How often a stream waiting for a run driven elsewhere looks at the store again (at once,
+/// on a shared store, when the run stores events: [`stored_events`]).
 const POLL: Duration = Duration::from_secs(1);
 
 /// An SSE response fed by a task sending into `frames`.
@@ -100,6 +101,8 @@ async fn follow_run_from(
     started: &mut tokio::sync::watch::Receiver<bool>,
 ) {
     let run_id = run_id.to_string();
+    // Shared by many workers, the store tells when a run driven elsewhere stores events.
+    let mut signals = hub.store().signals();
     loop {
         if let Some(snapshot) = hub.snapshot(&run_id) {
             if last.seq < snapshot.stored_before
@@ -179,11 +182,33 @@ async fn follow_run_from(
         };
         tokio::select! {
             _ = start => {}
+            _ = stored_events(&mut signals, &run_id) => {}
             _ = tokio::time::sleep(POLL) => {}
             _ = closed(closing) => return,
             _ = frames.closed() => return,
         }
     }
+}
+
+/// Resolves when the store signals that `run_id` stored events (or that some signals were
+/// missed); never without signals (a store no other worker shares: polling only).
+async fn stored_events(
+    signals: &mut Option<broadcast::Receiver<keel_platform::StoreSignal>>,
+    run_id: &str,
+) {
+    let Some(receiver) = signals else {
+        return std::future::pending().await;
+    };
+    loop {
+        match receiver.recv().await {
+            Ok(keel_platform::StoreSignal::Events(id)) if id == run_id => return,
+            Ok(_) => {}
+            Err(broadcast::error::RecvError::Lagged(_)) => return,
+            Err(broadcast::error::RecvError::Closed) => break,
+        }
+    }
+    *signals = None;
+    std::future::pending().await
 }
 
 /// Sends the stored events of `run_id` after `last` up to seq `up_to`, moving `last`; an error
