@@ -2,7 +2,8 @@
 //! with the run it queued, so a redelivery queues nothing; an outbox row written by the commit
 //! that ends a routed run or makes it wait for a person, once per change of state; replies
 //! marked delivered once, put off, given up and counted; a channel's own state; pairing codes
-//! that work once. Run against SQLite (in memory and on a file) and the memory store.
+//! that work once. Run against SQLite (in memory and on a file), the memory store and
+//! PostgreSQL (`KEEL_TEST_PG`; two workers racing for one event or one outbox: `postgres_races`).
 
 use chrono::Duration;
 use keel_core::store::Commit;
@@ -13,7 +14,7 @@ use keel_platform::{
 };
 
 mod common;
-use common::{at, memory, run_record, sqlite_file, sqlite_in_memory};
+use common::{at, memory, postgres, run_record, sqlite_file, sqlite_in_memory};
 
 macro_rules! channel_tests {
     ($module:ident, $make:expr) => {
@@ -58,6 +59,7 @@ macro_rules! channel_tests {
 channel_tests!(memory_store, memory());
 channel_tests!(sqlite_memory, sqlite_in_memory());
 channel_tests!(sqlite_on_file, sqlite_file());
+channel_tests!(postgres_store, postgres());
 
 async fn conversation(store: &dyn DaemonStore, id: &str) {
     let made = store

@@ -14,7 +14,10 @@ use chrono::{DateTime, Utc};
 use keel_platform::schedule::{
     CatchUp, Creator, Schedule, ScheduleKind, ScheduleState, SlotKey, SlotOutcome, SlotRecord,
 };
-use keel_platform::{ChannelStore, InboundKey, Notice, ScheduleStore};
+use keel_platform::{
+    ChannelStore, ConversationStore, EnqueueOutcome, InboundKey, NewConversation, Notice,
+    QueuedRun, ScheduleStore,
+};
 use keel_store::PgStore;
 use sqlx::postgres::PgConnectOptions;
 use tokio::sync::Barrier;
@@ -60,6 +63,22 @@ where
     answers
 }
 
+/// A conversation, created through the store.
+async fn conversation(store: &PgStore, id: &str) {
+    let made = store
+        .create_conversation(&NewConversation {
+            id: id.into(),
+            owner: Some("ann".into()),
+            lane_policy: Default::default(),
+            at: at(0),
+            place: None,
+            trusted: true,
+        })
+        .await
+        .unwrap();
+    assert!(made.is_some());
+}
+
 /// A session row written directly (for the races that need nothing else of it).
 async fn bare_session(store: &PgStore, id: &str) {
     sqlx::query("INSERT INTO sessions (id, created_at, updated_at) VALUES ($1, $2, $2)")
@@ -90,6 +109,38 @@ fn schedule(id: &str, session: &str) -> Schedule {
         created_at: at(1),
         updated_at: at(1),
     }
+}
+
+fn queued(run_id: &str, inbound: Option<InboundKey>, slot: Option<SlotKey>) -> QueuedRun {
+    QueuedRun {
+        run_id: run_id.into(),
+        session_id: "c1".into(),
+        user_id: Some("ann".into()),
+        message: "standup".into(),
+        enqueued_at: at(11),
+        provider: "mock".into(),
+        model: "m".into(),
+        options: Default::default(),
+        inbound,
+        slot,
+    }
+}
+
+/// The one run queued, checked against every duplicate's answer.
+fn one_queued(outcomes: &[EnqueueOutcome]) -> Vec<String> {
+    let queued = outcomes
+        .iter()
+        .filter(|o| matches!(o, EnqueueOutcome::Queued { .. }))
+        .count();
+    assert_eq!(queued, 1, "{outcomes:?}");
+    outcomes
+        .iter()
+        .filter_map(|o| match o {
+            EnqueueOutcome::Queued { .. } => None,
+            EnqueueOutcome::Duplicate { run_id } => Some(run_id.clone()),
+            other => panic!("{other:?}"),
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -171,6 +222,68 @@ async fn two_workers_ticking_at_once_advance_a_schedule_once() {
     let schedule = workers[1].schedule("s1").await.unwrap().unwrap();
     assert_eq!(schedule.next_slot, Some(at(12)));
     assert!(workers[1].due_schedules(at(11)).await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_workers_enqueueing_one_slot_at_once_queue_one_run() {
+    let Some(workers) = two_workers().await else {
+        return;
+    };
+    conversation(&workers[0], "c1").await;
+    workers[0]
+        .create_schedule(&schedule("s1", "c1"))
+        .await
+        .unwrap();
+    let key = SlotKey {
+        schedule_id: "s1".into(),
+        slot: at(11),
+    };
+    let outcomes = race(&workers, |store, i| {
+        let run = queued(&format!("r{i}"), None, Some(key.clone()));
+        async move { store.enqueue_run(&run, 100).await.unwrap() }
+    })
+    .await;
+    let duplicates = one_queued(&outcomes);
+    let runs = workers[1].queued_runs("c1").await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert!(duplicates.iter().all(|id| *id == runs[0].run_id));
+    let slots = workers[0].slots("s1", 10).await.unwrap();
+    assert_eq!(slots.len(), 1);
+    assert_eq!(slots[0].record.run_id.as_ref(), Some(&runs[0].run_id));
+    // The slot is taken: recording it again changes nothing.
+    let again = SlotRecord {
+        schedule_id: "s1".into(),
+        slot: at(11),
+        outcome: SlotOutcome::Missed,
+        run_id: None,
+        reason: None,
+        at: at(12),
+    };
+    assert!(!workers[1].record_slot(&again).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_workers_enqueueing_one_event_at_once_queue_one_run() {
+    let Some(workers) = two_workers().await else {
+        return;
+    };
+    conversation(&workers[0], "c1").await;
+    let key = InboundKey::new("telegram", "1001");
+    let outcomes = race(&workers, |store, i| {
+        let run = queued(&format!("r{i}"), Some(key.clone()), None);
+        async move { store.enqueue_run(&run, 100).await.unwrap() }
+    })
+    .await;
+    let duplicates = one_queued(&outcomes);
+    let runs = workers[0].queued_runs("c1").await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert!(duplicates.iter().all(|id| *id == runs[0].run_id));
+    for store in &workers {
+        assert_eq!(
+            store.inbound_run(&key).await.unwrap().as_ref(),
+            Some(&runs[0].run_id)
+        );
+    }
 }
 
 /// Notices for `targets` targets of channel `slack`, `per_target` each, interleaved.

@@ -2,8 +2,9 @@
 //! advanced once (compare-and-set), paused and resumed, deleted with their slots; a slot fires
 //! once (its record written with the run's queue row; a slot recorded before, fired, missed or
 //! refused, queues nothing); ended fires counted once, a schedule pausing itself after its
-//! failures in a row. Run against SQLite (in memory and on a file) and the memory store, and
-//! two SQLite stores on one file (two daemons) enqueueing one slot at once.
+//! failures in a row. Run against SQLite (in memory and on a file), the memory store and
+//! PostgreSQL (`KEEL_TEST_PG`), and two SQLite stores on one file (two daemons) enqueueing one
+//! slot at once (two PostgreSQL workers: `postgres_races`).
 
 use std::sync::Arc;
 
@@ -17,7 +18,7 @@ use keel_platform::schedule::{
 use keel_platform::{DaemonStore, EnqueueOutcome, NewConversation, QueuedRun, ScheduleStore};
 
 mod common;
-use common::{at, memory, run_record, sqlite_file, sqlite_in_memory};
+use common::{at, memory, postgres, run_record, sqlite_file, sqlite_in_memory};
 
 macro_rules! schedule_tests {
     ($module:ident, $make:expr) => {
@@ -54,6 +55,7 @@ macro_rules! schedule_tests {
 schedule_tests!(memory_store, memory());
 schedule_tests!(sqlite_memory, sqlite_in_memory());
 schedule_tests!(sqlite_on_file, sqlite_file());
+schedule_tests!(postgres_store, postgres());
 
 async fn conversation(store: &dyn DaemonStore, id: &str, owner: &str) {
     let made = store
