@@ -206,6 +206,9 @@ pub(super) async fn save_embeddings(
     vectors: &[(u64, Vec<f32>)],
 ) -> Result<(), StoreError> {
     let doing = || "cannot keep message embeddings".to_string();
+    // By seq, so two workers keeping embeddings of one session lock its rows in one order.
+    let mut vectors: Vec<&(u64, Vec<f32>)> = vectors.iter().collect();
+    vectors.sort_by_key(|(seq, _)| *seq);
     let mut tx = pool.begin().await.or_backend(doing)?;
     for (seq, vector) in vectors {
         sqlx::query(SAVE_EMBEDDING)
