@@ -147,6 +147,11 @@ pub struct BenchArgs {
     #[arg(long)]
     pub serve: bool,
 
+    /// With --serve: how many `keel serve` workers share the store (more than one needs
+    /// `--database postgres://…`; each benchmark gets a fresh schema there, dropped after).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub daemons: usize,
+
     /// With --http or --serve, ask for streamed answers.
     #[arg(long)]
     pub stream: bool,

@@ -52,7 +52,8 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         );
     }
     if args.serve {
-        return serve::bench(&args).await;
+        let database = std::env::var("KEEL_DATABASE_URL").ok();
+        return serve::bench(&args, database.as_deref()).await;
     }
     let setup = Setup {
         conversations: args.conversations,

@@ -282,6 +282,25 @@ pub fn cpu_time_of(pid: &str) -> Duration {
     Duration::from_millis((ticks(11) + ticks(12)) * 10)
 }
 
+/// CPU time (user + system) of every process on this machine named `postgres`: a local
+/// PostgreSQL server's postmaster, its helpers and its backends. A backend that exits takes its
+/// time with it, so a difference over a benchmark counts what live connections spent.
+pub fn postgres_cpu_time() -> Duration {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Duration::ZERO;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| comm.trim() == "postgres")
+        })
+        .map(|pid| cpu_time_of(&pid))
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

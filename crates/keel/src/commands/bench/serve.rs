@@ -1,8 +1,11 @@
-//! `keel bench --serve`: the same conversations, sent through a `keel serve` child process over
-//! its HTTP API (SQLite store, `keel mock-provider` as the model): each conversation is one
-//! `POST .../messages` (timed: the API's latency) and its run's SSE stream, read to the end.
-//! Reports iterations per second, wall time against the ideal, the POST latencies, and the
-//! daemon's peak memory and CPU time.
+//! `keel bench --serve`: the same conversations, sent through `keel serve` child processes over
+//! their HTTP API (`keel mock-provider` as the model): each conversation is one `POST
+//! .../messages` (timed: the API's latency) and its run's SSE stream, read to the end. The store
+//! is SQLite (one daemon), or a fresh schema of the PostgreSQL database `--database` names,
+//! shared by `--daemons N` workers: conversation `i` is sent to and followed on worker `i mod
+//! N`, and any worker may run it. Reports iterations per second, wall time against the ideal,
+//! the POST latencies, the daemons' peak memory and CPU time, and on PostgreSQL the database's
+//! CPU time per safe boundary stored.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -47,13 +50,67 @@ pub struct ServeReport {
     pub post_latency_us: Spread,
     /// The daemon's peak resident memory, in MiB.
     pub daemon_peak_rss_mib: f64,
-    /// The daemon's CPU time (user + system) per iteration, in microseconds.
+    /// The daemon's CPU time (user + system) per iteration, in microseconds (all daemons').
     pub daemon_cpu_per_iteration_us: f64,
+    /// `sqlite` or `postgres`.
+    pub store: &'static str,
+    /// `keel serve` workers sharing the store.
+    pub daemons: usize,
+    /// Safe boundaries the runs stored (checkpoints).
+    pub boundaries: usize,
+    /// On PostgreSQL: the local server's CPU time per boundary, in microseconds.
+    pub database_cpu_per_boundary_us: Option<f64>,
 }
 
-/// Runs `keel bench --serve`.
-pub async fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
+/// Runs `keel bench --serve`, on the PostgreSQL database `database` when given.
+pub async fn bench(args: &BenchArgs, database: Option<&str>) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(args.daemons >= 1, "--daemons must be at least 1");
+    anyhow::ensure!(
+        args.daemons == 1 || database.is_some(),
+        "--daemons {} needs --database postgres://…: a SQLite file is one process's",
+        args.daemons
+    );
     super::raise_open_files(args.conversations as u64 * 2 + 256)?;
+    let schema = match database {
+        Some(url) => Some(BenchSchema::create(url).await?),
+        None => None,
+    };
+    let outcome = run(args, schema.as_ref().map(|schema| schema.url.as_str())).await;
+    if let Some(schema) = schema {
+        schema.drop().await;
+    }
+    outcome
+}
+
+/// A schema of its own for one benchmark, dropped after it.
+struct BenchSchema {
+    server: String,
+    name: String,
+    url: String,
+}
+
+impl BenchSchema {
+    async fn create(server: &str) -> anyhow::Result<BenchSchema> {
+        let name = format!("keel_bench_{}", uuid::Uuid::now_v7().simple());
+        let url = keel_store::postgres::schemas::create_schema(server, &name).await?;
+        Ok(BenchSchema {
+            server: server.to_string(),
+            name,
+            url,
+        })
+    }
+
+    async fn drop(self) {
+        if let Err(error) =
+            keel_store::postgres::schemas::drop_schema(&self.server, &self.name).await
+        {
+            eprintln!("keel bench: {error}");
+        }
+    }
+}
+
+/// The benchmark proper, on the store `database` names (SQLite in the home when `None`).
+async fn run(args: &BenchArgs, database: Option<&str>) -> anyhow::Result<ExitCode> {
     let dir = tempfile::tempdir().context("cannot make a temporary directory")?;
     let home = dir.path().join("home");
     let workspace = dir.path().join("workspace");
@@ -73,28 +130,39 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             args.conversations.max(1),
         ),
     )?;
-    let key = admin_key(&home)?;
-    let daemon = DaemonProcess::start(&home)?;
+    let key = admin_key(&home, database)?;
+    let mut daemons = Vec::with_capacity(args.daemons);
+    for _ in 0..args.daemons {
+        daemons.push(DaemonProcess::start(&home, database)?);
+    }
     keel_providers::install_crypto_provider();
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(args.conversations + 16)
         .build()?;
-    let api = Api {
-        http,
-        base: daemon.url.clone(),
-        key,
-    };
+    let apis: Vec<Api> = daemons
+        .iter()
+        .map(|daemon| Api {
+            http: http.clone(),
+            base: daemon.url.clone(),
+            key: key.clone(),
+        })
+        .collect();
 
-    // One conversation first, unmeasured (tokenizer tables, statements, connections).
-    let warm = api.conversation().await?;
-    let (_, run_id) = api.send(&warm).await?;
-    api.follow(&run_id).await?;
+    // One conversation per worker first, unmeasured (tokenizer tables, statements,
+    // connections).
+    for api in &apis {
+        let warm = api.conversation().await?;
+        let (_, run_id) = api.send(&warm).await?;
+        api.follow(&run_id).await?;
+    }
     let mut conversations = Vec::with_capacity(args.conversations);
-    for _ in 0..args.conversations {
-        conversations.push(api.conversation().await?);
+    for i in 0..args.conversations {
+        let api = apis[i % apis.len()].clone();
+        conversations.push((api.conversation().await?, api));
     }
 
-    let cpu_before = daemon.cpu_time();
+    let cpu_before: Duration = daemons.iter().map(DaemonProcess::cpu_time).sum();
+    let database_cpu_before = super::report::postgres_cpu_time();
     let gap = match args.start {
         BenchStart::Burst => Duration::ZERO,
         BenchStart::Spread => {
@@ -103,8 +171,7 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     };
     let started = Instant::now();
     let mut tasks = JoinSet::new();
-    for (i, conversation) in conversations.into_iter().enumerate() {
-        let api = api.clone();
+    for (i, (conversation, api)) in conversations.into_iter().enumerate() {
         let start_at = started + gap * i as u32;
         tasks.spawn(async move {
             tokio::time::sleep_until(start_at).await;
@@ -116,11 +183,13 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     let mut posts = Vec::new();
     let mut completed = 0;
     let mut failure = None;
+    let mut run_ids = Vec::with_capacity(args.conversations);
     while let Some(joined) = tasks.join_next().await {
         match joined.context("a conversation panicked")? {
-            Ok((post, state, _)) if state == "completed" => {
+            Ok((post, state, run_id)) if state == "completed" => {
                 posts.push(post);
                 completed += 1;
+                run_ids.push(run_id);
             }
             Ok((post, state, run_id)) => {
                 posts.push(post);
@@ -132,7 +201,15 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let wall = started.elapsed();
-    let cpu = daemon.cpu_time().saturating_sub(cpu_before);
+    let cpu = daemons
+        .iter()
+        .map(DaemonProcess::cpu_time)
+        .sum::<Duration>()
+        .saturating_sub(cpu_before);
+    let database_cpu = super::report::postgres_cpu_time().saturating_sub(database_cpu_before);
+    let peak_rss_kib: u64 = daemons.iter().map(DaemonProcess::peak_rss_kib).sum();
+    drop(daemons);
+    let boundaries = boundaries(&home, database, &run_ids).await?;
     let iterations = (completed as f64) * f64::from(args.iterations);
     let ideal = Duration::from_millis(args.latency_ms) * args.iterations;
     let report = ServeReport {
@@ -146,8 +223,17 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         wall_vs_ideal: wall.as_secs_f64() / ideal.as_secs_f64().max(1e-9),
         iterations_per_s: iterations / wall.as_secs_f64(),
         post_latency_us: Spread::of(posts),
-        daemon_peak_rss_mib: daemon.peak_rss_kib() as f64 / 1024.0,
+        daemon_peak_rss_mib: peak_rss_kib as f64 / 1024.0,
         daemon_cpu_per_iteration_us: cpu.as_secs_f64() * 1e6 / iterations.max(1.0),
+        store: if database.is_some() {
+            "postgres"
+        } else {
+            "sqlite"
+        },
+        daemons: args.daemons,
+        boundaries,
+        database_cpu_per_boundary_us: database
+            .map(|_| database_cpu.as_secs_f64() * 1e6 / (boundaries.max(1) as f64)),
     };
     let failed = report.failure.is_some();
     if args.json {
@@ -162,16 +248,47 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// Safe boundaries the measured runs stored, read from the store once the daemons are gone.
+async fn boundaries(
+    home: &Path,
+    database: Option<&str>,
+    run_ids: &[String],
+) -> anyhow::Result<usize> {
+    use keel_core::Store;
+    let store: Box<dyn Store> = match database {
+        Some(url) => Box::new(keel_store::PgStore::open(url).await?),
+        None => Box::new(keel_store::SqliteStore::open(&home.join("keel.db")).await?),
+    };
+    let mut count = 0;
+    for run_id in run_ids {
+        count += store.checkpoints(run_id).await?.len();
+    }
+    store.close().await;
+    Ok(count)
+}
+
 fn text(r: &ServeReport) -> String {
+    let database = r.database_cpu_per_boundary_us.map_or(String::new(), |us| {
+        format!(
+            "  database CPU     {us:.0} µs per boundary ({} boundaries)\n",
+            r.boundaries
+        )
+    });
     format!(
-        "keel bench --serve: {} conversations × {} iterations, {} ms model latency, keel serve \
-         (SQLite) over HTTP\n  completed        {}/{}{}\n  wall             {:.2} s \
+        "keel bench --serve: {} conversations × {} iterations, {} ms model latency, {} keel \
+         serve on {} over HTTP\n  completed        {}/{}{}\n  wall             {:.2} s \
          (ideal {:.2} s, {:.2}×)\n  throughput       {:.0} iterations/s\n  POST latency     \
          p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms\n  daemon memory    {:.0} MiB peak\n  \
-         daemon CPU       {:.0} µs per iteration\n",
+         daemon CPU       {:.0} µs per iteration\n{database}",
         r.conversations,
         r.iterations,
         r.latency_ms,
+        r.daemons,
+        if r.store == "postgres" {
+            "PostgreSQL"
+        } else {
+            "SQLite"
+        },
         r.completed,
         r.conversations,
         r.failure
@@ -208,12 +325,22 @@ fn script(iterations: u32, latency_ms: u64) -> Script {
     Script::new(steps).with_per_turn()
 }
 
-/// `keel keys create --admin` in `home`: the key.
-fn admin_key(home: &Path) -> anyhow::Result<String> {
+/// `keel` in `home` on the store `database` names.
+fn keel_command(home: &Path, database: Option<&str>) -> anyhow::Result<Command> {
     let exe = std::env::current_exe().context("cannot find the keel executable")?;
-    let output = Command::new(exe)
+    let mut command = Command::new(exe);
+    command.env("KEEL_HOME", home);
+    match database {
+        Some(url) => command.env("KEEL_DATABASE_URL", url),
+        None => command.env_remove("KEEL_DATABASE_URL"),
+    };
+    Ok(command)
+}
+
+/// `keel keys create --admin` in `home`: the key.
+fn admin_key(home: &Path, database: Option<&str>) -> anyhow::Result<String> {
+    let output = keel_command(home, database)?
         .args(["keys", "create", "--admin"])
-        .env("KEEL_HOME", home)
         .output()
         .context("cannot run keel keys create")?;
     anyhow::ensure!(
@@ -231,11 +358,9 @@ struct DaemonProcess {
 }
 
 impl DaemonProcess {
-    fn start(home: &Path) -> anyhow::Result<DaemonProcess> {
-        let exe = std::env::current_exe().context("cannot find the keel executable")?;
-        let mut child = Command::new(exe)
+    fn start(home: &Path, database: Option<&str>) -> anyhow::Result<DaemonProcess> {
+        let mut child = keel_command(home, database)?
             .args(["serve", "--bind", "127.0.0.1:0"])
-            .env("KEEL_HOME", home)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
