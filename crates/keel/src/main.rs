@@ -130,7 +130,9 @@ fn main() -> ExitCode {
         Command::Approve(args) => runtime.block_on(commands::resume::approve(config, args)),
         Command::Demo => runtime.block_on(commands::demo::demo()),
         Command::MockProvider(args) => runtime.block_on(commands::mock_provider::serve(args)),
-        Command::Bench(args) => runtime.block_on(commands::bench::bench(args)),
+        Command::Bench(args) => {
+            runtime.block_on(commands::bench::bench(args, cli.database.clone()))
+        }
     };
     runtime.block_on(telemetry::flush());
     runtime.block_on(setup::close_stores());

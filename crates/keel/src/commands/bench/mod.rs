@@ -44,15 +44,14 @@ const TOOL: &str = "lookup";
 /// The context window of the bench's model: far more than `--iterations` can fill.
 const BENCH_WINDOW: u32 = 1 << 24;
 
-/// Runs `keel bench`.
-pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
+/// Runs `keel bench` (`--serve` on the PostgreSQL database `database` when one is named).
+pub async fn bench(args: BenchArgs, database: Option<String>) -> anyhow::Result<ExitCode> {
     if args.conversations == 0 || args.iterations == 0 {
         return Err(
             ConfigError("--conversations and --iterations must be at least 1".into()).into(),
         );
     }
     if args.serve {
-        let database = std::env::var("KEEL_DATABASE_URL").ok();
         return serve::bench(&args, database.as_deref()).await;
     }
     let setup = Setup {
