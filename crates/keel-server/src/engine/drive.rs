@@ -78,10 +78,12 @@ impl Engine {
         folded: Vec<QueuedRun>,
         control: Arc<RunControl>,
     ) {
-        let run = if folded.is_empty() {
-            run
+        // Shared, the runs are folded once the lane is this worker's: another worker may have
+        // taken the run they would be folded into.
+        let (run, folded) = if folded.is_empty() || self.shared() {
+            (run, folded)
         } else {
-            self.collect(run, folded).await
+            (self.collect(run, folded).await, Vec::new())
         };
         let Some(permit) = self.permit().await else {
             return self.abandon(&run.session_id, &run.run_id);
@@ -89,7 +91,9 @@ impl Engine {
         // Shared: another worker may have taken it (and even ended it) meanwhile.
         if !self.still_queued(&run.run_id).await {
             drop(permit);
-            return self.given_up(&run.session_id, &run.run_id, false).await;
+            return self
+                .given_up(&run.session_id, &run.run_id, false, folded)
+                .await;
         }
         match self.claim(&run.session_id, &run.run_id, &control).await {
             Claim::Held => {}
@@ -99,13 +103,22 @@ impl Engine {
             }
             Claim::Elsewhere => {
                 drop(permit);
-                return self.given_up(&run.session_id, &run.run_id, false).await;
+                return self
+                    .given_up(&run.session_id, &run.run_id, false, folded)
+                    .await;
             }
         }
         if !self.still_queued(&run.run_id).await {
             drop(permit);
-            return self.given_up(&run.session_id, &run.run_id, true).await;
+            return self
+                .given_up(&run.session_id, &run.run_id, true, folded)
+                .await;
         }
+        let run = if folded.is_empty() {
+            run
+        } else {
+            self.collect(run, folded).await
+        };
         if control.cancel.is_cancelled() {
             if let Ok(true) = self.store.cancel_queued(&run.run_id, Utc::now()).await {
                 self.metrics.runs_ended_queued("queued", 1);
@@ -187,10 +200,16 @@ impl Engine {
                 Claim::Held => {}
                 Claim::Stopping => return engine.abandon(&session_id, &run_id),
                 // Another worker continues it (the same approval or resume reached it too).
-                Claim::Elsewhere => return engine.given_up(&session_id, &run_id, false).await,
+                Claim::Elsewhere => {
+                    return engine
+                        .given_up(&session_id, &run_id, false, Vec::new())
+                        .await;
+                }
             }
             if !engine.still_continuable(&run_id).await {
-                return engine.given_up(&session_id, &run_id, true).await;
+                return engine
+                    .given_up(&session_id, &run_id, true, Vec::new())
+                    .await;
             }
             let stored = engine
                 .store

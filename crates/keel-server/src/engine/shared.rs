@@ -174,8 +174,15 @@ impl Engine {
 
     /// A run this process meant to drive is driven (or was ended) by another worker: it is
     /// let go here, its lane given back when this claim took a lane nobody held for a run
-    /// that already ended, and the lane's next run started.
-    pub(super) async fn given_up(self: &Arc<Self>, session_id: &str, run_id: &str, held: bool) {
+    /// that already ended, the runs `collect` would have folded into it wait again, and the
+    /// lane's next run starts.
+    pub(super) async fn given_up(
+        self: &Arc<Self>,
+        session_id: &str,
+        run_id: &str,
+        held: bool,
+        folded: Vec<QueuedRun>,
+    ) {
         if held
             && let Ok(Some(run)) = self.store.run(run_id).await
             && run.state.is_terminal()
@@ -184,6 +191,13 @@ impl Engine {
             let _ = self.store.release_session(session_id, run_id).await;
         }
         tracing::debug!(run_id, "another worker drives this run");
+        if !folded.is_empty() {
+            let mut lanes = self.lock_lanes();
+            let lane = lanes.entry(session_id.to_string()).or_default();
+            for run in folded.into_iter().rev() {
+                lane.queued.push_front(run);
+            }
+        }
         self.abandon(session_id, run_id);
         self.pump(session_id);
     }
