@@ -205,3 +205,45 @@ async fn enqueues_racing_into_one_lane_keep_its_limit() {
     assert_eq!(ahead, (0..limit).collect::<Vec<_>>(), "one place each");
     assert_eq!(workers[1].queued_runs("s0").await.unwrap().len(), limit);
 }
+
+#[tokio::test]
+async fn a_lane_another_transaction_holds_is_passed_over_not_waited_for() {
+    let Some([a, b]) = two_workers().await else {
+        return;
+    };
+    fill(&a, 1, 0).await;
+    let long_ago = Utc::now() - Duration::seconds(600);
+    let run = QueuedRun {
+        enqueued_at: long_ago,
+        ..queued("r1", "s0")
+    };
+    a.enqueue_run(&run, 4).await.unwrap();
+    let first = QueueClaim {
+        at: long_ago,
+        ..claim("pid 1 on host", 4)
+    };
+    assert_eq!(
+        a.claim_queued(&first).await.unwrap(),
+        std::slice::from_ref(&run)
+    );
+    // Worker 1 died before starting r1, so its claim lapsed; but a transaction of worker 1's
+    // store holds the lane's row (as a commit's fence would).
+    let mut tx = a.pool().begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM session_lanes WHERE session_id = 's0' FOR UPDATE")
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    let taken = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        b.claim_queued(&claim("pid 2 on host", 4)),
+    )
+    .await
+    .expect("a claim never waits for a lane's row")
+    .unwrap();
+    assert!(taken.is_empty());
+    tx.rollback().await.unwrap();
+    assert_eq!(
+        b.claim_queued(&claim("pid 2 on host", 4)).await.unwrap(),
+        [run]
+    );
+}

@@ -10,7 +10,10 @@
 //!
 //! Taking queued runs locks the queue rows it takes, `FOR UPDATE SKIP LOCKED`: workers taking
 //! at once take different runs, and each lane claimed is one row whose primary key settles the
-//! rest: a worker that finds a lane claimed in the meantime leaves its run.
+//! rest: a worker that finds a lane claimed in the meantime leaves its run. A lane row another
+//! transaction has locked is passed over too, never waited for: a commit holds its lane's row
+//! (the fence) while it takes its run out of the queue, so waiting for it while holding that
+//! queue row could deadlock.
 
 use chrono::{DateTime, Utc};
 use keel_core::StoreError;
@@ -62,6 +65,12 @@ const CLAIMABLE: &str = concat!(
     holder_lapsed!("$1"),
     ") ORDER BY q.seq LIMIT $2 FOR UPDATE OF q SKIP LOCKED"
 );
+
+/// Locks lane `$1`'s row, unless another transaction holds it; a row when it did.
+const LOCK_LANE: &str = "SELECT 1 FROM session_lanes WHERE session_id = $1 FOR UPDATE SKIP LOCKED";
+
+/// Whether session `$1` has a lane row.
+const HAS_LANE: &str = "SELECT EXISTS (SELECT 1 FROM session_lanes WHERE session_id = $1)";
 
 /// A queued run as read back: its message as it was given.
 fn queued(row: &PgRow) -> Result<QueuedRun, StoreError> {
@@ -250,6 +259,12 @@ pub(super) async fn claim_queued(
     let mut taken = Vec::with_capacity(rows.len());
     for row in &rows {
         let run = queued(row)?;
+        if !lane_unlocked(&mut tx, &run.session_id)
+            .await
+            .or_backend(doing)?
+        {
+            continue;
+        }
         let claimed = sqlx::query(CLAIM_QUEUED_LANE)
             .bind(&run.session_id)
             .bind(&at)
@@ -265,6 +280,23 @@ pub(super) async fn claim_queued(
     }
     tx.commit().await.or_backend(doing)?;
     Ok(taken)
+}
+
+/// Locks `session_id`'s lane row if it has one; false when another transaction holds it.
+async fn lane_unlocked(conn: &mut PgConnection, session_id: &str) -> Result<bool, sqlx::Error> {
+    if sqlx::query(LOCK_LANE)
+        .bind(session_id)
+        .fetch_optional(&mut *conn)
+        .await?
+        .is_some()
+    {
+        return Ok(true);
+    }
+    let held: bool = sqlx::query_scalar(HAS_LANE)
+        .bind(session_id)
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(!held)
 }
 
 /// Folds queued runs into run `into`, in one transaction (see
