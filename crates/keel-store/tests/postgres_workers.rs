@@ -351,11 +351,18 @@ async fn commits_cancel_requests_and_releases_signal_every_worker() {
         .listen(keel_platform::signals::CHANNEL)
         .await
         .unwrap();
-    let r1 = run("r1", AgentState::Running, 1, at(0));
+    // Notifications are the database's, not the schema's: ids of this test's own, so the other
+    // tests' signals are told apart.
+    let lane = |run_id: &'static str, when| LaneClaim {
+        session_id: "signals",
+        ..claim(run_id, "pid 101 on box", when)
+    };
+    let r1 = RunRecord {
+        session_id: "signals".into(),
+        ..run("signal-r1", AgentState::Running, 1, at(0))
+    };
     assert_eq!(
-        a.claim_session(&claim("r1", &name(1), at(0)))
-            .await
-            .unwrap(),
+        a.claim_session(&lane("signal-r1", at(0))).await.unwrap(),
         LaneOutcome::Claimed
     );
     // A commit without events says nothing; one with events says so.
@@ -373,31 +380,42 @@ async fn commits_cancel_requests_and_releases_signal_every_worker() {
     })
     .await
     .unwrap();
-    assert!(a.request_cancel("r1", at(1)).await.unwrap());
+    assert!(a.request_cancel("signal-r1", at(1)).await.unwrap());
     assert!(!a.request_cancel("nobody", at(1)).await.unwrap());
     let done = RunRecord {
+        state: AgentState::Cancelled,
+        updated_at: at(2),
         finished_at: Some(at(2)),
-        ..run("r1", AgentState::Cancelled, 1, at(2))
+        ..r1.clone()
     };
     a.commit(&Commit::new(&done, &[])).await.unwrap();
     assert_eq!(
-        a.claim_session(&claim("r2", &name(1), at(3)))
-            .await
-            .unwrap(),
+        a.claim_session(&lane("signal-r2", at(3))).await.unwrap(),
         LaneOutcome::Claimed
     );
-    assert!(a.release_session("s1", "r2").await.unwrap());
-    assert!(!a.release_session("s1", "r2").await.unwrap());
+    assert!(a.release_session("signals", "signal-r2").await.unwrap());
+    assert!(!a.release_session("signals", "signal-r2").await.unwrap());
     let mut heard = Vec::new();
-    for _ in 0..4 {
+    while heard.len() < 4 {
         let notification =
             tokio::time::timeout(std::time::Duration::from_secs(10), listener.recv())
                 .await
                 .expect("a signal")
                 .unwrap();
-        heard.push(notification.payload().to_string());
+        let payload = notification.payload();
+        if payload.contains("signal") {
+            heard.push(payload.to_string());
+        }
     }
-    assert_eq!(heard, ["events:r1", "cancel:r1", "freed:s1", "freed:s1"]);
+    assert_eq!(
+        heard,
+        [
+            "events:signal-r1",
+            "cancel:signal-r1",
+            "freed:signals",
+            "freed:signals"
+        ]
+    );
 }
 
 #[tokio::test]
@@ -456,4 +474,38 @@ async fn runs_taking_turns_on_one_conversation_from_two_workers_never_overlap_or
     let runs = a.list_runs(Some("s1"), 100).await.unwrap();
     assert_eq!(runs.len(), RUNS);
     assert!(runs.iter().all(|run| run.state == AgentState::Completed));
+}
+
+#[tokio::test]
+async fn another_workers_reconciler_times_out_a_silent_run_and_frees_its_lane() {
+    let Some([a, b]) = two_workers().await else {
+        return;
+    };
+    assert_eq!(
+        a.claim_session(&claim("r1", &name(1), at(0)))
+            .await
+            .unwrap(),
+        LaneOutcome::Claimed
+    );
+    let r1 = run("r1", AgentState::Running, 1, at(0));
+    a.commit(&Commit::new(&r1, &[Message::user("hi")]))
+        .await
+        .unwrap();
+    // Worker 2's reconciler finds worker 1's run silent: its commit (as worker 1's record says)
+    // passes the fence, ends the run and lets the lane go.
+    let policy = keel_core::reconcile::ReconcilePolicy::default();
+    let report = keel_core::reconcile::reconcile(b.as_ref(), at(5), &policy)
+        .await
+        .unwrap();
+    assert_eq!(report.timed_out, 1);
+    assert_eq!(
+        a.run("r1").await.unwrap().unwrap().state,
+        AgentState::TimedOut
+    );
+    assert_eq!(
+        b.claim_session(&claim("r2", &name(2), at(5)))
+            .await
+            .unwrap(),
+        LaneOutcome::Claimed
+    );
 }
