@@ -3,7 +3,8 @@
 //! service. Worker B drives two runs; a cancel sent to worker A stops one of them at once (the
 //! heartbeat is set far beyond the test's patience, so only A's signal can have stopped it);
 //! an approval posted to worker C resumes the other, paused on B; its events stream from
-//! worker A to their end.
+//! worker A to their end. A run queued on a worker with no place free is taken by another,
+//! and run once.
 
 mod common;
 
@@ -142,4 +143,63 @@ async fn until_report(api: &common::daemon::Api, run_id: &str) -> Value {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!("run {run_id} never had a report");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_queued_on_a_busy_worker_is_taken_by_another_once() {
+    let Some((_schema, url)) = keel_store::postgres::testing::fresh_schema().await else {
+        return;
+    };
+    let script = json!({"steps": [
+        {"text": "too late", "delay_ms": 600_000},
+        {"text": "Taken.", "forever": true},
+    ]});
+    let mock = Mock::start(&script.to_string());
+    let (_w, workspace) = temp();
+    // A drives one run at a time.
+    let (_a, home_a) = temp();
+    let store = format!("{SLOW_HEARTBEATS}[store]\nurl = \"{url}\"\n");
+    daemon_config(
+        &home_a,
+        &mock,
+        &workspace,
+        &format!("{store}[serve]\nworkers = 1\n"),
+    );
+    let (_b, home_b) = worker_home(&mock, &workspace, Some(&url));
+    let key = make_key(&home_a, &["--admin"]);
+
+    let worker_a = Daemon::start(&home_a);
+    let a = worker_a.client(&key);
+    let slow = a.send(&a.conversation(None).await, "take your time").await;
+    a.until_state(&slow, &["running"]).await;
+    until_requests(&mock, 1).await;
+    let worker_b = Daemon::start(&home_b);
+    let b = worker_b.client(&key);
+
+    // A has no place free: B takes the run A queued, and it runs once.
+    let taken = a.send(&a.conversation(None).await, "quick one").await;
+    let done = a.until_state(&taken, &["completed"]).await;
+    assert_eq!(done["state"], "completed", "{done}");
+    let (_, report) = b.get(&format!("/v1/runs/{taken}/report")).await;
+    assert_eq!(report["final_text"], "Taken.", "{report}");
+    // A's place frees: the run it queued is not run again there.
+    let (status, body) = b.post(&format!("/v1/runs/{slow}/cancel"), json!({})).await;
+    assert_eq!(status, 202, "{body}");
+    a.until_state(&slow, &["cancelled"]).await;
+    let quick = a
+        .post(
+            &format!(
+                "/v1/conversations/{}/messages?wait=true",
+                a.conversation(None).await
+            ),
+            json!({"text": "and now?"}),
+        )
+        .await;
+    assert_eq!(quick.0, 200, "{}", quick.1);
+    assert_eq!(
+        mock.requests().len(),
+        3,
+        "a run was sent to the model twice"
+    );
+    drop((worker_a, worker_b));
 }
