@@ -225,8 +225,10 @@ pub(crate) fn decode_queued(row: &impl Columns) -> Result<QueuedRun, StoreError>
 }
 
 /// Whether lane row `l`'s holder lapsed for a queued run, as of the cutoff `$c` (now minus the
-/// staleness): its run is not stored and was claimed at or before the cutoff; or it ended; or
-/// it waits for a human who asked it to stop; or it is a queued run whose claim, heartbeat and
+/// staleness): its run is not stored and was claimed at or before the cutoff; or it ended (a
+/// run timed out that can resume keeps the lane until the cutoff passes its time-out, for the
+/// resume every worker's reconciler offers: the conversation's next run must not overtake it);
+/// or it waits for a human who asked it to stop; or it is a queued run whose claim, heartbeat and
 /// last update are all at or before the cutoff (its worker died before starting it). A holder
 /// still executing is never taken over here: the reconciler ends it first (PostgreSQL's unique
 /// index forbids a second executing run of a conversation). Text order is time order.
@@ -236,7 +238,11 @@ macro_rules! holder_lapsed {
             "((NOT EXISTS (SELECT 1 FROM runs h WHERE h.id = l.run_id) AND l.claimed_at <= ",
             $c,
             ") OR EXISTS (SELECT 1 FROM runs h WHERE h.id = l.run_id AND (h.state IN \
-             ('completed', 'cancelled', 'timed_out', 'max_steps', 'budget_exceeded', 'error') \
+             ('completed', 'cancelled', 'max_steps', 'budget_exceeded', 'error') \
+             OR (h.state = 'timed_out' AND (NOT h.resume_available \
+                 OR h.cancel_requested_at IS NOT NULL OR h.updated_at <= ",
+            $c,
+            ")) \
              OR (h.state = 'waiting_on_human' AND h.cancel_requested_at IS NOT NULL) \
              OR (h.state = 'queued' AND l.claimed_at <= ",
             $c,

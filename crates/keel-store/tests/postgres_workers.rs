@@ -210,7 +210,7 @@ async fn a_paused_run_answered_on_many_workers_continues_once_and_the_old_worker
 }
 
 #[tokio::test]
-async fn a_silent_executing_holder_is_timed_out_by_the_claim_that_takes_its_lane() {
+async fn a_silent_executing_holder_is_timed_out_and_keeps_its_lane_for_its_resume() {
     let Some([a, b]) = two_workers().await else {
         return;
     };
@@ -228,32 +228,82 @@ async fn a_silent_executing_holder_is_timed_out_by_the_claim_that_takes_its_lane
     })
     .await
     .unwrap();
-    // Rule d: silent for longer than a minute, its lane goes to another run, and the run is
-    // no longer executing (which the unique index would refuse to a second one).
-    assert_eq!(
-        b.claim_session(&claim("r2", &name(2), at(5)))
-            .await
-            .unwrap(),
-        LaneOutcome::Claimed
-    );
+    // Rule d: silent for longer than a minute, it is no longer executing (which the unique
+    // index would refuse to a second one) — but it can resume, so the conversation's next run
+    // waits for that resume instead of overtaking it.
+    let outcome = b
+        .claim_session(&claim("r2", &name(2), at(5)))
+        .await
+        .unwrap();
+    assert_eq!(busy_with(outcome), "r1");
     let timed_out = b.run("r1").await.unwrap().unwrap();
     assert_eq!(timed_out.state, AgentState::TimedOut);
     assert_eq!(timed_out.finished_at, Some(at(5)));
     assert!(timed_out.resume_available, "{saved:?} is resumable");
     assert!(timed_out.error.unwrap().contains("stopped responding"));
     assert!(Boundary::ToolResult.resumable());
+    // Another worker's resume takes it; once it ends, the next run has the lane.
+    assert_eq!(
+        b.claim_session(&claim("r1", &name(2), at(5)))
+            .await
+            .unwrap(),
+        LaneOutcome::Claimed
+    );
+    let done = keel_core::RunRecord {
+        finished_at: Some(at(6)),
+        ..run("r1", AgentState::Completed, 2, at(6))
+    };
+    b.commit(&Commit::new(&done, &[Message::assistant("done")]))
+        .await
+        .unwrap();
+    assert_eq!(
+        b.claim_session(&claim("r2", &name(2), at(6)))
+            .await
+            .unwrap(),
+        LaneOutcome::Claimed
+    );
     b.commit(&Commit::new(
-        &run("r2", AgentState::Running, 2, at(5)),
+        &run("r2", AgentState::Running, 2, at(6)),
         &[Message::user("hi")],
     ))
     .await
     .unwrap();
     // The old worker's run lost its lane: its messages are refused.
     let error = a
-        .commit(&Commit::new(&r1, &[Message::assistant("late")]))
+        .commit(&Commit::new(&r1, &[Message::assistant("later")]))
         .await
         .unwrap_err();
     assert!(matches!(error, StoreError::LaneLost { holder, .. } if holder == "r2"));
+}
+
+#[tokio::test]
+async fn a_timed_out_run_nobody_resumes_lets_its_lane_go_after_stale_after() {
+    let Some([a, b]) = two_workers().await else {
+        return;
+    };
+    a.claim_session(&claim("r1", &name(1), at(0)))
+        .await
+        .unwrap();
+    let r1 = run("r1", AgentState::WaitingForTool, 1, at(0));
+    let saved = checkpoint(&r1, 1, "h", "{}");
+    a.commit(&Commit {
+        checkpoint: Some(&saved),
+        ..Commit::new(&r1, &[])
+    })
+    .await
+    .unwrap();
+    let outcome = b
+        .claim_session(&claim("r2", &name(2), at(5)))
+        .await
+        .unwrap();
+    assert_eq!(busy_with(outcome), "r1");
+    // A minute after it was timed out, nobody having resumed it, the lane is free again.
+    assert_eq!(
+        b.claim_session(&claim("r2", &name(2), at(7)))
+            .await
+            .unwrap(),
+        LaneOutcome::Claimed
+    );
 }
 
 #[tokio::test]

@@ -4,7 +4,9 @@
 
 mod common;
 use chrono::{DateTime, TimeZone, Utc};
-use common::{at, memory, openai_run_record as run_record, sqlite_file, sqlite_in_memory};
+use common::{
+    at, memory, openai_run_record as run_record, postgres, sqlite_file, sqlite_in_memory,
+};
 use keel_core::{Usage, UserRecord};
 use keel_platform::DaemonStore;
 
@@ -27,6 +29,7 @@ macro_rules! users_tests {
 users_tests!(memory_store, memory());
 users_tests!(sqlite_in_memory_store, sqlite_in_memory());
 users_tests!(sqlite_file_store, sqlite_file());
+users_tests!(postgres_store, postgres());
 
 async fn users_and_usage_on(store: &dyn DaemonStore) {
     assert_eq!(store.user("ada").await.unwrap(), None);

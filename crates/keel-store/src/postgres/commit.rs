@@ -97,7 +97,8 @@ async fn write(pool: &PgPool, commit: &Commit<'_>) -> Result<CommitOutcome, Stor
         &run.session_id,
         &run.id,
         worker.as_deref(),
-        !commit.messages.is_empty(),
+        !commit.messages.is_empty()
+            || matches!(run.state, AgentState::Running | AgentState::WaitingForTool),
     )
     .await?;
     messages::append(
@@ -153,7 +154,11 @@ async fn write(pool: &PgPool, commit: &Commit<'_>) -> Result<CommitOutcome, Stor
         .execute(&mut *tx)
         .await
         .or_backend(doing)?;
-    if run.state.is_terminal() {
+    // A run its worker lost that can resume keeps its lane for that resume (any worker's
+    // reconciler offers it): the conversation's next run must not overtake it. The lane lets go
+    // by itself `stale_after` later if nobody resumes it (see lanes.rs).
+    let awaits_resume = run.state == AgentState::TimedOut && run.resume_available;
+    if run.state.is_terminal() && !awaits_resume {
         lanes::release_in(&mut tx, &run.session_id, &run.id).await?;
     }
     let first_event = event_count - events + 1;

@@ -158,7 +158,8 @@ pub(crate) async fn claim_in(
     let free = if lane.run_id == claim.run_id {
         lane.worker == claim.worker || !driven(&lane, holder.as_ref(), claim)
     } else {
-        !keel_core::lane::lane_is_held(&lane.run_id, lane.claimed_at, holder.as_ref(), claim)
+        !awaits_resume(holder.as_ref(), claim)
+            && !keel_core::lane::lane_is_held(&lane.run_id, lane.claimed_at, holder.as_ref(), claim)
     };
     if !free {
         return Ok(Some(LaneHolder {
@@ -174,7 +175,16 @@ pub(crate) async fn claim_in(
         return Ok(earlier);
     }
     if let Some(holder) = holder.filter(|run| run.id != claim.run_id) {
-        time_out(tx, &holder, claim).await?;
+        // A lapsed executing holder is timed out here; when it can resume, the lane waits for
+        // its resume (any worker's reconciler offers it), so the conversation keeps its order.
+        if time_out(tx, &holder, claim).await? {
+            return Ok(Some(LaneHolder {
+                run_id: lane.run_id,
+                worker: lane.worker,
+                claimed_at: lane.claimed_at,
+                paused: false,
+            }));
+        }
     }
     sqlx::query(TAKE_HELD)
         .bind(claim.session_id)
@@ -185,6 +195,19 @@ pub(crate) async fn claim_in(
         .await
         .or_backend(doing)?;
     Ok(None)
+}
+
+/// Whether the lane's holder is a run its worker lost that a resume will take up again: timed
+/// out, resumable, nobody asked it to stop, within `stale_after` of being timed out (every
+/// worker's reconciler offers such runs again well within that). It keeps its lane meanwhile,
+/// so the conversation's next message waits for it instead of overtaking it.
+fn awaits_resume(holder: Option<&RunRecord>, claim: &LaneClaim<'_>) -> bool {
+    holder.is_some_and(|run| {
+        run.state == AgentState::TimedOut
+            && run.resume_available
+            && run.cancel_requested_at.is_none()
+            && run.updated_at > claim.at - claim.stale_after
+    })
 }
 
 /// Rule c: whether run `R`, holding its lane for another worker, is driven by that worker
@@ -233,17 +256,18 @@ async fn queued_before(
 }
 
 /// Marks `holder`, whose lane lapsed, `timed_out` if it is still marked executing, with the
-/// reconciler's words and resume offer, and tells its conversation's channel.
+/// reconciler's words and resume offer, and tells its conversation's channel; whether it can
+/// be resumed (then it keeps its lane: see [`awaits_resume`]).
 async fn time_out(
     tx: &mut PgConnection,
     holder: &RunRecord,
     claim: &LaneClaim<'_>,
-) -> Result<(), StoreError> {
+) -> Result<bool, StoreError> {
     if !matches!(
         holder.state,
         AgentState::Running | AgentState::WaitingForTool
     ) {
-        return Ok(());
+        return Ok(false);
     }
     let doing = || format!("cannot mark run `{}` timed out", holder.id);
     let boundary: Option<String> = sqlx::query_scalar(LATEST_BOUNDARY)
@@ -272,8 +296,8 @@ async fn time_out(
         .bind(&at)
         .execute(&mut *tx)
         .await
-        .map(drop)
-        .or_backend(doing)
+        .or_backend(doing)?;
+    Ok(resumable)
 }
 
 /// Releases the lane if `run_id` holds it, telling every worker; whether it did.
@@ -308,14 +332,16 @@ pub(super) async fn release_in(
 }
 
 /// The commit's fence, inside its transaction (the lane stays locked until it ends): refuses a
-/// write of `run_id`'s messages to a lane another run holds, and any write of `run_id` while
-/// it holds the lane for a worker other than `worker` (its record's).
+/// write of `run_id` that stores messages or marks it executing (`holds_lane`) to a lane
+/// another run holds — a worker that lost the lane while stalled must not mark its run running
+/// beside the run that took it — and any write of `run_id` while it holds the lane for a worker
+/// other than `worker` (its record's).
 pub(super) async fn fence(
     tx: &mut PgConnection,
     session_id: &str,
     run_id: &str,
     worker: Option<&str>,
-    stores_messages: bool,
+    holds_lane: bool,
 ) -> Result<(), StoreError> {
     let Some(lane) = lock(tx, session_id).await? else {
         return Ok(());
@@ -323,7 +349,7 @@ pub(super) async fn fence(
     let lost = if lane.run_id == run_id {
         worker.is_some_and(|worker| worker != lane.worker)
     } else {
-        stores_messages
+        holds_lane
     };
     if lost {
         return Err(StoreError::LaneLost {

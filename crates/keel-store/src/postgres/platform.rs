@@ -27,7 +27,7 @@ const SELECT_LINES: &str = "SELECT user_id, model, count(*) AS calls, \
      sum(cache_read_tokens)::BIGINT AS cache_read_tokens, \
      sum(cache_write_tokens)::BIGINT AS cache_write_tokens, sum(cost) AS cost FROM token_log \
      WHERE month = $1 AND ($2::TEXT IS NULL OR user_id = $2) \
-     GROUP BY user_id, model ORDER BY user_id, model";
+     GROUP BY user_id, model ORDER BY user_id NULLS FIRST, model";
 
 impl PgStore {
     /// Links a platform identity (see [`PlatformStore::link_user`]): in one transaction, the
