@@ -110,6 +110,11 @@ impl Daemon {
         panic!("keel serve never logged {text:?}; its log:\n{}", self.log());
     }
 
+    /// Its process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Kills it at once (SIGKILL), as a crash would.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
