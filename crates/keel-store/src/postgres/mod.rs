@@ -108,11 +108,6 @@ impl PgStore {
     }
 }
 
-/// Whether `url` names a PostgreSQL database rather than a SQLite file.
-pub fn is_postgres_url(url: &str) -> bool {
-    url.starts_with("postgres://") || url.starts_with("postgresql://")
-}
-
 /// `url` without its password, for messages.
 pub fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
@@ -143,7 +138,5 @@ mod tests {
             "postgres://keel:***@db:5432/keel"
         );
         assert_eq!(redact("postgres://keel@db/keel"), "postgres://keel@db/keel");
-        assert!(is_postgres_url("postgresql://x/y"));
-        assert!(!is_postgres_url("/home/me/keel.db"));
     }
 }
