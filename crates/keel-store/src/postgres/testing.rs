@@ -42,7 +42,9 @@ pub async fn fresh_schema() -> Option<(String, String)> {
 /// A store on a fresh schema of the test database (`None` when skipped).
 pub async fn store() -> Option<PgStore> {
     let (_, url) = fresh_schema().await?;
-    let options = PgConnectOptions::from_str(&url).expect("a test URL");
+    // A test harness: a malformed KEEL_TEST_PG stops the test with what is wrong.
+    let options = PgConnectOptions::from_str(&url)
+        .unwrap_or_else(|e| panic!("KEEL_TEST_PG is no PostgreSQL URL ({url}): {e}"));
     Some(
         PgStore::open_with(options, 4)
             .await
