@@ -195,6 +195,7 @@ pub async fn serve(config_file: Option<&Path>, args: ServeArgs) -> anyhow::Resul
     let routes = running
         .as_ref()
         .map_or_else(axum::Router::new, |running| running.routes.clone())
+        .merge(keel_openai::routes(state.clone()))
         .merge(keel_console::routes_with(
             state.clone(),
             keel_console::ConsoleOptions {
