@@ -235,6 +235,11 @@ impl Engine {
         &self.metrics
     }
 
+    /// The model runs use when nothing names another (`[model]`'s name; empty when unset).
+    pub fn model(&self) -> &str {
+        &self.options.model
+    }
+
     /// The policy of conversations made without one.
     pub fn default_lane_policy(&self) -> LanePolicy {
         self.options.default_lane_policy
