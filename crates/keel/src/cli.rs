@@ -95,6 +95,18 @@ pub enum Command {
     Skills(crate::commands::skills::SkillsArgs),
     /// Known facts keel remembers about a user (`[memory] facts = true`): list, rm.
     Facts(crate::commands::facts::FactsArgs),
+    /// Serve the Agent Client Protocol over stdio, for editors (Zed, JetBrains, Neovim): each
+    /// session is a keel conversation working in the editor's directory, each prompt a durable
+    /// run streamed as session updates, approvals asked as permission requests.
+    Acp(AcpArgs),
+}
+
+/// `keel acp`.
+#[derive(Debug, Clone, Args)]
+pub struct AcpArgs {
+    /// Model and loop options for every session (the editor's directory is the workspace).
+    #[command(flatten)]
+    pub agent: AgentArgs,
 }
 
 /// `keel serve`.

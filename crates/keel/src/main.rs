@@ -113,6 +113,7 @@ fn main() -> ExitCode {
         Command::Chat(args) => commands::chat::chat(&runtime, config, args),
         Command::Keys(args) => runtime.block_on(commands::keys::keys(args)),
         Command::Serve(args) => runtime.block_on(commands::serve::serve(config, args)),
+        Command::Acp(args) => runtime.block_on(commands::acp::acp(config, args)),
         Command::Sessions(args) => runtime.block_on(commands::sessions::sessions(args)),
         Command::Users(args) => runtime.block_on(commands::users::users(args)),
         Command::Schedules(args) => runtime.block_on(commands::schedules::schedules(args)),

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod acp;
 pub mod bench;
 pub mod channels;
 pub mod chat;

@@ -208,13 +208,13 @@ pub struct SettingsSource<'a> {
     pub flags: &'a AgentArgs,
 }
 
-/// Builds the agent for `keel run`, `keel chat`, `keel resume` and `keel answer`: settings,
+/// Builds the agent for `keel run`, `keel chat`, `keel acp`, `keel resume` and `keel answer`: settings,
 /// event sinks (the terminal, the events file, the last-good saver, the test hook), and the
 /// config-fallback notice. Returns the agent and the user the runs are for.
 pub fn build(
     source: SettingsSource<'_>,
     store: Arc<dyn DaemonStore>,
-    output: Arc<TerminalOutput>,
+    output: Arc<dyn EventSink>,
     session_id: &str,
     human: Option<Arc<dyn keel_core::HumanChannel>>,
     reconciled: ReconcileReport,
