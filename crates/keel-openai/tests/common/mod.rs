@@ -83,6 +83,16 @@ impl Daemon {
         Daemon::start_with(script, OpenAiOptions::default(), 64 * 1024).await
     }
 
+    /// A daemon whose model follows `script`, each lane holding at most `queue_limit` queued
+    /// runs.
+    pub async fn with_queue_limit(script: Script, queue_limit: usize) -> Daemon {
+        let engine = EngineOptions {
+            queue_limit,
+            ..EngineOptions::default()
+        };
+        Daemon::start_full(script, OpenAiOptions::default(), 64 * 1024, engine).await
+    }
+
     /// A daemon whose model follows `script`, its OpenAI routes behaving as `options` say,
     /// taking bodies of at most `max_request_bytes`.
     pub async fn start_with(
@@ -90,11 +100,21 @@ impl Daemon {
         options: OpenAiOptions,
         max_request_bytes: usize,
     ) -> Daemon {
+        Daemon::start_full(script, options, max_request_bytes, EngineOptions::default()).await
+    }
+
+    /// [`Daemon::start_with`], the engine as `engine` says (its model is always `m`).
+    pub async fn start_full(
+        script: Script,
+        options: OpenAiOptions,
+        max_request_bytes: usize,
+        engine: EngineOptions,
+    ) -> Daemon {
         let store = Arc::new(MemoryStore::new());
         let hub = Arc::new(Hub::new(store.clone()));
         let engine_options = EngineOptions {
             model: "m".into(),
-            ..EngineOptions::default()
+            ..engine
         };
         let engine = Engine::new(store.clone(), hub.clone(), engine_options);
         let provider = Arc::new(ScriptedProvider::new(script));
@@ -106,6 +126,7 @@ impl Daemon {
             .provider(provider.clone())
             .tool(shell.clone())
             .stream(true)
+            .human_reachable(true)
             .model("m")
             .build()
             .unwrap();
