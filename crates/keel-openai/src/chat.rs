@@ -46,6 +46,14 @@ pub async fn completions(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, OpenAiError> {
+    if caller.user_id.is_none() && !caller.admin {
+        // A channel's key speaks for its platforms' senders, not for a user of its own: the
+        // conversations it would make here would be no one's.
+        return Err(ApiError::forbidden(
+            "this key speaks for platforms only: use a key of a user (`keel keys create --user`)",
+        )
+        .into());
+    }
     let limit = state.max_request_bytes;
     let bytes = axum::body::to_bytes(body, limit)
         .await

@@ -102,6 +102,8 @@ struct Written {
     at_line_start: bool,
     /// A step with tool calls ended since the last text: the next text starts a paragraph.
     step_ended: bool,
+    /// Frames were skipped (this stream fell behind the run): the text sent has gaps.
+    lost: bool,
 }
 
 /// The client went away.
@@ -189,7 +191,7 @@ impl Writer {
                 (
                     answer::of(&report),
                     report.usage,
-                    streamed && self.written.text,
+                    streamed && self.written.text && !self.written.lost,
                 )
             }
             Err(error) => (
@@ -268,7 +270,8 @@ async fn write(
                             writer.frame(&frame).await?;
                         }
                     }
-                    Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    // Told whole at the end, after what was sent.
+                    Err(broadcast::error::RecvError::Lagged(_)) => writer.written.lost = true,
                     Err(broadcast::error::RecvError::Closed) => break report.await,
                 },
                 report = &mut report => break report,

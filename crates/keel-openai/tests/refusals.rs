@@ -91,6 +91,15 @@ async fn keys_models_and_bodies_are_refused_in_openai_shape() {
     let answer = common::Answer::read(send(Some(&key), huge).send().await.unwrap()).await;
     assert_eq!(answer.status, 413);
     assert_openai_error(&answer.body, "invalid_request_error", "request_too_large");
+    // A channel's key (no user of its own) may not start conversations here.
+    let made =
+        keel_server::keys::new_key(None, false, vec!["telegram".into()], Utc::now()).unwrap();
+    daemon.store.save_api_key(&made.record).await.unwrap();
+    let channel = daemon
+        .chat(&made.key, body("keel", &[("user", "hi")]), &[])
+        .await;
+    assert_eq!(channel.status, 403, "{}", channel.body);
+    assert_openai_error(&channel.body, "invalid_request_error", "forbidden");
     // Nothing of the refused requests became a run.
     assert!(daemon.provider.requests().is_empty());
 }

@@ -375,3 +375,31 @@ async fn an_approval_is_answered_by_the_next_turn_and_hostile_requests_change_no
     }
     assert_eq!(s.mock.requests().len(), 4);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_daemon_killed_mid_stream_resumes_the_run_and_the_same_request_gets_the_answer() {
+    let words = "one two three four five six seven eight nine ten eleven twelve";
+    let script = json!({"steps": [{"text": words, "chunk_delay_ms": 40, "forever": true}]});
+    let mut s = setup(script, "");
+    let ann = client(&s.daemon, &s.ann, &[]);
+    let mut asked = request("keel", vec![user("count slowly")]);
+    asked.stream = Some(true);
+    let mut stream = ann.chat().create_stream(asked.clone()).await.unwrap();
+    let mut got = String::new();
+    while got.is_empty() {
+        let chunk = stream.next().await.unwrap().unwrap();
+        got.extend(chunk.choices.iter().filter_map(|c| c.delta.content.clone()));
+    }
+    s.daemon.kill();
+    drop(stream);
+    let home = s.daemon.home.clone();
+    s.daemon = Daemon::start_with(&home, &[("HOME", s.fake_home.to_str().unwrap())]);
+    let ann = client(&s.daemon, &s.ann, &[]);
+    let (id, text, finish, _) = ask_streamed(&ann, asked).await;
+    assert_eq!((text.as_str(), finish.as_str()), (words, "stop"));
+    let (status, runs) = s.daemon.client(&s.ann).get("/v1/runs").await;
+    assert_eq!(status, 200, "{runs}");
+    let items = runs["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "one run for the one turn: {runs}");
+    assert_eq!(items[0]["id"].as_str(), Some(run_of(&id).as_str()));
+}
