@@ -283,3 +283,74 @@ async fn a_dropped_stream_leaves_the_run_going_and_the_same_request_gets_the_ans
     assert_eq!(run.state.as_str(), "completed");
     let _: Value = again.body;
 }
+
+#[tokio::test]
+async fn the_same_request_twice_at_once_is_one_run() {
+    let daemon = Daemon::start(Script::new(vec![
+        Step::text("only one").with_delay_ms(50),
+        Step::text("a second run"),
+    ]))
+    .await;
+    let key = daemon.key("ann").await;
+    let request = body("keel", &[("user", "at once")]);
+    let (one, two) = tokio::join!(
+        daemon.chat(&key, request.clone(), &[]),
+        daemon.chat(&key, request.clone(), &[])
+    );
+    assert_eq!(one.run_id(), two.run_id());
+    assert_eq!(
+        (one.content(), two.content()),
+        ("only one".into(), "only one".into())
+    );
+    assert_eq!(daemon.provider.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_message_to_an_untrusted_conversation_named_by_id_stays_untrusted() {
+    let daemon = Daemon::start(Script::new(vec![
+        Step::tool_call("shell", json!({"command": "ls"})),
+        Step::text("done"),
+    ]))
+    .await;
+    let key = daemon.key("ann").await;
+    let untrusted = keel_platform::ConversationStore::create_conversation(
+        daemon.store.as_ref(),
+        &keel_platform::NewConversation {
+            id: "mail-1".into(),
+            owner: Some("ann".into()),
+            lane_policy: keel_core::LanePolicy::Queue,
+            at: chrono::Utc::now(),
+            place: None,
+            trusted: false,
+        },
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let answer = daemon
+        .chat(
+            &key,
+            body("keel", &[("user", "go")]),
+            &[("x-keel-conversation", &untrusted.id)],
+        )
+        .await;
+    let run = daemon.store.run(&answer.run_id()).await.unwrap().unwrap();
+    assert_eq!(run.session_id, "mail-1");
+    assert!(answer.content().contains("`shell`"), "{}", answer.content());
+    let approved = daemon
+        .chat(
+            &key,
+            body(
+                "keel",
+                &[
+                    ("user", "go"),
+                    ("assistant", &answer.content()),
+                    ("user", "approve"),
+                ],
+            ),
+            &[("x-keel-conversation", &untrusted.id)],
+        )
+        .await;
+    assert_eq!(approved.content(), "done");
+    assert_eq!(*daemon.shell.untrusted.lock().unwrap(), [true]);
+}

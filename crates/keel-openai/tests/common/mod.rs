@@ -24,6 +24,8 @@ use serde_json::{Value, json};
 pub struct Shell {
     /// The commands run, in order.
     pub ran: Mutex<Vec<String>>,
+    /// Whether each ran for an untrusted source, in order.
+    pub untrusted: Mutex<Vec<bool>>,
 }
 
 static SHELL_SPEC: std::sync::LazyLock<ToolSpec> = std::sync::LazyLock::new(|| {
@@ -40,7 +42,8 @@ impl Tool for Shell {
     fn spec(&self) -> &ToolSpec {
         &SHELL_SPEC
     }
-    async fn call(&self, args: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    async fn call(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        self.untrusted.lock().unwrap().push(ctx.untrusted_source);
         let command = args["command"].as_str().unwrap_or_default().to_string();
         self.ran.lock().unwrap().push(command.clone());
         Ok(ToolOutput::text(format!("ran {command}")))
