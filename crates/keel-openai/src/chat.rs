@@ -108,6 +108,10 @@ pub async fn completions(
         None => turns::new_conversation(&state, &request.caller).await?,
     };
     if let Some(waiting) = waiting_run(&state, &conversation).await? {
+        if !named {
+            // The turn after this one continues here, whatever this reply does.
+            turns::remember(&state, &key, &conversation.id, &waiting.id).await?;
+        }
         return reply_to_waiting(&state, &request, &conversation, waiting, inbound).await;
     }
     let following = state.hub.follow_conversation(&conversation.id);

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{Daemon, body};
+use keel_core::Store;
 use keel_mock::{Script, Step};
 use serde_json::json;
 
@@ -16,6 +17,7 @@ async fn an_approval_is_asked_as_an_answer_and_given_by_the_next_turn() {
     let daemon = Daemon::start(Script::new(vec![
         shell("ls"),
         Step::text("Listed."),
+        Step::text("You are welcome."),
         shell("rm -rf /"),
         Step::text("Refused, so I stopped."),
     ]))
@@ -66,6 +68,32 @@ async fn an_approval_is_asked_as_an_answer_and_given_by_the_next_turn() {
     assert_eq!(retried.run_id(), first.run_id());
     assert_eq!(*daemon.shell.ran.lock().unwrap(), ["ls"]);
 
+    // The turn after the approval goes on in the same conversation.
+    let conversation = |run: String| {
+        let store = daemon.store.clone();
+        async move { store.run(&run).await.unwrap().unwrap().session_id }
+    };
+    let after = daemon
+        .chat(
+            &key,
+            body(
+                "keel",
+                &[
+                    ("user", "list files"),
+                    ("assistant", &asked),
+                    ("user", "approve"),
+                    ("assistant", &text),
+                    ("user", "thanks"),
+                ],
+            ),
+            &[],
+        )
+        .await;
+    assert_eq!(after.status, 200, "{}", after.body);
+    assert_eq!(
+        conversation(after.run_id()).await,
+        conversation(first.run_id()).await
+    );
     // Denied: the run goes on without the call.
     let second = daemon
         .chat(&key, body("keel", &[("user", "clean up")]), &[])
