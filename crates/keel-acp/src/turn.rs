@@ -52,7 +52,11 @@ impl AcpSession {
         text: String,
     ) -> Result<PromptResponse, Error> {
         let cancel = turn.cancel.clone();
-        self.updates.begin_turn();
+        let todo = match self.agent.store().journal(&self.id).await {
+            Ok(Some(journal)) => keel_extensions::todo::TodoList::of(&journal),
+            _ => Default::default(),
+        };
+        self.updates.begin_turn(todo);
         self.human.begin_turn(cancel.clone());
         let waiting = self
             .waiting

@@ -1,7 +1,9 @@
 //! keel's events as ACP `session/update`s: answer text → `agent_message_chunk`, reasoning →
 //! `agent_thought_chunk`, a tool call → `tool_call` (pending, then `in_progress`) and
 //! `tool_call_update` (completed or failed, with the result as text), the `todo` tool's list →
-//! `plan`. [`TurnMapper`] is the pure part (events in, updates out, unit-tested);
+//! `plan`. The loop answers its own tools (`todo`, `clarify`, …) without tool events: their
+//! calls are closed when the step completes, and the `todo` list is followed by applying each
+//! call to the list the turn started with, as the loop does. [`TurnMapper`] is the pure part (events in, updates out, unit-tested);
 //! [`UpdateSink`] is the [`EventSink`] that sends what it maps to the editor.
 
 use std::collections::HashSet;
@@ -14,6 +16,7 @@ use agent_client_protocol::v1::schema::{
 };
 use keel_core::provider::StreamDelta;
 use keel_core::{Event, EventKind, EventSink};
+use keel_extensions::todo::TodoList;
 
 /// Where mapped updates go: the editor's connection in `keel acp`, a list in tests.
 pub trait UpdateOut: Send + Sync {
@@ -30,6 +33,10 @@ pub const MAX_TOOL_OUTPUT_CHARS: usize = 64 * 1024;
 #[derive(Debug, Default)]
 pub struct TurnMapper {
     announced: HashSet<String>,
+    /// Calls announced and not finished, in order.
+    open: Vec<String>,
+    /// The session's task list, as the loop keeps it.
+    todo: TodoList,
     streamed_text: bool,
     streamed_reasoning: HashSet<u32>,
     iteration: u32,
@@ -39,6 +46,14 @@ impl TurnMapper {
     /// A mapper for a new prompt.
     pub fn new() -> Self {
         TurnMapper::default()
+    }
+
+    /// A mapper for a new prompt of a session whose task list is `todo`.
+    pub fn with_todo(todo: TodoList) -> Self {
+        TurnMapper {
+            todo,
+            ..TurnMapper::default()
+        }
     }
 
     /// Whether answer text streamed in this prompt (else the final text is sent at the end).
@@ -72,8 +87,18 @@ impl TurnMapper {
                 vec![SessionUpdate::AgentThoughtChunk(chunk(&reasoning.text))]
             }
             EventKind::ToolCallParsed(call) => {
-                self.announce(&call.call_id, &call.name, &call.arguments, None)
+                let mut updates = self.announce(&call.call_id, &call.name, &call.arguments, None);
+                if call.name == TODO_TOOL {
+                    updates.extend(self.todo_call(&call.call_id, &call.arguments));
+                }
+                updates
             }
+            // The step's calls all have results now: those the loop answered itself had no
+            // tool events.
+            EventKind::StepCompleted(_) => std::mem::take(&mut self.open)
+                .into_iter()
+                .map(|id| status_update(&id, ToolCallStatus::Completed))
+                .collect(),
             EventKind::ToolStarted {
                 call_id,
                 name,
@@ -94,6 +119,7 @@ impl TurnMapper {
                 ..
             } => {
                 let mut updates = self.announce(call_id, name, "{}", None);
+                self.close(call_id);
                 let status = if *ok {
                     ToolCallStatus::Completed
                 } else {
@@ -106,12 +132,6 @@ impl TurnMapper {
                     call_id.clone(),
                     fields,
                 )));
-                if *ok
-                    && name == TODO_TOOL
-                    && let Some(plan) = plan_of(output)
-                {
-                    updates.push(SessionUpdate::Plan(plan));
-                }
                 updates
             }
             // A denied call is never started: the editor sees it fail, not run.
@@ -119,6 +139,7 @@ impl TurnMapper {
                 call_id,
                 decision: keel_core::ApprovalDecision::Deny,
             } => {
+                self.close(call_id);
                 let fields = ToolCallUpdateFields::new()
                     .status(ToolCallStatus::Failed)
                     .content(vec![text_content("Denied: the call was not run.")]);
@@ -142,12 +163,41 @@ impl TurnMapper {
         if !self.announced.insert(call_id.to_string()) {
             return Vec::new();
         }
+        self.open.push(call_id.to_string());
         vec![SessionUpdate::ToolCall(tool_call(
             call_id,
             name,
             arguments,
             status.unwrap_or(ToolCallStatus::Pending),
         ))]
+    }
+}
+
+impl TurnMapper {
+    /// A `todo` call, applied to the list as the loop applies it: its result, and the plan
+    /// when the list changed.
+    fn todo_call(&mut self, call_id: &str, arguments: &str) -> Vec<SessionUpdate> {
+        let args: serde_json::Value = serde_json::from_str(arguments).unwrap_or_default();
+        self.close(call_id);
+        let (status, text, changed) = match self.todo.apply(&args) {
+            Ok((answer, changed)) => (ToolCallStatus::Completed, answer, changed),
+            Err(why) => (ToolCallStatus::Failed, format!("Error: {why}"), false),
+        };
+        let fields = ToolCallUpdateFields::new()
+            .status(status)
+            .content(vec![text_content(&text)]);
+        let mut updates = vec![SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            call_id.to_string(),
+            fields,
+        ))];
+        if changed {
+            updates.push(SessionUpdate::Plan(plan_of(&self.todo)));
+        }
+        updates
+    }
+
+    fn close(&mut self, call_id: &str) {
+        self.open.retain(|id| id != call_id);
     }
 }
 
@@ -202,28 +252,21 @@ pub fn title(name: &str, input: &serde_json::Value) -> String {
     }
 }
 
-/// The `todo` tool's answer (`Task list:` then `[x] id: text (status)` lines) as a plan.
-pub fn plan_of(output: &str) -> Option<Plan> {
-    let list = output.split_once("Task list:").map(|(_, rest)| rest)?;
-    let entries = list
-        .lines()
-        .filter_map(|line| {
-            let line = line.trim();
-            let rest = line.get(4..)?;
-            if !line.starts_with('[') || line.as_bytes().get(2) != Some(&b']') {
-                return None;
-            }
-            let (_, text_and_status) = rest.split_once(": ")?;
-            let (text, status) = text_and_status.rsplit_once(" (")?;
-            let status = match status.trim_end_matches(')') {
+/// The task list as the editor's plan: done and cancelled items are `completed`.
+pub fn plan_of(todo: &TodoList) -> Plan {
+    let entries = todo
+        .items()
+        .iter()
+        .map(|item| {
+            let status = match item.status.as_str() {
                 "done" | "cancelled" => PlanEntryStatus::Completed,
                 "in_progress" => PlanEntryStatus::InProgress,
                 _ => PlanEntryStatus::Pending,
             };
-            Some(PlanEntry::new(text, PlanEntryPriority::Medium, status))
+            PlanEntry::new(item.text.clone(), PlanEntryPriority::Medium, status)
         })
-        .collect::<Vec<_>>();
-    Some(Plan::new(entries))
+        .collect();
+    Plan::new(entries)
 }
 
 /// A text chunk.
@@ -259,9 +302,10 @@ impl UpdateSink {
         }
     }
 
-    /// Starts a new prompt: forgets what the previous one showed.
-    pub fn begin_turn(&self) {
-        *self.turn.lock().unwrap_or_else(|e| e.into_inner()) = TurnMapper::new();
+    /// Starts a new prompt of a session whose task list is `todo`: forgets what the previous
+    /// prompt showed.
+    pub fn begin_turn(&self, todo: TodoList) {
+        *self.turn.lock().unwrap_or_else(|e| e.into_inner()) = TurnMapper::with_todo(todo);
     }
 
     /// Whether answer text streamed since [`UpdateSink::begin_turn`].

@@ -120,21 +120,81 @@ fn text_and_reasoning_stream_as_chunks_and_whole_reasoning_is_not_repeated() {
     assert_eq!(whole[0]["content"]["text"], "later");
 }
 
+fn parsed(call_id: &str, name: &str, arguments: Value) -> Event {
+    event(EventKind::ToolCallParsed(ParsedToolCall {
+        iteration: 1,
+        index: 0,
+        call_id: call_id.into(),
+        name: name.into(),
+        arguments: arguments.to_string(),
+    }))
+}
+
 #[test]
-fn the_todo_list_becomes_the_plan() {
-    let output = "Added 2 item(s).\nTask list:\n[x] 1: read the code (done)\n[~] 2: fix: the bug \
-                  (in_progress)\n[ ] 3: test (pending)";
-    let plan = serde_json::to_value(plan_of(output).unwrap()).unwrap();
-    let entries = plan["entries"].as_array().unwrap();
+fn the_todo_list_becomes_the_plan_as_the_loop_keeps_it() {
+    let mut turn = TurnMapper::new();
+    let added = wire(turn.map(&parsed(
+        "t1",
+        "todo",
+        json!({"action": "add", "items": [
+            {"text": "read the code", "status": "done"},
+            {"text": "fix: the bug", "status": "in_progress"},
+            {"text": "test"}
+        ]}),
+    )));
+    let kinds: Vec<&str> = added
+        .iter()
+        .map(|u| u["sessionUpdate"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["tool_call", "tool_call_update", "plan"]);
+    assert_eq!(added[1]["status"], "completed");
+    let entries = added[2]["entries"].as_array().unwrap();
     assert_eq!(entries.len(), 3);
     assert_eq!(entries[0]["content"], "read the code");
     assert_eq!(entries[0]["status"], "completed");
     assert_eq!(entries[1]["content"], "fix: the bug");
     assert_eq!(entries[1]["status"], "in_progress");
     assert_eq!(entries[2]["status"], "pending");
-    assert!(plan_of("Error: unknown action").is_none());
-    let empty = serde_json::to_value(plan_of("Task list cleared. Task list:").unwrap()).unwrap();
-    assert_eq!(empty["entries"], json!([]));
+    // A later turn starts from the kept list; a bad call fails and changes no plan.
+    let mut later = TurnMapper::with_todo(turn.todo.clone());
+    let bad = wire(later.map(&parsed("t2", "todo", json!({"action": "fly"}))));
+    assert_eq!(bad.len(), 2, "{bad:?}");
+    assert_eq!(bad[1]["status"], "failed");
+    let updated = wire(later.map(&parsed(
+        "t3",
+        "todo",
+        json!({"action": "update", "id": "3", "status": "done"}),
+    )));
+    assert_eq!(updated[2]["entries"][2]["status"], "completed");
+    // Nothing left open for the step's end.
+    assert!(later.map(&step()).is_empty());
+}
+
+fn step() -> Event {
+    event(EventKind::StepCompleted(keel_core::StepSummary {
+        iteration: 1,
+        tools: vec![],
+        usage: Default::default(),
+    }))
+}
+
+#[test]
+fn calls_the_loop_answers_are_closed_when_the_step_completes() {
+    let mut turn = TurnMapper::new();
+    turn.map(&parsed("c1", "clarify", json!({"question": "why?"})));
+    turn.map(&parsed("c2", "read_file", json!({"path": "a"})));
+    turn.map(&event(EventKind::ToolCompleted {
+        call_id: "c2".into(),
+        name: "read_file".into(),
+        ok: true,
+        output: "a".into(),
+        truncated: false,
+        duration_ms: 1,
+    }));
+    let closed = wire(turn.map(&step()));
+    assert_eq!(closed.len(), 1, "{closed:?}");
+    assert_eq!(closed[0]["toolCallId"], "c1");
+    assert_eq!(closed[0]["status"], "completed");
 }
 
 #[test]
@@ -177,7 +237,7 @@ fn another_sessions_events_are_not_sent() {
     sink.emit(&event(delta));
     assert_eq!(out.0.lock().unwrap().len(), 1);
     assert!(sink.streamed_text());
-    sink.begin_turn();
+    sink.begin_turn(TodoList::default());
     assert!(!sink.streamed_text());
 }
 

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ContentBlock, InitializeRequest, NewSessionRequest, PermissionOptionKind,
-    PromptRequest, RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    CancelNotification, ContentBlock, InitializeRequest, NewSessionRequest, PromptRequest,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
     SelectedPermissionOutcome, SessionNotification, StopReason, TextContent,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
@@ -29,18 +29,18 @@ struct Editor {
     updates: Mutex<Vec<Value>>,
     /// Every permission request, as JSON.
     asked: Mutex<Vec<Value>>,
-    /// The option kinds to pick, in order (a request with none left is cancelled).
-    answers: Mutex<VecDeque<PermissionOptionKind>>,
+    /// The option ids to pick, in order (a request with none left is cancelled).
+    answers: Mutex<VecDeque<&'static str>>,
 }
 
 impl Editor {
-    fn with_answers(answers: &[PermissionOptionKind]) -> Arc<Editor> {
+    fn with_answers(answers: &[&'static str]) -> Arc<Editor> {
         let editor = Editor::default();
         editor
             .answers
             .lock()
             .unwrap()
-            .extend(answers.iter().cloned());
+            .extend(answers.iter().copied());
         Arc::new(editor)
     }
 
@@ -105,9 +105,9 @@ async fn as_editor<R>(
                     .lock()
                     .unwrap()
                     .push(serde_json::to_value(&request).unwrap());
-                let kind = asked.answers.lock().unwrap().pop_front();
-                let outcome = kind
-                    .and_then(|kind| request.options.iter().find(|o| o.kind == kind))
+                let pick = asked.answers.lock().unwrap().pop_front();
+                let outcome = pick
+                    .and_then(|id| request.options.iter().find(|o| &*o.option_id.0 == id))
                     .map_or(RequestPermissionOutcome::Cancelled, |option| {
                         RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(
                             option.option_id.clone(),
@@ -279,10 +279,7 @@ async fn permission_requests_answered_allow_once_and_reject() {
     let (_h, home) = temp();
     let (_w, workspace) = temp();
     let fake = fake_home(&workspace);
-    let editor = Editor::with_answers(&[
-        PermissionOptionKind::AllowOnce,
-        PermissionOptionKind::RejectOnce,
-    ]);
+    let editor = Editor::with_answers(&["allow_once", "reject_once"]);
     let agent = keel_acp(&home, &mock, &[("HOME", &fake)]);
     let (cwd, canary) = (workspace.clone(), fake.join("canary"));
     let (first, allowed_ran, second, rejected_kept) =
@@ -346,6 +343,151 @@ async fn permission_requests_answered_allow_once_and_reject() {
         "{updates:#?}"
     );
     assert_eq!(said(&updates), "Cleaned.Left it.");
+}
+
+/// The tool results the model got, from every request the mock received, in order.
+fn tool_results(mock: &Mock) -> Vec<String> {
+    mock.requests()
+        .iter()
+        .flat_map(|r| r["messages"].as_array().cloned().unwrap_or_default())
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_menu_is_a_permission_request_and_a_free_question_is_answered_by_the_next_prompt() {
+    let script = json!({"steps": [
+        {"tool_calls": [{"name": "clarify", "arguments": {
+            "question": "Which format should the export use?",
+            "choices": ["CSV", "JSON", "YAML"]
+        }}]},
+        {"text": "Exported as JSON."},
+        {"tool_calls": [{"name": "clarify", "arguments": {
+            "question": "What name should the file have?"
+        }}]},
+        {"text": "Saved."}
+    ]});
+    let mock = Mock::start(&script.to_string());
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    let editor = Editor::with_answers(&["choice-2"]);
+    let cwd = workspace.clone();
+    let watched = editor.clone();
+    let (stops, asked_between) = as_editor(
+        keel_acp(&home, &mock, &[]),
+        editor.clone(),
+        async move |cx| {
+            initialize(&cx).await?;
+            let session = new_session(&cx, &cwd).await?;
+            let mut stops = Vec::new();
+            for prompt in ["export my data", "now save it", "report.json"] {
+                let response = cx
+                    .send_request(PromptRequest::new(session.clone(), text(prompt)))
+                    .block_task()
+                    .await?;
+                stops.push(response.stop_reason);
+            }
+            Ok((stops, watched.asked.lock().unwrap().len()))
+        },
+    )
+    .await;
+    assert_eq!(stops, [StopReason::EndTurn; 3]);
+    // The menu was a permission request whose options are the choices; the free question
+    // was not one.
+    assert_eq!(asked_between, 1);
+    let asked = editor.asked.lock().unwrap().clone();
+    let names: Vec<&str> = asked[0]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["CSV", "JSON", "YAML"]);
+    assert_eq!(
+        asked[0]["toolCall"]["title"],
+        "Which format should the export use?"
+    );
+    let said = said(&editor.updates());
+    assert!(said.starts_with("Exported as JSON."), "{said}");
+    // The second prompt ended on the question, and the third answered it.
+    assert!(said.contains("What name should the file have?"), "{said}");
+    assert!(said.ends_with("Saved."), "{said}");
+    let results = tool_results(&mock);
+    assert!(results.iter().any(|r| r.contains("JSON")), "{results:?}");
+    assert!(
+        results.iter().any(|r| r.contains("report.json")),
+        "{results:?}"
+    );
+    assert_eq!(
+        mock.requests().len(),
+        4,
+        "the answer started no run of its own"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_todo_list_is_the_plan() {
+    let script = json!({"steps": [
+        {"tool_calls": [{"name": "todo", "arguments": {"action": "add", "items": [
+            {"text": "read the code", "status": "done"},
+            {"text": "fix the bug", "status": "in_progress"},
+            {"text": "run the tests"}
+        ]}}]},
+        {"text": "Planned."}
+    ]});
+    let mock = Mock::start(&script.to_string());
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    let editor = Editor::with_answers(&[]);
+    let cwd = workspace.clone();
+    let stop = as_editor(
+        keel_acp(&home, &mock, &[]),
+        editor.clone(),
+        async move |cx| {
+            initialize(&cx).await?;
+            let session = new_session(&cx, &cwd).await?;
+            Ok(cx
+                .send_request(PromptRequest::new(session, text("plan it")))
+                .block_task()
+                .await?
+                .stop_reason)
+        },
+    )
+    .await;
+    assert_eq!(stop, StopReason::EndTurn);
+    let updates = editor.updates();
+    let plans = of_kind(&updates, "plan");
+    assert_eq!(plans.len(), 1, "{updates:#?}");
+    let entries: Vec<(&str, &str)> = plans[0]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["content"].as_str().unwrap(),
+                e["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            ("read the code", "completed"),
+            ("fix the bug", "in_progress"),
+            ("run the tests", "pending")
+        ]
+    );
+    assert_eq!(of_kind(&updates, "tool_call")[0]["kind"], "think");
+    let todo_done = of_kind(&updates, "tool_call_update");
+    assert_eq!(todo_done[0]["status"], "completed", "{updates:#?}");
+    assert!(
+        todo_done[0]["content"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Added 3 item(s)."),
+        "{updates:#?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
