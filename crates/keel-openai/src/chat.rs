@@ -78,6 +78,20 @@ pub async fn completions(
         options,
         created: Utc::now().timestamp(),
     };
+    // On a task of its own: once anything of the turn is stored, the rest of its bookkeeping
+    // (the run queued and its turn key kept, a reply recorded and applied) is done whether or
+    // not the client still waits.
+    tokio::spawn(handle(state, settings, request))
+        .await
+        .map_err(|error| OpenAiError::internal(format!("answering the turn failed: {error}")))?
+}
+
+/// The turn, checked, to its answer.
+async fn handle(
+    state: AppState,
+    settings: OpenAiOptions,
+    request: Request,
+) -> Result<Response, OpenAiError> {
     let identity = turns::identity(&request.caller);
     let (found, named) = match &request.turn.conversation {
         Some(name) => (
