@@ -18,5 +18,5 @@ pub mod turn;
 pub mod updates;
 
 pub use factory::{AgentFactory, AgentSpec, BuiltAgent, LaneGrant};
-pub use server::{AcpState, initialize_response, serve, serve_stdio};
+pub use server::{AcpState, agent, initialize_response, serve, serve_stdio};
 pub use session::{AcpSession, SessionRegistry, Waiting};

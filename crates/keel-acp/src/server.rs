@@ -61,6 +61,12 @@ pub async fn serve(
     state: AcpState,
     transport: impl ConnectTo<Agent> + 'static,
 ) -> Result<(), Error> {
+    agent(state).connect_to(transport).await
+}
+
+/// The ACP agent with `state`: every handler registered, not yet connected (a client may
+/// connect to it in process, as keel-acp's tests do).
+pub fn agent(state: AcpState) -> impl ConnectTo<Client> + 'static {
     let new_state = state.clone();
     let prompt_state = state.clone();
     let cancel_state = state;
@@ -103,8 +109,6 @@ pub async fn serve(
             },
             agent_client_protocol::on_receive_notification!(),
         )
-        .connect_to(transport)
-        .await
 }
 
 /// `session/new`: a new keel conversation (a uuid v7 id) working in the request's `cwd`.
