@@ -133,7 +133,8 @@ impl AcpSession {
         self.release(factory, &run_id, report).await
     }
 
-    async fn claim(
+    /// Claims the session's lane for `run_id` (a refusal is the prompt's invalid request).
+    pub(crate) async fn claim(
         &self,
         factory: &dyn AgentFactory,
         run_id: &str,
@@ -146,7 +147,9 @@ impl AcpSession {
         }
     }
 
-    async fn release(
+    /// Releases the lane after `run_id` (unless it waits for a person) and turns the run's
+    /// outcome into the prompt's.
+    pub(crate) async fn release(
         &self,
         factory: &dyn AgentFactory,
         run_id: &str,
@@ -167,7 +170,7 @@ impl AcpSession {
 
     /// Says what the editor has not seen yet (the answer, when it did not stream; what the
     /// run waits for; why it stopped) and gives the stop reason.
-    fn finish(&self, report: &RunReport, cancel: &CancellationToken) -> StopReason {
+    pub(crate) fn finish(&self, report: &RunReport, cancel: &CancellationToken) -> StopReason {
         let say = |text: String| {
             self.updates
                 .send(SessionUpdate::AgentMessageChunk(chunk(&text)));
