@@ -1,0 +1,407 @@
+//! Replaying a stored keel conversation as ACP session updates, for `session/load`: the editor
+//! shows the conversation as it was, from keel's store alone.
+//!
+//! Each stored message becomes the updates a live turn would have sent for it: a person's
+//! message a `user_message_chunk`, the model's reasoning an `agent_thought_chunk`, its text an
+//! `agent_message_chunk`, and each tool call one `tool_call` already carrying its final status
+//! (`completed`, or `failed` when its result was an error) and its result as text content. A
+//! call with no stored result yet (its run stopped before the result was committed, or it waits
+//! for approval) replays as `pending`; a resumed run sends its updates under the same call id.
+//! Messages the loop injected (continuation prompts, loop nudges, compaction summaries) and
+//! system messages are keel's own bookkeeping and are not replayed. Every chunk carries a
+//! message id, `keel-<seq>` (the message's place in the session), so two messages in a row of
+//! the same role stay two messages.
+
+use std::collections::HashMap;
+
+use agent_client_protocol::v1::schema::{
+    ContentBlock, ContentChunk, MessageId, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
+    SessionUpdate, ToolCall, ToolCallContent, ToolCallStatus, ToolKind,
+};
+use keel_core::journal::Journal;
+use keel_core::message::{Message, Role, StoredMessage};
+use serde_json::Value;
+
+/// The key under which keel's `todo` tool keeps the task list in the session's journal.
+const TODO_JOURNAL_KEY: &str = "todos";
+
+/// The longest a tool call's title may be, in characters; longer ones end with `…`.
+const TITLE_MAX_CHARS: usize = 80;
+
+/// The updates that replay `messages` (a session's stored messages, in order).
+pub fn replay(messages: &[StoredMessage]) -> Vec<SessionUpdate> {
+    let results: HashMap<&str, &Message> = messages
+        .iter()
+        .filter(|stored| stored.message.role == Role::Tool)
+        .filter_map(|stored| {
+            let id = stored.message.tool_call_id.as_deref()?;
+            Some((id, &stored.message))
+        })
+        .collect();
+    let mut updates = Vec::new();
+    for stored in messages {
+        let message = &stored.message;
+        if message.is_internal() {
+            continue;
+        }
+        let id = message_id(stored.seq);
+        match message.role {
+            Role::System | Role::Tool => {}
+            Role::User => {
+                if !message.content.is_empty() {
+                    updates.push(SessionUpdate::UserMessageChunk(chunk(
+                        &message.content,
+                        &id,
+                    )));
+                }
+            }
+            Role::Assistant => {
+                if let Some(reasoning) = &message.reasoning
+                    && !reasoning.text.is_empty()
+                {
+                    let thought = message_id_for_thought(stored.seq);
+                    updates.push(SessionUpdate::AgentThoughtChunk(chunk(
+                        &reasoning.text,
+                        &thought,
+                    )));
+                }
+                if !message.content.is_empty() {
+                    updates.push(SessionUpdate::AgentMessageChunk(chunk(
+                        &message.content,
+                        &id,
+                    )));
+                }
+                for call in &message.tool_calls {
+                    let mut update =
+                        ToolCall::new(call.id.clone(), tool_title(&call.name, &call.arguments))
+                            .name(call.name.clone())
+                            .kind(tool_kind(&call.name))
+                            .raw_input(raw_input(&call.arguments));
+                    if let Some(result) = results.get(call.id.as_str()) {
+                        let status = if result.meta.failed {
+                            ToolCallStatus::Failed
+                        } else {
+                            ToolCallStatus::Completed
+                        };
+                        update = update.status(status).content(text_content(&result.content));
+                    }
+                    updates.push(SessionUpdate::ToolCall(update));
+                }
+            }
+        }
+    }
+    updates
+}
+
+/// The ACP kind of a keel tool, for the editor's icon: reading, editing, running, searching,
+/// fetching, planning, or other (MCP tools, memory, delegation, …).
+pub fn tool_kind(name: &str) -> ToolKind {
+    match name {
+        "read_file" | "list_dir" | "read_attachment" | "skill_view" | "skills_list"
+        | "get_run_journal" => ToolKind::Read,
+        "write_file" | "append_file" => ToolKind::Edit,
+        "shell" => ToolKind::Execute,
+        "session_search" => ToolKind::Search,
+        "http_get" => ToolKind::Fetch,
+        "todo" => ToolKind::Think,
+        _ => ToolKind::Other,
+    }
+}
+
+/// A short human title for a tool call: the tool and what it acts on (`read_file plan.txt`,
+/// `shell: ls -la`, `http_get https://…`), or the tool's name alone.
+pub fn tool_title(name: &str, arguments: &str) -> String {
+    let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
+    let field = |key: &str| args.get(key).and_then(Value::as_str).map(str::trim);
+    let title = match name {
+        "shell" => field("command").map(|command| format!("shell: {command}")),
+        "http_get" => field("url").map(|url| format!("http_get {url}")),
+        _ => field("path").map(|path| format!("{name} {path}")),
+    };
+    shortened(title.as_deref().unwrap_or(name))
+}
+
+/// A tool call's raw JSON arguments as a value: the parsed JSON, or the text as a JSON string
+/// when the model produced something that does not parse.
+pub fn raw_input(arguments: &str) -> Value {
+    serde_json::from_str(arguments).unwrap_or_else(|_| Value::String(arguments.to_string()))
+}
+
+/// The session's task list (the `todo` tool's, kept in its journal) as an ACP plan, when it has
+/// one. Done items are `completed`; cancelled ones are left out, as a plan has no such status.
+pub fn plan(journal: &Journal) -> Option<Plan> {
+    let items = journal.extensions.get(TODO_JOURNAL_KEY)?.as_array()?;
+    let entries: Vec<PlanEntry> = items
+        .iter()
+        .filter_map(|item| {
+            let text = item.get("text")?.as_str()?;
+            let status = match item.get("status").and_then(Value::as_str) {
+                Some("in_progress") => PlanEntryStatus::InProgress,
+                Some("done") => PlanEntryStatus::Completed,
+                Some("cancelled") => return None,
+                _ => PlanEntryStatus::Pending,
+            };
+            Some(PlanEntry::new(text, PlanEntryPriority::Medium, status))
+        })
+        .collect();
+    (!entries.is_empty()).then(|| Plan::new(entries))
+}
+
+/// The message id of the stored message at `seq`.
+fn message_id(seq: u64) -> MessageId {
+    MessageId::new(format!("keel-{seq}"))
+}
+
+/// The message id of the reasoning that came with the stored message at `seq`: a thought is a
+/// message of its own beside the answer's text.
+fn message_id_for_thought(seq: u64) -> MessageId {
+    MessageId::new(format!("keel-{seq}-thought"))
+}
+
+fn chunk(text: &str, id: &MessageId) -> ContentChunk {
+    ContentChunk::new(ContentBlock::from(text.to_string())).message_id(id.clone())
+}
+
+fn text_content(text: &str) -> Vec<ToolCallContent> {
+    if text.is_empty() {
+        Vec::new()
+    } else {
+        vec![ToolCallContent::from(text.to_string())]
+    }
+}
+
+fn shortened(text: &str) -> String {
+    let line = text.lines().next().unwrap_or("");
+    match line.char_indices().nth(TITLE_MAX_CHARS) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None if line.len() < text.len() => format!("{line}…"),
+        None => line.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_core::message::{InternalReason, Reasoning, ToolCall as KeelCall};
+
+    fn stored(messages: Vec<Message>) -> Vec<StoredMessage> {
+        (1..)
+            .zip(messages)
+            .map(|(seq, message): (u64, Message)| {
+                serde_json::from_value(serde_json::json!({
+                    "seq": seq,
+                    "run_id": "r",
+                    "created_at": "2026-11-29T21:00:00Z",
+                    "message": message,
+                }))
+                .unwrap()
+            })
+            .collect()
+    }
+
+    fn call(id: &str, name: &str, arguments: &str) -> KeelCall {
+        KeelCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+
+    fn failed(call_id: &str, text: &str) -> Message {
+        let mut message = Message::tool_result(call_id, text);
+        message.meta.failed = true;
+        message
+    }
+
+    /// The updates as their wire JSON, which is what an editor sees.
+    fn wire(updates: &[SessionUpdate]) -> Vec<Value> {
+        updates
+            .iter()
+            .map(|update| serde_json::to_value(update).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_turn_with_reasoning_tools_and_an_answer_replays_in_order() {
+        let mut thinking = Message::assistant_with_calls(
+            "Reading the plan.",
+            vec![
+                call("c1", "read_file", r#"{"path":"plan.txt"}"#),
+                call("c2", "shell", r#"{"command":"false"}"#),
+            ],
+        );
+        thinking.reasoning = Some(Reasoning {
+            text: "I should look first.".into(),
+            replay: None,
+        });
+        let updates = wire(&replay(&stored(vec![
+            Message::system("you are keel"),
+            Message::user("do the plan"),
+            thinking,
+            Message::tool_result("c1", "append alpha"),
+            failed("c2", "exit status 1"),
+            Message::assistant("Done."),
+        ])));
+        let kinds: Vec<&str> = updates
+            .iter()
+            .map(|u| u["sessionUpdate"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "user_message_chunk",
+                "agent_thought_chunk",
+                "agent_message_chunk",
+                "tool_call",
+                "tool_call",
+                "agent_message_chunk"
+            ]
+        );
+        assert_eq!(updates[0]["content"]["text"], "do the plan");
+        assert_eq!(updates[0]["messageId"], "keel-2");
+        assert_eq!(updates[1]["content"]["text"], "I should look first.");
+        assert_eq!(updates[1]["messageId"], "keel-3-thought");
+        assert_eq!(updates[2]["messageId"], "keel-3");
+        let read = &updates[3];
+        assert_eq!(read["toolCallId"], "c1");
+        assert_eq!(read["title"], "read_file plan.txt");
+        assert_eq!(read["kind"], "read");
+        assert_eq!(read["status"], "completed");
+        assert_eq!(read["rawInput"]["path"], "plan.txt");
+        assert_eq!(read["content"][0]["type"], "content");
+        assert_eq!(read["content"][0]["content"]["text"], "append alpha");
+        let shell = &updates[4];
+        assert_eq!(shell["kind"], "execute");
+        assert_eq!(shell["title"], "shell: false");
+        assert_eq!(shell["status"], "failed");
+        assert_eq!(shell["content"][0]["content"]["text"], "exit status 1");
+        assert_eq!(updates[5]["content"]["text"], "Done.");
+        assert_eq!(updates[5]["messageId"], "keel-6");
+    }
+
+    #[test]
+    fn a_call_without_a_stored_result_replays_pending() {
+        let updates = wire(&replay(&stored(vec![
+            Message::user("append"),
+            Message::assistant_with_calls(
+                "",
+                vec![call(
+                    "a1",
+                    "append_file",
+                    r#"{"path":"log.txt","content":"x"}"#,
+                )],
+            ),
+        ])));
+        assert_eq!(updates.len(), 2, "{updates:#?}");
+        assert_eq!(updates[1]["sessionUpdate"], "tool_call");
+        assert_eq!(updates[1]["kind"], "edit");
+        // Pending is the wire default, so it is left out.
+        assert!(updates[1]["status"].is_null() || updates[1]["status"] == "pending");
+        assert!(updates[1].get("content").is_none(), "{:#?}", updates[1]);
+    }
+
+    #[test]
+    fn the_loops_own_messages_are_not_replayed() {
+        let mut summary =
+            Message::internal_user("summary of 1..4", InternalReason::CompactionSummary);
+        summary.meta.summary_of = Some(keel_core::message::SeqRange { first: 1, last: 4 });
+        let updates = wire(&replay(&stored(vec![
+            Message::system("prompt"),
+            Message::user("first"),
+            Message::internal_user("go on", InternalReason::MaxTokensRecovery),
+            summary,
+            Message::user("second"),
+            Message::user(""),
+        ])));
+        let texts: Vec<&str> = updates
+            .iter()
+            .map(|u| u["content"]["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(texts, ["first", "second"]);
+        // Two person's messages in a row stay two messages.
+        assert_ne!(updates[0]["messageId"], updates[1]["messageId"]);
+    }
+
+    #[test]
+    fn an_empty_conversation_replays_nothing() {
+        assert!(replay(&[]).is_empty());
+    }
+
+    #[test]
+    fn malformed_arguments_and_orphan_results_do_not_break_the_replay() {
+        let updates = wire(&replay(&stored(vec![
+            Message::assistant_with_calls("", vec![call("m1", "mcp__x", "{not json")]),
+            Message::tool_result("m1", "bad arguments"),
+            Message::tool_result("nobody", "an answer to no call"),
+        ])));
+        assert_eq!(updates.len(), 1, "{updates:#?}");
+        assert_eq!(updates[0]["rawInput"], "{not json");
+        assert_eq!(updates[0]["title"], "mcp__x");
+        assert_eq!(updates[0]["status"], "completed");
+    }
+
+    #[test]
+    fn titles_name_what_a_call_acts_on_and_stay_short() {
+        assert_eq!(tool_title("list_dir", r#"{"path":"src"}"#), "list_dir src");
+        assert_eq!(
+            tool_title("http_get", r#"{"url":"https://example.com"}"#),
+            "http_get https://example.com"
+        );
+        assert_eq!(tool_title("todo", r#"{"action":"list"}"#), "todo");
+        let long = format!(r#"{{"command":"echo {}"}}"#, "x".repeat(200));
+        let title = tool_title("shell", &long);
+        assert_eq!(title.chars().count(), TITLE_MAX_CHARS + 1, "{title}");
+        assert!(title.ends_with('…'));
+        assert_eq!(
+            tool_title("shell", r#"{"command":"cd a\nmake"}"#),
+            "shell: cd a…"
+        );
+    }
+
+    #[test]
+    fn kinds_follow_what_the_tool_does() {
+        assert_eq!(tool_kind("read_file"), ToolKind::Read);
+        assert_eq!(tool_kind("write_file"), ToolKind::Edit);
+        assert_eq!(tool_kind("shell"), ToolKind::Execute);
+        assert_eq!(tool_kind("session_search"), ToolKind::Search);
+        assert_eq!(tool_kind("http_get"), ToolKind::Fetch);
+        assert_eq!(tool_kind("todo"), ToolKind::Think);
+        assert_eq!(tool_kind("github__create_issue"), ToolKind::Other);
+    }
+
+    #[test]
+    fn the_task_list_becomes_a_plan() {
+        let mut journal = Journal::default();
+        assert!(plan(&journal).is_none());
+        journal.extensions.insert(
+            TODO_JOURNAL_KEY.into(),
+            serde_json::json!([
+                {"id": "1", "text": "read", "status": "done"},
+                {"id": "2", "text": "write", "status": "in_progress"},
+                {"id": "3", "text": "test", "status": "pending"},
+                {"id": "4", "text": "dropped", "status": "cancelled"},
+                {"id": "5", "status": "pending"}
+            ]),
+        );
+        let plan = serde_json::to_value(plan(&journal).unwrap()).unwrap();
+        let entries: Vec<(&str, &str)> = plan["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["content"].as_str().unwrap(),
+                    e["status"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            entries,
+            [
+                ("read", "completed"),
+                ("write", "in_progress"),
+                ("test", "pending")
+            ]
+        );
+    }
+}
