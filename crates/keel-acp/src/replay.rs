@@ -3,8 +3,9 @@
 //!
 //! Each stored message becomes the updates a live turn would have sent for it: a person's
 //! message a `user_message_chunk`, the model's reasoning an `agent_thought_chunk`, its text an
-//! `agent_message_chunk`, and each tool call one `tool_call` already carrying its final status
-//! (`completed`, or `failed` when its result was an error) and its result as text content. A
+//! `agent_message_chunk`, and each tool call one `tool_call` (titled and kinded as a live turn's,
+//! [`crate::updates::tool_call`]) already carrying its final status (`completed`, or `failed`
+//! when its result was an error) and its result as text content. A
 //! call with no stored result yet (its run stopped before the result was committed, or it waits
 //! for approval) replays as `pending`; a resumed run sends its updates under the same call id.
 //! Messages the loop injected (continuation prompts, loop nudges, compaction summaries) and
@@ -15,18 +16,17 @@
 use std::collections::HashMap;
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, MessageId, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
-    SessionUpdate, ToolCall, ToolCallContent, ToolCallStatus, ToolKind,
+    ContentChunk, MessageId, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus, SessionUpdate,
+    ToolCallContent, ToolCallStatus,
 };
 use keel_core::journal::Journal;
 use keel_core::message::{Message, Role, StoredMessage};
 use serde_json::Value;
 
+use crate::updates::{MAX_TOOL_OUTPUT_CHARS, chunk, tool_call};
+
 /// The key under which keel's `todo` tool keeps the task list in the session's journal.
 const TODO_JOURNAL_KEY: &str = "todos";
-
-/// The longest a tool call's title may be, in characters; longer ones end with `…`.
-const TITLE_MAX_CHARS: usize = 80;
 
 /// The updates that replay `messages` (a session's stored messages, in order).
 pub fn replay(messages: &[StoredMessage]) -> Vec<SessionUpdate> {
@@ -49,7 +49,7 @@ pub fn replay(messages: &[StoredMessage]) -> Vec<SessionUpdate> {
             Role::System | Role::Tool => {}
             Role::User => {
                 if !message.content.is_empty() {
-                    updates.push(SessionUpdate::UserMessageChunk(chunk(
+                    updates.push(SessionUpdate::UserMessageChunk(message_chunk(
                         &message.content,
                         &id,
                     )));
@@ -60,31 +60,27 @@ pub fn replay(messages: &[StoredMessage]) -> Vec<SessionUpdate> {
                     && !reasoning.text.is_empty()
                 {
                     let thought = message_id_for_thought(stored.seq);
-                    updates.push(SessionUpdate::AgentThoughtChunk(chunk(
+                    updates.push(SessionUpdate::AgentThoughtChunk(message_chunk(
                         &reasoning.text,
                         &thought,
                     )));
                 }
                 if !message.content.is_empty() {
-                    updates.push(SessionUpdate::AgentMessageChunk(chunk(
+                    updates.push(SessionUpdate::AgentMessageChunk(message_chunk(
                         &message.content,
                         &id,
                     )));
                 }
                 for call in &message.tool_calls {
-                    let mut update =
-                        ToolCall::new(call.id.clone(), tool_title(&call.name, &call.arguments))
-                            .name(call.name.clone())
-                            .kind(tool_kind(&call.name))
-                            .raw_input(raw_input(&call.arguments));
-                    if let Some(result) = results.get(call.id.as_str()) {
-                        let status = if result.meta.failed {
-                            ToolCallStatus::Failed
-                        } else {
-                            ToolCallStatus::Completed
-                        };
-                        update = update.status(status).content(text_content(&result.content));
-                    }
+                    let (status, content) = match results.get(call.id.as_str()) {
+                        Some(result) if result.meta.failed => {
+                            (ToolCallStatus::Failed, text_content(&result.content))
+                        }
+                        Some(result) => (ToolCallStatus::Completed, text_content(&result.content)),
+                        None => (ToolCallStatus::Pending, Vec::new()),
+                    };
+                    let update =
+                        tool_call(&call.id, &call.name, &call.arguments, status).content(content);
                     updates.push(SessionUpdate::ToolCall(update));
                 }
             }
@@ -93,42 +89,8 @@ pub fn replay(messages: &[StoredMessage]) -> Vec<SessionUpdate> {
     updates
 }
 
-/// The ACP kind of a keel tool, for the editor's icon: reading, editing, running, searching,
-/// fetching, planning, or other (MCP tools, memory, delegation, …).
-pub fn tool_kind(name: &str) -> ToolKind {
-    match name {
-        "read_file" | "list_dir" | "read_attachment" | "skill_view" | "skills_list"
-        | "get_run_journal" => ToolKind::Read,
-        "write_file" | "append_file" => ToolKind::Edit,
-        "shell" => ToolKind::Execute,
-        "session_search" => ToolKind::Search,
-        "http_get" => ToolKind::Fetch,
-        "todo" => ToolKind::Think,
-        _ => ToolKind::Other,
-    }
-}
-
-/// A short human title for a tool call: the tool and what it acts on (`read_file plan.txt`,
-/// `shell: ls -la`, `http_get https://…`), or the tool's name alone.
-pub fn tool_title(name: &str, arguments: &str) -> String {
-    let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
-    let field = |key: &str| args.get(key).and_then(Value::as_str).map(str::trim);
-    let title = match name {
-        "shell" => field("command").map(|command| format!("shell: {command}")),
-        "http_get" => field("url").map(|url| format!("http_get {url}")),
-        _ => field("path").map(|path| format!("{name} {path}")),
-    };
-    shortened(title.as_deref().unwrap_or(name))
-}
-
-/// A tool call's raw JSON arguments as a value: the parsed JSON, or the text as a JSON string
-/// when the model produced something that does not parse.
-pub fn raw_input(arguments: &str) -> Value {
-    serde_json::from_str(arguments).unwrap_or_else(|_| Value::String(arguments.to_string()))
-}
-
 /// The session's task list (the `todo` tool's, kept in its journal) as an ACP plan, when it has
-/// one. Done items are `completed`; cancelled ones are left out, as a plan has no such status.
+/// one. Done and cancelled items are `completed` (a plan has no "cancelled"), as in a live turn.
 pub fn plan(journal: &Journal) -> Option<Plan> {
     let items = journal.extensions.get(TODO_JOURNAL_KEY)?.as_array()?;
     let entries: Vec<PlanEntry> = items
@@ -137,8 +99,7 @@ pub fn plan(journal: &Journal) -> Option<Plan> {
             let text = item.get("text")?.as_str()?;
             let status = match item.get("status").and_then(Value::as_str) {
                 Some("in_progress") => PlanEntryStatus::InProgress,
-                Some("done") => PlanEntryStatus::Completed,
-                Some("cancelled") => return None,
+                Some("done" | "cancelled") => PlanEntryStatus::Completed,
                 _ => PlanEntryStatus::Pending,
             };
             Some(PlanEntry::new(text, PlanEntryPriority::Medium, status))
@@ -158,25 +119,18 @@ fn message_id_for_thought(seq: u64) -> MessageId {
     MessageId::new(format!("keel-{seq}-thought"))
 }
 
-fn chunk(text: &str, id: &MessageId) -> ContentChunk {
-    ContentChunk::new(ContentBlock::from(text.to_string())).message_id(id.clone())
+fn message_chunk(text: &str, id: &MessageId) -> ContentChunk {
+    chunk(text).message_id(id.clone())
 }
 
+/// A tool's result as the call's content, cut as a live turn cuts it.
 fn text_content(text: &str) -> Vec<ToolCallContent> {
-    if text.is_empty() {
-        Vec::new()
-    } else {
-        vec![ToolCallContent::from(text.to_string())]
-    }
-}
-
-fn shortened(text: &str) -> String {
-    let line = text.lines().next().unwrap_or("");
-    match line.char_indices().nth(TITLE_MAX_CHARS) {
-        Some((cut, _)) => format!("{}…", &line[..cut]),
-        None if line.len() < text.len() => format!("{line}…"),
-        None => line.to_string(),
-    }
+    let text = match text.char_indices().nth(MAX_TOOL_OUTPUT_CHARS) {
+        Some((cut, _)) => format!("{}\n[… cut for the editor]", &text[..cut]),
+        None if text.is_empty() => return Vec::new(),
+        None => text.to_string(),
+    };
+    vec![ToolCallContent::from(text)]
 }
 
 #[cfg(test)]
@@ -264,7 +218,7 @@ mod tests {
         assert_eq!(updates[2]["messageId"], "keel-3");
         let read = &updates[3];
         assert_eq!(read["toolCallId"], "c1");
-        assert_eq!(read["title"], "read_file plan.txt");
+        assert_eq!(read["title"], "read_file: plan.txt");
         assert_eq!(read["kind"], "read");
         assert_eq!(read["status"], "completed");
         assert_eq!(read["rawInput"]["path"], "plan.txt");
@@ -341,32 +295,21 @@ mod tests {
     }
 
     #[test]
-    fn titles_name_what_a_call_acts_on_and_stay_short() {
-        assert_eq!(tool_title("list_dir", r#"{"path":"src"}"#), "list_dir src");
-        assert_eq!(
-            tool_title("http_get", r#"{"url":"https://example.com"}"#),
-            "http_get https://example.com"
+    fn a_huge_result_is_cut_as_a_live_turn_cuts_it() {
+        let huge = "x".repeat(MAX_TOOL_OUTPUT_CHARS + 10);
+        let updates = wire(&replay(&stored(vec![
+            Message::assistant_with_calls("", vec![call("c1", "read_file", r#"{"path":"big"}"#)]),
+            Message::tool_result("c1", huge),
+        ])));
+        let text = updates[0]["content"][0]["content"]["text"]
+            .as_str()
+            .unwrap();
+        assert!(
+            text.ends_with("[… cut for the editor]"),
+            "{}",
+            &text[text.len() - 40..]
         );
-        assert_eq!(tool_title("todo", r#"{"action":"list"}"#), "todo");
-        let long = format!(r#"{{"command":"echo {}"}}"#, "x".repeat(200));
-        let title = tool_title("shell", &long);
-        assert_eq!(title.chars().count(), TITLE_MAX_CHARS + 1, "{title}");
-        assert!(title.ends_with('…'));
-        assert_eq!(
-            tool_title("shell", r#"{"command":"cd a\nmake"}"#),
-            "shell: cd a…"
-        );
-    }
-
-    #[test]
-    fn kinds_follow_what_the_tool_does() {
-        assert_eq!(tool_kind("read_file"), ToolKind::Read);
-        assert_eq!(tool_kind("write_file"), ToolKind::Edit);
-        assert_eq!(tool_kind("shell"), ToolKind::Execute);
-        assert_eq!(tool_kind("session_search"), ToolKind::Search);
-        assert_eq!(tool_kind("http_get"), ToolKind::Fetch);
-        assert_eq!(tool_kind("todo"), ToolKind::Think);
-        assert_eq!(tool_kind("github__create_issue"), ToolKind::Other);
+        assert!(text.chars().count() < MAX_TOOL_OUTPUT_CHARS + 40);
     }
 
     #[test]
@@ -400,7 +343,8 @@ mod tests {
             [
                 ("read", "completed"),
                 ("write", "in_progress"),
-                ("test", "pending")
+                ("test", "pending"),
+                ("dropped", "completed")
             ]
         );
     }
