@@ -12,6 +12,7 @@
 pub mod content;
 pub mod factory;
 pub mod human;
+pub mod load;
 pub mod replay;
 pub mod server;
 pub mod session;

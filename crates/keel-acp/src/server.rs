@@ -69,6 +69,7 @@ pub async fn serve(
 pub fn agent(state: AcpState) -> impl ConnectTo<Client> + 'static {
     let new_state = state.clone();
     let prompt_state = state.clone();
+    let load_state = state.clone();
     let cancel_state = state;
     Agent
         .v1()
@@ -97,6 +98,15 @@ pub fn agent(state: AcpState) -> impl ConnectTo<Client> + 'static {
                         responder: Responder<PromptResponse>,
                         cx: ConnectionTo<Client>| {
                 start_prompt(&prompt_state, request, responder, &cx)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        // session/load: see crate::load.
+        .on_receive_request(
+            async move |request: crate::load::LoadSessionRequest,
+                        responder: Responder<crate::load::LoadSessionResponse>,
+                        cx: ConnectionTo<Client>| {
+                crate::load::load_session(&load_state, request, responder, cx).await
             },
             agent_client_protocol::on_receive_request!(),
         )
