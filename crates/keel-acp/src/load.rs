@@ -30,12 +30,13 @@ use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Client, Error};
 use keel_core::event::EventKind;
 use keel_core::{
-    AgentState, ErrorReason, PendingApproval, ResumeOptions, RunRecord, RunReport, SessionInfo,
-    Store, StoreError,
+    AgentState, ErrorReason, PendingApproval, ResumeOptions, RunRecord, SessionInfo, Store,
+    StoreError,
 };
+use keel_extensions::todo::TodoList;
 use tokio_util::sync::CancellationToken;
 
-use crate::factory::{AgentFactory, LaneGrant};
+use crate::factory::AgentFactory;
 use crate::replay;
 use crate::server::AcpState;
 use crate::session::{AcpSession, Waiting};
@@ -312,24 +313,26 @@ fn say(session: &AcpSession, text: &str) {
 }
 
 /// Resumes `run_id` on `session` as `keel resume` does (its lane, then the run from its latest
-/// checkpoint), saying how it ended when the updates did not show it.
+/// checkpoint), with a prompt's pieces: its end is said as a prompt's is
+/// ([`AcpSession::finish`]), except a halt, said with how to decide it.
 async fn resume_run(
     session: &AcpSession,
     factory: &dyn AgentFactory,
     run_id: &str,
     cancel: CancellationToken,
 ) {
-    session.updates.begin_turn();
+    let todo = match session.agent.store().journal(&session.id).await {
+        Ok(Some(journal)) => TodoList::of(&journal),
+        _ => TodoList::default(),
+    };
+    session.updates.begin_turn(todo);
     session.human.begin_turn(cancel.clone());
-    match factory.claim_lane(&session.id, run_id, &cancel).await {
-        Ok(LaneGrant::Claimed) => {}
-        Ok(LaneGrant::Refused(why)) | Err(why) => {
-            say(
-                session,
-                &format!("keel: run {run_id} was not resumed: {why}"),
-            );
-            return;
-        }
+    if let Err(error) = session.claim(factory, run_id, &cancel).await {
+        say(
+            session,
+            &format!("keel: run {run_id} was not resumed: {}", why(&error)),
+        );
+        return;
     }
     let options = ResumeOptions {
         cancel: Some(cancel.clone()),
@@ -339,68 +342,33 @@ async fn resume_run(
         .agent
         .survive_panic(run_id, session.agent.resume(run_id, options))
         .await;
-    let released = factory
-        .release_lane(&session.id, run_id, report.as_ref().ok())
-        .await;
-    match report {
-        Ok(report) => {
-            for notice in resumed_notices(session, &report) {
-                say(session, &notice);
+    match session.release(factory, run_id, report).await {
+        Ok(report) => match (report.state, report.reason) {
+            (AgentState::WaitingOnHuman, Some(reason)) => say(
+                session,
+                &format!(
+                    "\n\n{}",
+                    halted(&report.run_id, reason, report.error.as_deref())
+                ),
+            ),
+            _ => {
+                session.finish(&report, &cancel);
             }
-        }
+        },
         Err(error) => say(
             session,
-            &format!("keel: run {run_id} could not be resumed: {error}"),
+            &format!("keel: run {run_id} could not be resumed: {}", why(&error)),
         ),
-    }
-    if let Err(why) = released {
-        tracing::warn!(run_id, %why, "the session's lane was not released after a resume");
     }
 }
 
-/// What to tell the editor after a resumed run stopped (its events showed the rest); records
-/// what it waits for, if it does.
-fn resumed_notices(session: &AcpSession, report: &RunReport) -> Vec<String> {
-    let mut notices = Vec::new();
-    if !session.updates.streamed_text()
-        && report.state != AgentState::WaitingOnHuman
-        && let Some(text) = report.final_text.as_deref().filter(|t| !t.is_empty())
-    {
-        notices.push(text.to_string());
-    }
-    match (report.state, &report.approval, &report.question) {
-        (AgentState::Completed, _, _) => {}
-        (AgentState::WaitingOnHuman, Some(call), _) => {
-            notices.push(format!("\n\n{}", approval_notice(call)));
-            session.set_waiting(Some(Waiting::Approval {
-                run_id: report.run_id.clone(),
-                call: call.clone(),
-            }));
-        }
-        (AgentState::WaitingOnHuman, None, Some(question)) => {
-            notices.push(format!(
-                "\n\n{}",
-                question_notice(question, &report.choices)
-            ));
-            session.set_waiting(Some(Waiting::Question {
-                run_id: report.run_id.clone(),
-            }));
-        }
-        (AgentState::WaitingOnHuman, None, None) => notices.push(format!(
-            "\n\n{}",
-            halted(
-                &report.run_id,
-                report.reason.unwrap_or(ErrorReason::ResumeUnsafe),
-                report.error.as_deref()
-            )
-        )),
-        (state, _, _) => notices.push(format!(
-            "\n\nkeel: the resumed run ended as {state}{}: {}",
-            report.reason.map(|r| format!(" ({r})")).unwrap_or_default(),
-            report.error.as_deref().unwrap_or("no detail")
-        )),
-    }
-    notices
+/// What an error says: its data when that is text, else its message.
+fn why(error: &Error) -> String {
+    error
+        .data
+        .as_ref()
+        .and_then(serde_json::Value::as_str)
+        .map_or_else(|| error.message.clone(), str::to_string)
 }
 
 #[cfg(test)]

@@ -16,17 +16,13 @@
 use std::collections::HashMap;
 
 use agent_client_protocol::v1::schema::{
-    ContentChunk, MessageId, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus, SessionUpdate,
-    ToolCallContent, ToolCallStatus,
+    ContentChunk, MessageId, Plan, SessionUpdate, ToolCallContent, ToolCallStatus,
 };
 use keel_core::journal::Journal;
 use keel_core::message::{Message, Role, StoredMessage};
-use serde_json::Value;
+use keel_extensions::todo::TodoList;
 
-use crate::updates::{MAX_TOOL_OUTPUT_CHARS, chunk, tool_call};
-
-/// The key under which keel's `todo` tool keeps the task list in the session's journal.
-const TODO_JOURNAL_KEY: &str = "todos";
+use crate::updates::{MAX_TOOL_OUTPUT_CHARS, chunk, plan_of, tool_call};
 
 /// The updates that replay `messages` (a session's stored messages, in order).
 pub fn replay(messages: &[StoredMessage]) -> Vec<SessionUpdate> {
@@ -89,23 +85,11 @@ pub fn replay(messages: &[StoredMessage]) -> Vec<SessionUpdate> {
     updates
 }
 
-/// The session's task list (the `todo` tool's, kept in its journal) as an ACP plan, when it has
-/// one. Done and cancelled items are `completed` (a plan has no "cancelled"), as in a live turn.
+/// The session's task list (the `todo` tool's, kept in its journal) as an ACP plan, as a live
+/// turn shows it ([`plan_of`]), when it has one.
 pub fn plan(journal: &Journal) -> Option<Plan> {
-    let items = journal.extensions.get(TODO_JOURNAL_KEY)?.as_array()?;
-    let entries: Vec<PlanEntry> = items
-        .iter()
-        .filter_map(|item| {
-            let text = item.get("text")?.as_str()?;
-            let status = match item.get("status").and_then(Value::as_str) {
-                Some("in_progress") => PlanEntryStatus::InProgress,
-                Some("done" | "cancelled") => PlanEntryStatus::Completed,
-                _ => PlanEntryStatus::Pending,
-            };
-            Some(PlanEntry::new(text, PlanEntryPriority::Medium, status))
-        })
-        .collect();
-    (!entries.is_empty()).then(|| Plan::new(entries))
+    let todo = TodoList::of(journal);
+    (!todo.is_empty()).then(|| plan_of(&todo))
 }
 
 /// The message id of the stored message at `seq`.
@@ -137,6 +121,7 @@ fn text_content(text: &str) -> Vec<ToolCallContent> {
 mod tests {
     use super::*;
     use keel_core::message::{InternalReason, Reasoning, ToolCall as KeelCall};
+    use serde_json::Value;
 
     fn stored(messages: Vec<Message>) -> Vec<StoredMessage> {
         (1..)
@@ -317,13 +302,12 @@ mod tests {
         let mut journal = Journal::default();
         assert!(plan(&journal).is_none());
         journal.extensions.insert(
-            TODO_JOURNAL_KEY.into(),
+            "todos".into(),
             serde_json::json!([
                 {"id": "1", "text": "read", "status": "done"},
                 {"id": "2", "text": "write", "status": "in_progress"},
                 {"id": "3", "text": "test", "status": "pending"},
-                {"id": "4", "text": "dropped", "status": "cancelled"},
-                {"id": "5", "status": "pending"}
+                {"id": "4", "text": "dropped", "status": "cancelled"}
             ]),
         );
         let plan = serde_json::to_value(plan(&journal).unwrap()).unwrap();
