@@ -2,9 +2,11 @@
 //! real binary. A `keel acp` frozen right after a checkpoint of a prompt's run is SIGKILLed (the
 //! SDK kills the agent's process group when its connection is dropped); a new `keel acp` on the
 //! same home loads the session: the history replays before the response, the run resumes and
-//! completes, and its side effect happened once. Also: a conversation begun with `keel run`
-//! continues in the editor; unknown, malformed and another user's session ids are all the same
-//! "resource not found".
+//! completes, and its side effect happened once; a call cut off inside is said, not redone; a
+//! load from another directory does not resume. Also: a conversation begun with `keel run`
+//! continues in the editor; a run `keel run` left waiting for approval is said on load and the
+//! next prompt (`deny`) decides it; unknown, malformed, huge and another user's session ids are
+//! all the same "resource not found".
 
 mod common;
 
@@ -47,12 +49,16 @@ struct Scenario {
 
 impl Scenario {
     fn new() -> Scenario {
-        let script = json!({"steps": [
+        Scenario::with(json!({"steps": [
             {"text": "Appending.", "tool_calls": [{"id": "a1", "name": "append_file",
                 "arguments": {"path": "log.txt", "content": "alpha\n"}}]},
             {"text": ANSWER},
             {"text": SECOND_ANSWER, "forever": true}
-        ]});
+        ]}))
+    }
+
+    /// A fresh home and workspace with a mock that follows `script`.
+    fn with(script: Value) -> Scenario {
         let mock = Mock::start(&script.to_string());
         let (home_guard, home) = temp();
         let (workspace_guard, workspace) = temp();
@@ -72,8 +78,8 @@ impl Scenario {
         }
     }
 
-    /// `keel acp` on this home, with a test hook's variable when asked; the second and third
-    /// values collect its stderr lines and its protocol (stdout) lines.
+    /// `keel acp` on this home, with an environment variable (a test hook's) when asked; the
+    /// second and third values collect its stderr lines and its protocol (stdout) lines.
     fn acp(&self, hook: Option<(&str, String)>) -> (AcpAgent, Lines, Lines) {
         let mut config = AcpAgentConfig::new(keel_bin())
             .args(["acp", "--provider", "mock", "--base-url", &self.mock.url])
@@ -494,4 +500,70 @@ async fn a_call_cut_off_by_the_kill_is_said_not_redone() {
         1,
         "no model call after the halt"
     );
+}
+
+#[tokio::test]
+async fn a_run_waiting_for_approval_is_said_on_load_and_the_next_prompt_decides_it() {
+    let scenario = Scenario::with(json!({"steps": [
+        {"tool_calls": [{"id": "rm1", "name": "shell", "arguments": {"command": "rm -rf ~"}}]},
+        {"text": "Left your home alone.", "forever": true}
+    ]}));
+    // HOME for the command: a directory in the workspace holding a canary.
+    let fake_home = scenario.workspace.join("home");
+    std::fs::create_dir(&fake_home).unwrap();
+    std::fs::write(fake_home.join("canary"), "still here").unwrap();
+    let mut command = keel(&scenario.home);
+    command
+        .env("HOME", &fake_home)
+        .args(["run", "--json", "--provider", "mock", "--base-url"])
+        .arg(&scenario.mock.url)
+        .arg("--workspace")
+        .arg(&scenario.workspace)
+        .arg("clean my home");
+    let output = run(&mut command);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let waiting = report(&output);
+    assert_eq!(waiting["approval"]["tool"], "shell", "{waiting}");
+    let session_id = waiting["session_id"].as_str().unwrap().to_string();
+
+    let (agent, err, _) = scenario.acp(Some(("HOME", fake_home.display().to_string())));
+    let workspace = scenario.workspace.clone();
+    let (loaded, decided) = Client
+        .v1()
+        .name("e2e")
+        .connect_with(agent, async move |cx| {
+            cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
+                .block_task()
+                .await?;
+            let SessionSetup { mut session, .. } = cx
+                .load_session(session_id, &workspace)
+                .block_task()
+                .start_session()
+                .await?;
+            let loaded = updates_until_said(&mut session, "`deny`").await?;
+            let decided = prompt(&mut session, "deny").await?;
+            Ok((loaded, decided))
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}\n{:#?}", err.all()));
+    assert_eq!(text(&loaded[0]), "clean my home", "{loaded:#?}");
+    assert_eq!(kind(&loaded[1]), "tool_call", "{loaded:#?}");
+    assert_eq!(loaded[1]["toolCallId"], "rm1");
+    let told = said(&loaded);
+    assert!(
+        told.contains("keel waits for your approval of `shell`"),
+        "{told}"
+    );
+    assert!(
+        said(&decided).contains("Left your home alone."),
+        "{decided:#?}"
+    );
+    assert!(fake_home.join("canary").exists(), "a denied call ran");
+    let runs = scenario.runs();
+    assert_eq!(
+        runs.len(),
+        1,
+        "the decision went on with the waiting run: {runs:?}"
+    );
+    assert_eq!(runs[0].1, "completed", "{runs:?}");
 }
