@@ -3,10 +3,10 @@
 //!
 //! The session must be stored and belong to the user this `keel acp` runs for (the same user,
 //! or none for both); anything else, a malformed id included, is the same JSON-RPC "resource
-//! not found" error, so that a caller learns nothing about sessions that are not theirs. Its
-//! agent is built for the request's `cwd`, its history is sent back as `session/update`s
-//! ([`crate::replay`], then the task list as a plan) before the response, and then what its
-//! last run left is taken up:
+//! not found" error, so that a caller learns nothing about sessions that are not theirs (a bad
+//! `cwd` is refused before the store is asked, the same for every id). Its agent is built for
+//! the request's `cwd`, its history is sent back as `session/update`s ([`crate::replay`], then
+//! the task list as a plan) before the response, and then what its last run left is taken up:
 //! - interrupted (its worker died and the reconciler made it `timed_out`, resumable): it is
 //!   resumed as `keel resume` does, after the response, its events streamed as updates while it
 //!   holds the session's prompt slot (a prompt meanwhile is refused; `session/cancel` stops it).
@@ -122,17 +122,19 @@ async fn open_stored(
     if uuid::Uuid::parse_str(&id).is_err() {
         return Err(not_found(&id));
     }
+    if state.sessions.get(&id).is_some_and(|open| open.busy()) {
+        return Err(Error::invalid_request()
+            .data("a prompt is running in this session: wait for it or cancel it, then load it"));
+    }
+    // The request's own faults (a bad cwd, a configuration that does not build) are found
+    // before the store is asked, so that they say nothing about whether the session exists.
+    let session = AcpSession::open(state.factory.as_ref(), cx, &id, &request.cwd)?;
     let store = state.factory.store();
     let info = store
         .session(&id)
         .await
         .map_err(store_error)?
         .ok_or_else(|| not_found(&id))?;
-    if state.sessions.get(&id).is_some_and(|open| open.busy()) {
-        return Err(Error::invalid_request()
-            .data("a prompt is running in this session: wait for it or cancel it, then load it"));
-    }
-    let session = AcpSession::open(state.factory.as_ref(), cx, &id, &request.cwd)?;
     if !belongs_to(&info, session.user.as_deref()) {
         return Err(not_found(&id));
     }

@@ -431,6 +431,17 @@ async fn a_cli_conversation_loads_and_no_one_elses_does() {
                     Err(error) => refused.push(error),
                 }
             }
+            // A bad cwd is the same error for Bob's session as for one no one made.
+            let mut bad_cwd = Vec::new();
+            for id in [bobs.as_str(), unknown.as_str()] {
+                let loaded = cx.load_session(id.to_string(), "not/absolute");
+                match loaded.block_task().start_session().await {
+                    Ok(_) => panic!("session `{id}` was loaded from a relative cwd"),
+                    Err(error) => bad_cwd.push(serde_json::to_value(error).unwrap()),
+                }
+            }
+            assert_eq!(bad_cwd[0], bad_cwd[1]);
+            assert_eq!(bad_cwd[0]["code"], -32602, "{bad_cwd:?}");
             let SessionSetup { mut session, .. } = cx
                 .load_session(ours, &workspace)
                 .block_task()
