@@ -34,6 +34,7 @@ macro_rules! print {
 
 mod cli;
 mod cli_admin;
+mod cli_testkit;
 
 use keel_config::{config, launch, resolve, worker};
 mod commands;
