@@ -56,6 +56,13 @@ pub trait AgentFactory: Send + Sync + 'static {
         cancel: &CancellationToken,
     ) -> Result<LaneGrant, String>;
 
+    /// Times out the runs whose workers died (the reconciler), so that a session loaded now
+    /// finds a run interrupted since this process started resumable at once, not at the next
+    /// sweep. Nothing by default.
+    async fn reconcile(&self) -> Result<(), String> {
+        Ok(())
+    }
+
     /// Releases the lane after a run, unless the run waits for a person (it keeps the lane).
     async fn release_lane(
         &self,

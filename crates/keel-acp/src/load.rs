@@ -17,7 +17,8 @@
 //!   effect; `prompt_drift`): said as an agent message with how to decide; not redone;
 //! - waiting for an approval or an answer: said as an agent message, and the session's next
 //!   prompt answers it (as for a prompt that paused in this process);
-//! - still running in another process: said, and left alone.
+//! - still running in another process: said, and left alone. The reconciler runs first, so a
+//!   run whose worker died since this process started counts as interrupted, not running.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -150,6 +151,11 @@ async fn open_stored(
         .and_then(replay::plan)
     {
         session.updates.send(SessionUpdate::Plan(plan));
+    }
+    // A worker that died since this process started (another `keel acp`, a `keel chat`) left
+    // its run `running`: the reconciler times it out now, so that it is resumed here.
+    if let Err(error) = state.factory.reconcile().await {
+        tracing::warn!(%error, "keel acp: the reconciler failed before a session load");
     }
     let last = last_run(store.as_ref(), &id, &session.cwd)
         .await

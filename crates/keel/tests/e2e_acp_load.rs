@@ -578,3 +578,83 @@ async fn a_run_waiting_for_approval_is_said_on_load_and_the_next_prompt_decides_
     );
     assert_eq!(runs[0].1, "completed", "{runs:?}");
 }
+
+/// The live (not zombie) `keel acp` processes on `home`, found by their environment in
+/// `/proc`: the test may not ask keel (every `keel` command reconciles the store).
+fn acp_pids(home: &std::path::Path) -> Vec<u32> {
+    let needle = format!("KEEL_HOME={}", home.display());
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let dir = entry.path();
+        let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
+        let state = stat
+            .rsplit(") ")
+            .next()
+            .and_then(|rest| rest.chars().next());
+        let environ = std::fs::read(dir.join("environ")).unwrap_or_default();
+        let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+        let has = |bytes: &[u8], part: &str| bytes.split(|b| *b == 0).any(|p| p == part.as_bytes());
+        if state != Some('Z') && has(&environ, &needle) && has(&cmdline, "acp") {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+#[tokio::test]
+async fn a_keel_acp_started_before_the_crash_resumes_the_run_on_load() {
+    // The editor's second window: a `keel acp` that started (and reconciled) before the other
+    // one died. Its load must not take the dead worker's run for a live one.
+    let scenario = Scenario::new();
+    let (agent, err, _) = scenario.acp(None);
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
+    let (id_tx, id_rx) = tokio::sync::oneshot::channel::<String>();
+    let workspace = scenario.workspace.clone();
+    let survivor = Client
+        .v1()
+        .name("e2e")
+        .connect_with(agent, async move |cx| {
+            cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
+                .block_task()
+                .await?;
+            ready_tx.send(()).unwrap();
+            let id = id_rx.await.unwrap();
+            let SessionSetup { mut session, .. } = cx
+                .load_session(id, &workspace)
+                .block_task()
+                .start_session()
+                .await?;
+            updates_until_said(&mut session, ANSWER).await
+        });
+    let crash = async {
+        ready_rx.await.unwrap();
+        let survivors = acp_pids(&scenario.home);
+        assert_eq!(survivors.len(), 1, "{survivors:?}");
+        let id = prompt_and_kill(&scenario, (PAUSE, "3".into()), PAUSED).await;
+        // The SDK kills the process group as the connection drops; the load waits until the
+        // killed worker is really gone.
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while acp_pids(&scenario.home) != survivors {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the killed keel acp never went"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        id_tx.send(id).unwrap();
+    };
+    let (before, ()) = tokio::join!(survivor, crash);
+    let before = before.unwrap_or_else(|e| panic!("{e:?}\n{:#?}", err.all()));
+    assert!(
+        !said(&before).contains("still"),
+        "the dead worker's run was taken for a live one: {before:#?}"
+    );
+    assert!(said(&before).contains(ANSWER), "{before:#?}");
+    assert_eq!(scenario.log(), "alpha\n", "the append happened once");
+    let runs = scenario.runs();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0].1, "completed", "{runs:?}");
+}

@@ -131,6 +131,13 @@ impl AgentFactory for KeelAgents {
         }
     }
 
+    async fn reconcile(&self) -> Result<(), String> {
+        setup::reconcile(self.store.as_ref(), self.config_file.as_deref(), &self.home)
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("{e:#}"))
+    }
+
     async fn release_lane(
         &self,
         session_id: &str,
