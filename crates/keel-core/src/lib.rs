@@ -51,8 +51,8 @@ pub mod tool_source;
 pub mod worker;
 
 pub use agent::{
-    Agent, AgentBuilder, AgentError, BetweenTurns, BetweenTurnsReport, ResumeOptions, RunReport,
-    RunRequest, UnsafeCall,
+    Agent, AgentBuilder, AgentError, BetweenTurns, BetweenTurnsReport, ContinueOptions,
+    ResumeOptions, RunReport, RunRequest, UnsafeCall,
 };
 pub use approval::{ApprovalDecision, ApprovalNeed, PendingApproval};
 pub use checkpoint::{Boundary, Checkpoint, ToolCallRecord};

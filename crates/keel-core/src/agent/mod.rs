@@ -30,7 +30,7 @@ mod resume;
 
 pub use between_turns::{BetweenTurns, BetweenTurnsReport};
 pub use builder::AgentBuilder;
-pub use resume::{ResumeOptions, UnsafeCall};
+pub use resume::{ContinueOptions, ResumeOptions, UnsafeCall};
 
 /// Why an agent could not be built or a run could not be recorded.
 #[derive(Debug, thiserror::Error)]

@@ -42,6 +42,19 @@ pub struct ResumeOptions {
     pub steering: Option<std::sync::Arc<dyn crate::steering::Steering>>,
 }
 
+/// How to go on with a run that waits for a person: given its answer ([`Agent::answer_with_options`])
+/// or a decision about the call it waits on ([`Agent::approve_with_options`]).
+#[derive(Clone, Debug, Default)]
+pub struct ContinueOptions {
+    /// Go on with this agent's provider, model and fallbacks instead of the run's own (the
+    /// caller chose other ones).
+    pub switch_models: bool,
+    /// Cancel the continued run by cancelling this token: a model call in flight is abandoned
+    /// at once, a side-effecting call in flight finishes, and the run ends `cancelled` at its
+    /// next safe point. Without one, only a cancel requested through the store reaches it.
+    pub cancel: Option<CancellationToken>,
+}
+
 impl Agent {
     /// Resumes a run from its latest checkpoint: one whose worker died (`timed_out` with resume
     /// available, or still marked running with its worker gone or its heartbeat stale, see
@@ -176,6 +189,21 @@ impl Agent {
         answer: &str,
         switch_models: bool,
     ) -> Result<RunReport, AgentError> {
+        let options = ContinueOptions {
+            switch_models,
+            ..ContinueOptions::default()
+        };
+        self.answer_with_options(run_id, answer, options).await
+    }
+
+    /// [`Agent::answer`] as `options` say: with other models, and cancellable by the caller's
+    /// token.
+    pub async fn answer_with_options(
+        &self,
+        run_id: &str,
+        answer: &str,
+        options: ContinueOptions,
+    ) -> Result<RunReport, AgentError> {
         let record = self.record(run_id).await?;
         if record.state != AgentState::WaitingOnHuman || record.reason.is_some() {
             return Err(AgentError::NotResumable(format!(
@@ -192,9 +220,9 @@ impl Agent {
         if let Err(reason) = crate::human::resolve(answer, run.question_choices()) {
             return Err(AgentError::InvalidAnswer(reason));
         }
-        self.take_over(&mut run, switch_models)?;
+        self.take_over(&mut run, options.switch_models)?;
         let emitter = self.emitter(run_id, &record.session_id);
-        let cancel = CancellationToken::new();
+        let cancel = options.cancel.unwrap_or_default();
         let driver = self.driver(&emitter, &cancel, run.user_id().map(str::to_string));
         let step = run.on_human_answer(answer);
         let resume = Resume {
@@ -218,6 +246,24 @@ impl Agent {
         decision: ApprovalDecision,
         switch_models: bool,
     ) -> Result<RunReport, AgentError> {
+        let options = ContinueOptions {
+            switch_models,
+            ..ContinueOptions::default()
+        };
+        self.approve_with_options(run_id, call_id, decision, options)
+            .await
+    }
+
+    /// [`Agent::approve`] as `options` say: with other models, and cancellable by the caller's
+    /// token (a cancel before the decided call runs still lets it be decided; the run then ends
+    /// `cancelled` at its next safe point).
+    pub async fn approve_with_options(
+        &self,
+        run_id: &str,
+        call_id: &str,
+        decision: ApprovalDecision,
+        options: ContinueOptions,
+    ) -> Result<RunReport, AgentError> {
         let record = self.record(run_id).await?;
         let not_waiting = || {
             AgentError::NotResumable(format!(
@@ -234,9 +280,9 @@ impl Agent {
         };
         crate::approval::check_decision(run_id, pending, call_id)
             .map_err(AgentError::NotResumable)?;
-        self.take_over(&mut run, switch_models)?;
+        self.take_over(&mut run, options.switch_models)?;
         let emitter = self.emitter(run_id, &record.session_id);
-        let cancel = CancellationToken::new();
+        let cancel = options.cancel.unwrap_or_default();
         let driver = self.driver(&emitter, &cancel, run.user_id().map(str::to_string));
         let step = driver.decide(&mut run, decision).await?;
         let resume = Resume {
