@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use keel_core::{AgentError, AgentState, LaneClaim, LaneOutcome, RunReport, RunRequest};
+use keel_core::{
+    AgentError, AgentState, ContinueOptions, LaneClaim, LaneOutcome, RunReport, RunRequest,
+};
 use keel_platform::QueuedRun;
 
 use super::{Continue, Engine, RunControl, stored_report};
@@ -217,11 +219,20 @@ impl Engine {
                 .await
                 .map_or(0, |events| events.len() as u64);
             engine.live.run_starting(&run_id, &session_id, stored);
+            // The run's cancel (`Engine::cancel`) reaches it however it goes on.
+            let continued = ContinueOptions {
+                cancel: Some(control.cancel.clone()),
+                ..ContinueOptions::default()
+            };
             let run = async {
                 match how {
-                    Continue::Answer(text) => agent.answer(&run_id, &text).await,
+                    Continue::Answer(text) => {
+                        agent.answer_with_options(&run_id, &text, continued).await
+                    }
                     Continue::Approve(call_id, decision) => {
-                        agent.approve(&run_id, &call_id, decision, false).await
+                        agent
+                            .approve_with_options(&run_id, &call_id, decision, continued)
+                            .await
                     }
                     Continue::Resume(mut options) => {
                         options.cancel = Some(control.cancel.clone());
