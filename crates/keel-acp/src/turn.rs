@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use agent_client_protocol::Error;
 use agent_client_protocol::v1::schema::{PromptResponse, SessionUpdate, StopReason};
-use keel_core::{AgentError, AgentState, ApprovalDecision, RunReport, RunRequest};
+use keel_core::{AgentError, AgentState, ApprovalDecision, ContinueOptions, RunReport, RunRequest};
 use tokio_util::sync::CancellationToken;
 
 use crate::factory::{AgentFactory, LaneGrant};
@@ -109,9 +109,18 @@ impl AcpSession {
             self.set_waiting(Some(waiting));
             return Err(error);
         }
+        // session/cancel reaches the run however it goes on.
+        let continued = ContinueOptions {
+            cancel: Some(cancel.clone()),
+            ..ContinueOptions::default()
+        };
         let work = async {
             match &waiting {
-                Waiting::Question { run_id } => self.agent.answer_with(run_id, &text, false).await,
+                Waiting::Question { run_id } => {
+                    self.agent
+                        .answer_with_options(run_id, &text, continued.clone())
+                        .await
+                }
                 Waiting::Approval { run_id, call } => {
                     let decision = match ApprovalDecision::parse(&text) {
                         Some(decision) => decision,
@@ -120,7 +129,7 @@ impl AcpSession {
                             .unwrap_or(ApprovalDecision::Deny),
                     };
                     self.agent
-                        .approve(run_id, &call.call_id, decision, false)
+                        .approve_with_options(run_id, &call.call_id, decision, continued.clone())
                         .await
                 }
             }

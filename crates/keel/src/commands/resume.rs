@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use keel_core::{AgentError, ApprovalDecision, ResumeOptions, UnsafeCall};
+use keel_core::{AgentError, ApprovalDecision, ContinueOptions, ResumeOptions, UnsafeCall};
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{
@@ -170,10 +170,21 @@ async fn go_on(
                 };
                 agent.resume(run_id, options).await
             }
-            GoOn::Answer(text) => agent.answer_with(run_id, &text, switch_models).await,
+            // Ctrl-C stops a run that goes on with an answer or a decision at a safe point too.
+            GoOn::Answer(text) => {
+                let options = ContinueOptions {
+                    switch_models,
+                    cancel: Some(cancel),
+                };
+                agent.answer_with_options(run_id, &text, options).await
+            }
             GoOn::Approve(call_id, decision) => {
+                let options = ContinueOptions {
+                    switch_models,
+                    cancel: Some(cancel),
+                };
                 agent
-                    .approve(run_id, &call_id, decision, switch_models)
+                    .approve_with_options(run_id, &call_id, decision, options)
                     .await
             }
         }
