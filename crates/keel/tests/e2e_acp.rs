@@ -680,3 +680,96 @@ fn malformed_json_rpc_lines_get_errors_and_stdout_stays_the_protocol() {
         "keel acp ends cleanly at end of input"
     );
 }
+
+/// The state `keel runs` shows for run `id`.
+fn run_state(home: &Path, id: &str) -> String {
+    let listed = common::run(common::keel(home).arg("runs"));
+    assert_eq!(listed.status.code(), Some(0), "{}", common::stderr(&listed));
+    let shown = common::stdout(&listed);
+    shown
+        .lines()
+        .find_map(|line| {
+            let mut words = line.split_whitespace();
+            (words.next() == Some(id)).then(|| words.next().unwrap_or_default().to_string())
+        })
+        .unwrap_or_else(|| panic!("no run {id} in {shown}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_reaches_a_run_continued_by_an_approval() {
+    // The approved call deletes nothing that exists; the model call after it is slow, so the
+    // cancel arrives while it is in flight.
+    let script = json!({"steps": [
+        {"tool_calls": [{"id": "rm1", "name": "shell",
+            "arguments": {"command": "rm -rf ~/keel-h4-absent"}}]},
+        {"text": "Too late.", "delay_ms": 30000, "forever": true}
+    ]});
+    let mock = Mock::start(&script.to_string());
+    let (_h, home) = temp();
+    let (_w, workspace) = temp();
+    std::fs::write(home.join("keel.toml"), common::FAST_RETRIES).unwrap();
+    let fake_home = workspace.join("home");
+    std::fs::create_dir(&fake_home).unwrap();
+    // `keel run` leaves the run waiting for approval of the call.
+    let mut command = common::keel(&home);
+    command
+        .env("HOME", &fake_home)
+        .args(["run", "--json", "--provider", "mock", "--base-url"])
+        .arg(&mock.url)
+        .arg("--workspace")
+        .arg(&workspace)
+        .arg("tidy my home");
+    let output = common::run(&mut command);
+    assert_eq!(output.status.code(), Some(3), "{}", common::stderr(&output));
+    let waiting = common::report(&output);
+    assert_eq!(waiting["approval"]["tool"], "shell", "{waiting}");
+    let run_id = waiting["run_id"].as_str().unwrap().to_string();
+    let session = waiting["session_id"].as_str().unwrap().to_string();
+
+    // The editor loads the session, approves with its next prompt, and cancels while the
+    // continued run waits on the model.
+    let editor = Editor::with_answers(&[]);
+    let (cwd, watched) = (workspace.clone(), &mock);
+    let stop = as_editor(
+        keel_acp(&home, &mock, &[("HOME", &fake_home)]),
+        editor.clone(),
+        async move |cx| {
+            initialize(&cx).await?;
+            let load = agent_client_protocol::v1::schema::LoadSessionRequest::new(
+                session.clone(),
+                cwd.clone(),
+            );
+            cx.send_request(load).block_task().await?;
+            let started = Instant::now();
+            let running = cx.send_request(PromptRequest::new(session.clone(), text("once")));
+            while watched.requests().len() < 2 {
+                assert!(
+                    started.elapsed() < Duration::from_secs(60),
+                    "the approved run never called the model again"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            cx.send_notification(CancelNotification::new(session.clone()))?;
+            let stop = running.block_task().await?.stop_reason;
+            assert!(
+                started.elapsed() < Duration::from_secs(25),
+                "the cancel waited for the slow model call"
+            );
+            Ok(stop)
+        },
+    )
+    .await;
+    assert_eq!(stop, StopReason::Cancelled);
+    assert_eq!(
+        run_state(&home, &run_id),
+        "cancelled",
+        "{:#?}",
+        editor.updates()
+    );
+    assert_eq!(mock.requests().len(), 2, "no model call after the cancel");
+    assert!(
+        !said(&editor.updates()).contains("Too late."),
+        "{:#?}",
+        editor.updates()
+    );
+}
