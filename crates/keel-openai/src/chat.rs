@@ -11,15 +11,16 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
-use keel_core::{AgentState, RunOptions, SessionInfo};
+use keel_core::{AgentState, RunOptions, SessionInfo, Usage};
 use keel_platform::{InboundKey, MAX_TEXT_BYTES, RunFilter};
 use keel_server::engine::EngineError;
 use keel_server::{ApiError, AppState, Caller};
+use serde_json::Value;
 
 use crate::answer::{self, Answer};
 use crate::errors::OpenAiError;
 use crate::pending::{decision, pending_text};
-use crate::stream::{StreamSetup, respond, respond_now};
+use crate::stream::{Chunks, Shape, StreamSetup, respond, respond_now};
 use crate::turns::{self, Redelivery};
 use crate::wire::{self, Turn};
 use crate::{OpenAiCaller, OpenAiOptions};
@@ -31,11 +32,43 @@ pub const CONVERSATION_HEADER: &str = "x-keel-conversation";
 pub const PROGRESS_HEADER: &str = "x-keel-progress";
 
 /// A turn on its way to an answer.
-struct Request {
-    turn: Turn,
-    caller: Caller,
-    options: RunOptions,
-    created: i64,
+pub(crate) struct Request {
+    /// What the client asks.
+    pub turn: Turn,
+    /// Who asks.
+    pub caller: Caller,
+    /// The run's options, from the model named.
+    pub options: RunOptions,
+    /// When the answer was made (Unix seconds).
+    pub created: i64,
+    /// The conversation an earlier answer named by the client is in (the Responses API's
+    /// `previous_response_id`), and that answer's run.
+    pub continues: Option<(SessionInfo, String)>,
+}
+
+/// How a route writes its answers: whole, and the shape of its streams.
+pub(crate) trait Render: Send + Sync + 'static {
+    /// The stream's shape.
+    type Shape: Shape;
+    /// The whole answer of run `run_id`.
+    fn whole(&self, request: &Request, run_id: &str, answer: &Answer, usage: &Usage) -> Value;
+    /// The shape of the stream `setup` describes.
+    fn shape(&self, request: &Request, setup: &StreamSetup) -> Self::Shape;
+}
+
+/// The chat-completions answers: `chat.completion` and its chunks.
+struct Completions;
+
+impl Render for Completions {
+    type Shape = Chunks;
+
+    fn whole(&self, request: &Request, run_id: &str, answer: &Answer, usage: &Usage) -> Value {
+        answer::completion(run_id, &request.turn.model, request.created, answer, usage)
+    }
+
+    fn shape(&self, _request: &Request, setup: &StreamSetup) -> Chunks {
+        Chunks::new(setup)
+    }
 }
 
 /// `POST /v1/chat/completions`.
@@ -46,6 +79,21 @@ pub async fn completions(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, OpenAiError> {
+    let turn = |bytes: &[u8]| wire::parse(bytes, MAX_TEXT_BYTES);
+    let request = checked(&state, caller, &headers, body, turn).await?;
+    take(state, settings, request, Completions).await
+}
+
+/// The request checked, in order: the caller (a channel's key is refused), the body's size
+/// (413), the body (400, `parse` reads it), the headers, the conversation name, the model
+/// (404), whether keel takes runs (503). Nothing is stored.
+pub(crate) async fn checked(
+    state: &AppState,
+    caller: Caller,
+    headers: &HeaderMap,
+    body: Body,
+    parse: impl FnOnce(&[u8]) -> Result<Turn, OpenAiError>,
+) -> Result<Request, OpenAiError> {
     if caller.user_id.is_none() && !caller.admin {
         // A channel's key speaks for its platforms' senders, not for a user of its own: the
         // conversations it would make here would be no one's.
@@ -58,75 +106,121 @@ pub async fn completions(
     let bytes = axum::body::to_bytes(body, limit)
         .await
         .map_err(|_| OpenAiError::too_large(limit))?;
-    let mut turn = wire::parse(&bytes, MAX_TEXT_BYTES)?;
-    if let Some(name) = header(&headers, CONVERSATION_HEADER)? {
+    let mut turn = parse(&bytes)?;
+    if let Some(name) = header(headers, CONVERSATION_HEADER)? {
         turn.conversation = Some(name);
     }
-    if let Some(progress) = header(&headers, PROGRESS_HEADER)? {
+    if let Some(progress) = header(headers, PROGRESS_HEADER)? {
         turn.progress = progress.eq_ignore_ascii_case("true");
     }
     if let Some(name) = &turn.conversation {
         wire::check_name(name)?;
     }
-    let options = crate::models::options_for(&state, &turn.model).await?;
+    let options = crate::models::options_for(state, &turn.model).await?;
     if !state.engine.accepting() {
         return Err(EngineError::ShuttingDown.into());
     }
-    let request = Request {
+    Ok(Request {
         turn,
         caller,
         options,
         created: Utc::now().timestamp(),
-    };
-    // On a task of its own: once anything of the turn is stored, the rest of its bookkeeping
-    // (the run queued and its turn key kept, a reply recorded and applied) is done whether or
-    // not the client still waits.
-    tokio::spawn(handle(state, settings, request))
-        .await
-        .map_err(|error| OpenAiError::internal(format!("answering the turn failed: {error}")))?
+        continues: None,
+    })
 }
 
-/// The turn, checked, to its answer.
-async fn handle(
+/// Takes a checked turn to its answer, written by `render`.
+pub(crate) async fn take<R: Render>(
     state: AppState,
     settings: OpenAiOptions,
     request: Request,
+    render: R,
 ) -> Result<Response, OpenAiError> {
+    // On a task of its own: once anything of the turn is stored, the rest of its bookkeeping
+    // (the run queued and its turn key kept, a reply recorded and applied) is done whether or
+    // not the client still waits.
+    tokio::spawn(async move {
+        let outcome = handle(&state, &settings, &request).await?;
+        deliver(&state, &request, outcome, &render).await
+    })
+    .await
+    .map_err(|error| OpenAiError::internal(format!("answering the turn failed: {error}")))?
+}
+
+/// What a turn comes to.
+enum Outcome {
+    /// An answer that is no run's doing (a reply that answered nothing), about run `run_id`.
+    Said { run_id: String, content: String },
+    /// The answer of run `run_id`: streamed following its conversation (since before it
+    /// started or went on, when `following` is given), from its events kept so far when
+    /// `catch_up`.
+    Run {
+        run_id: String,
+        following: Option<keel_server::hub::Following>,
+        catch_up: bool,
+    },
+}
+
+impl Outcome {
+    fn run(run_id: String, following: Option<keel_server::hub::Following>, catch_up: bool) -> Self {
+        Outcome::Run {
+            run_id,
+            following,
+            catch_up,
+        }
+    }
+}
+
+/// The turn, checked, to what it comes to: its conversation found (continued, named, by
+/// history, or new), a redelivery answered from its run, a waiting run answered, else a new
+/// run.
+async fn handle(
+    state: &AppState,
+    settings: &OpenAiOptions,
+    request: &Request,
+) -> Result<Outcome, OpenAiError> {
     let identity = turns::identity(&request.caller);
-    let (found, named) = match &request.turn.conversation {
-        Some(name) => (
-            Some(turns::named(&state, &request.caller, name).await?),
-            true,
+    // `scope`: what the turn's inbound key is hashed with, for a turn in a conversation the
+    // client names (its id) or continues from an earlier answer (that answer's run); such
+    // turns are not remembered by history.
+    let (found, scope) = match (&request.continues, &request.turn.conversation) {
+        (Some((conversation, previous)), _) => (
+            Some(conversation.clone()),
+            Some(format!("previous:{previous}")),
         ),
-        None => (
-            turns::by_history(&state, &request.caller, &request.turn).await?,
-            false,
+        (None, Some(name)) => {
+            let conversation = turns::named(state, &request.caller, name).await?;
+            let id = conversation.id.clone();
+            (Some(conversation), Some(id))
+        }
+        (None, None) => (
+            turns::by_history(state, &request.caller, &request.turn).await?,
+            None,
         ),
     };
     let key = turns::turn_key(&identity, &request.turn.model, &request.turn.history);
-    let named_id = found.as_ref().filter(|_| named).map(|c| c.id.clone());
     let inbound = match turns::redelivery(
-        &state,
+        state,
         &key,
-        named_id.as_deref(),
+        scope.as_deref(),
         settings.redelivery_window,
         Utc::now(),
     )
     .await?
     {
-        Redelivery::Of(run_id) => return answer_from(&state, &request, run_id, None, true).await,
+        Redelivery::Of(run_id) => return Ok(Outcome::run(run_id, None, true)),
         Redelivery::New(inbound) => inbound,
     };
     let conversation = match found {
         Some(conversation) => conversation,
-        None => turns::new_conversation(&state, &request.caller).await?,
+        None => turns::new_conversation(state, &request.caller).await?,
     };
-    if let Some(waiting) = waiting_run(&state, &conversation).await? {
-        if !named {
+    if let Some(waiting) = waiting_run(state, &conversation).await? {
+        if scope.is_none() {
             // The turn after this one continues here, whatever this reply does.
-            turns::remember(&state, &key, &conversation.id, &waiting.id).await?;
+            turns::remember(state, &key, &conversation.id, &waiting.id).await?;
         }
-        return reply_to_waiting(&state, &request, &conversation, waiting, inbound).await;
+        return reply_to_waiting(state, request, &conversation, waiting, inbound).await;
     }
     let following = state.hub.follow_conversation(&conversation.id);
     let submitted = state
@@ -144,10 +238,10 @@ async fn handle(
         Err(EngineError::Duplicate { run_id }) => run_id,
         Err(other) => return Err(other.into()),
     };
-    if !named {
-        turns::remember(&state, &key, &conversation.id, &run_id).await?;
+    if scope.is_none() {
+        turns::remember(state, &key, &conversation.id, &run_id).await?;
     }
-    answer_from(&state, &request, run_id, Some(following), true).await
+    Ok(Outcome::run(run_id, Some(following), true))
 }
 
 /// A header's value; 400 when it is not text.
@@ -187,14 +281,17 @@ async fn reply_to_waiting(
     conversation: &SessionInfo,
     run: keel_core::RunRecord,
     inbound: InboundKey,
-) -> Result<Response, OpenAiError> {
+) -> Result<Outcome, OpenAiError> {
     let report = state.engine.report(&run.id).await?;
     let text = request.turn.text.trim().to_string();
     let following = state.hub.follow_conversation(&conversation.id);
     if let Some(approval) = &report.approval {
         let Some(decided) = decision(&text) else {
             let again = format!("I did not understand that. {}", pending_text(&report));
-            return Ok(say(request, &run.id, again));
+            return Ok(Outcome::Said {
+                run_id: run.id,
+                content: again,
+            });
         };
         if decided != keel_core::ApprovalDecision::Deny
             && !request.caller.may_approve_in(conversation)
@@ -205,7 +302,7 @@ async fn reply_to_waiting(
             .into());
         }
         if !record(state, &inbound, &run.id).await? {
-            return answer_from(state, request, run.id, None, true).await;
+            return Ok(Outcome::run(run.id, None, true));
         }
         state
             .engine
@@ -215,14 +312,17 @@ async fn reply_to_waiting(
         let choices = &report.choices;
         if let Err(reason) = keel_core::human::resolve(&text, choices) {
             let again = format!("{reason}\n\n{}", pending_text(&report));
-            return Ok(say(request, &run.id, again));
+            return Ok(Outcome::Said {
+                run_id: run.id,
+                content: again,
+            });
         }
         if !record(state, &inbound, &run.id).await? {
-            return answer_from(state, request, run.id, None, true).await;
+            return Ok(Outcome::run(run.id, None, true));
         }
         state.engine.answer(&run.id, text).await?;
     }
-    answer_from(state, request, run.id, Some(following), false).await
+    Ok(Outcome::run(run.id, Some(following), false))
 }
 
 /// Records the reply as handled by `run_id`; false when it was recorded before (the same
@@ -232,27 +332,6 @@ async fn record(state: &AppState, inbound: &InboundKey, run_id: &str) -> Result<
         .store
         .record_inbound(inbound, run_id, Utc::now())
         .await?)
-}
-
-/// An answer that is no run's doing (a reply that answered nothing).
-fn say(request: &Request, run_id: &str, content: String) -> Response {
-    let answer = Answer {
-        content,
-        finish_reason: "stop",
-    };
-    let setup = setup(request, run_id, false);
-    if request.turn.stream {
-        respond_now(setup, answer, keel_core::Usage::default()).into_response()
-    } else {
-        let body = answer::completion(
-            run_id,
-            &request.turn.model,
-            request.created,
-            &answer,
-            &keel_core::Usage::default(),
-        );
-        axum::Json(body).into_response()
-    }
 }
 
 fn setup(request: &Request, run_id: &str, catch_up: bool) -> StreamSetup {
@@ -267,15 +346,34 @@ fn setup(request: &Request, run_id: &str, catch_up: bool) -> StreamSetup {
     }
 }
 
-/// Answers from run `run_id`: streamed (following its conversation, since before it started
-/// or went on when `following` is given), or whole when it ends or waits on a person.
-async fn answer_from(
+/// The answer `outcome` is, written by `render`: whole (when the run ends or waits on a
+/// person) or streamed.
+async fn deliver<R: Render>(
     state: &AppState,
     request: &Request,
-    run_id: String,
-    following: Option<keel_server::hub::Following>,
-    catch_up: bool,
+    outcome: Outcome,
+    render: &R,
 ) -> Result<Response, OpenAiError> {
+    let (run_id, following, catch_up) = match outcome {
+        Outcome::Said { run_id, content } => {
+            let answer = Answer {
+                content,
+                finish_reason: "stop",
+            };
+            let usage = Usage::default();
+            if request.turn.stream {
+                let shape = render.shape(request, &setup(request, &run_id, false));
+                return Ok(respond_now(shape, answer, usage).into_response());
+            }
+            let body = render.whole(request, &run_id, &answer, &usage);
+            return Ok(axum::Json(body).into_response());
+        }
+        Outcome::Run {
+            run_id,
+            following,
+            catch_up,
+        } => (run_id, following, catch_up),
+    };
     if request.turn.stream {
         let following = match following {
             Some(following) => following,
@@ -289,7 +387,8 @@ async fn answer_from(
             }
         };
         let setup = setup(request, &run_id, catch_up);
-        return Ok(respond(state.clone(), following, setup).into_response());
+        let shape = render.shape(request, &setup);
+        return Ok(respond(state.clone(), following, setup, shape).into_response());
     }
     drop(following);
     let report = state.engine.wait(&run_id).await?;
@@ -297,12 +396,6 @@ async fn answer_from(
     if request.turn.progress {
         answer.content = format!("{}{}", answer::progress_of(&report), answer.content);
     }
-    let body = answer::completion(
-        &report.run_id,
-        &request.turn.model,
-        request.created,
-        &answer,
-        &report.usage,
-    );
+    let body = render.whole(request, &report.run_id, &answer, &report.usage);
     Ok(axum::Json(body).into_response())
 }

@@ -1,5 +1,5 @@
 //! keel-openai: the OpenAI-compatible API of `keel serve` (`POST /v1/chat/completions`,
-//! `GET /v1/models`), so chat front-ends and OpenAI SDKs drive durable keel runs unchanged.
+//! `POST /v1/responses`, `GET /v1/models`), so chat front-ends and OpenAI SDKs drive durable keel runs unchanged.
 //!
 //! It owns the OpenAI wire shapes, the mapping of a client's turn to a keel conversation and
 //! run, and OpenAI's error shape; the runs themselves are `keel-server`'s engine's. It must not
@@ -10,6 +10,8 @@ pub mod chat;
 pub mod errors;
 pub mod models;
 pub mod pending;
+pub mod responses;
+pub mod responses_stream;
 pub mod stream;
 pub mod turns;
 pub mod wire;
@@ -68,6 +70,7 @@ pub fn routes(state: AppState) -> Router {
 pub fn routes_with(state: AppState, options: OpenAiOptions) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat::completions))
+        .route("/v1/responses", post(responses::create))
         .route("/v1/models", get(models::list))
         .route("/v1/models/{id}", get(models::one))
         .layer(axum::Extension(options))

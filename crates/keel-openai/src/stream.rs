@@ -1,4 +1,5 @@
-//! A run's answer as server-sent `chat.completion.chunk`s, ending `data: [DONE]`.
+//! A run's answer as server-sent events: `chat.completion.chunk`s ending `data: [DONE]`
+//! ([`Chunks`]), or another [`Shape`] (the Responses API's events).
 //!
 //! The text streams as the model writes it (every step's: what it says before a tool call
 //! too, a blank line between steps), reasoning as `delta.reasoning_content`, tool calls as
@@ -41,45 +42,98 @@ pub struct StreamSetup {
     pub preface: Option<String>,
 }
 
-/// The SSE response of `setup.run_id`'s answer; `following` must follow the run's conversation
-/// since before the run was started or continued.
-pub fn respond(
+/// How a stream is written: what comes before the text, each piece of text or reasoning, and
+/// what comes after. The text and its paragraphs are the [`respond`]er's; a shape only wraps
+/// them.
+pub trait Shape: Send + Sync + 'static {
+    /// The events before any text.
+    fn start(&mut self) -> Vec<SseEvent>;
+    /// A piece of the answer's text.
+    fn text(&mut self, text: &str) -> SseEvent;
+    /// A piece of reasoning; `None` when the shape has no place for it.
+    fn reasoning(&mut self, text: &str) -> Option<SseEvent>;
+    /// The events after the text: the finish, the usage, the end of the stream.
+    fn finish(&mut self, answer: &Answer, usage: &keel_core::Usage) -> Vec<SseEvent>;
+}
+
+/// The chat-completions shape: a first chunk with the role, the text as `delta.content`,
+/// reasoning as `delta.reasoning_content`, a chunk with the finish reason, the usage chunk
+/// when asked for, `data: [DONE]`.
+pub struct Chunks {
+    setup: StreamSetup,
+}
+
+impl Chunks {
+    /// The chunks of `setup`'s answer.
+    pub fn new(setup: &StreamSetup) -> Self {
+        Chunks {
+            setup: setup.clone(),
+        }
+    }
+}
+
+impl Shape for Chunks {
+    fn start(&mut self) -> Vec<SseEvent> {
+        vec![chunk(
+            &self.setup,
+            json!({"role": "assistant", "content": ""}),
+            None,
+        )]
+    }
+
+    fn text(&mut self, text: &str) -> SseEvent {
+        chunk(&self.setup, json!({"content": text}), None)
+    }
+
+    fn reasoning(&mut self, text: &str) -> Option<SseEvent> {
+        Some(chunk(&self.setup, json!({"reasoning_content": text}), None))
+    }
+
+    fn finish(&mut self, answer: &Answer, usage: &keel_core::Usage) -> Vec<SseEvent> {
+        let mut events = vec![chunk(&self.setup, json!({}), Some(answer.finish_reason))];
+        if self.setup.include_usage {
+            events.push(data(&answer::usage_chunk(
+                &self.setup.run_id,
+                &self.setup.model,
+                self.setup.created,
+                usage,
+            )));
+        }
+        events.push(SseEvent::default().data("[DONE]"));
+        events
+    }
+}
+
+/// The SSE response of `setup.run_id`'s answer in `shape`; `following` must follow the run's
+/// conversation since before the run was started or continued.
+pub fn respond<S: Shape>(
     state: AppState,
     following: Following,
     setup: StreamSetup,
+    shape: S,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
     let (sender, receiver) = mpsc::channel(256);
-    tokio::spawn(write(state, following, setup, sender));
+    tokio::spawn(write(state, following, setup, shape, sender));
     let stream = futures::stream::unfold(receiver, |mut receiver| async move {
         receiver.recv().await.map(|event| (Ok(event), receiver))
     });
     Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
 }
 
-/// The SSE response of an answer known already (a reply that continued nothing).
-pub fn respond_now(
-    setup: StreamSetup,
+/// The SSE response in `shape` of an answer known already (a reply that continued nothing).
+pub fn respond_now<S: Shape>(
+    mut shape: S,
     answer: Answer,
     usage: keel_core::Usage,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
-    let mut events = vec![
-        chunk(&setup, json!({"role": "assistant", "content": ""}), None),
-        chunk(&setup, json!({"content": answer.content}), None),
-        chunk(&setup, json!({}), Some(answer.finish_reason)),
-    ];
-    if setup.include_usage {
-        events.push(data(&answer::usage_chunk(
-            &setup.run_id,
-            &setup.model,
-            setup.created,
-            &usage,
-        )));
-    }
-    events.push(SseEvent::default().data("[DONE]"));
+    let mut events = shape.start();
+    events.push(shape.text(&answer.content));
+    events.extend(shape.finish(&answer, &usage));
     Sse::new(futures::stream::iter(events.into_iter().map(Ok)))
 }
 
-fn data(value: &Value) -> SseEvent {
+/// One `data:` line of JSON.
+pub fn data(value: &Value) -> SseEvent {
     SseEvent::default().data(value.to_string())
 }
 
@@ -109,13 +163,14 @@ struct Written {
 /// The client went away.
 struct Gone;
 
-struct Writer {
+struct Writer<S> {
     setup: StreamSetup,
+    shape: S,
     sender: mpsc::Sender<SseEvent>,
     written: Written,
 }
 
-impl Writer {
+impl<S: Shape> Writer<S> {
     async fn send(&self, event: SseEvent) -> Result<(), Gone> {
         self.sender.send(event).await.map_err(|_| Gone)
     }
@@ -136,7 +191,7 @@ impl Writer {
         out.push_str(text);
         self.written.text = true;
         self.written.at_line_start = out.ends_with('\n');
-        let event = chunk(&self.setup, json!({"content": out}), None);
+        let event = self.shape.text(&out);
         self.send(event).await
     }
 
@@ -151,10 +206,10 @@ impl Writer {
             } => self.text(&text).await,
             EventKind::StreamDelta {
                 delta: StreamDelta::Reasoning { text },
-            } if !text.is_empty() => {
-                let event = chunk(&self.setup, json!({"reasoning_content": text}), None);
-                self.send(event).await
-            }
+            } if !text.is_empty() => match self.shape.reasoning(&text) {
+                Some(event) => self.send(event).await,
+                None => Ok(()),
+            },
             EventKind::ModelResponse { tool_calls, .. } if tool_calls > 0 => {
                 self.written.step_ended = true;
                 Ok(())
@@ -169,7 +224,7 @@ impl Writer {
                 self.written.step_ended = false;
                 self.written.text = true;
                 self.written.at_line_start = true;
-                let event = chunk(&self.setup, json!({"content": line}), None);
+                let event = self.shape.text(&line);
                 self.send(event).await?;
                 self.written.step_ended = true;
                 Ok(())
@@ -207,26 +262,19 @@ impl Writer {
             self.written.step_ended = self.written.text;
             self.text(&answer.content).await?;
         }
-        let end = chunk(&self.setup, json!({}), Some(answer.finish_reason));
-        self.send(end).await?;
-        if self.setup.include_usage {
-            let last = answer::usage_chunk(
-                &self.setup.run_id,
-                &self.setup.model,
-                self.setup.created,
-                &usage,
-            );
-            self.send(data(&last)).await?;
+        for event in self.shape.finish(&answer, &usage) {
+            self.send(event).await?;
         }
-        self.send(SseEvent::default().data("[DONE]")).await
+        Ok(())
     }
 }
 
 /// Writes the run's answer into `sender` until it ends or the client goes.
-async fn write(
+async fn write<S: Shape>(
     state: AppState,
     mut following: Following,
     setup: StreamSetup,
+    shape: S,
     sender: mpsc::Sender<SseEvent>,
 ) {
     let run_id = setup.run_id.clone();
@@ -234,17 +282,14 @@ async fn write(
     let preface = setup.preface.clone();
     let mut writer = Writer {
         setup,
+        shape,
         sender,
         written: Written::default(),
     };
     let _ = async {
-        writer
-            .send(chunk(
-                &writer.setup,
-                json!({"role": "assistant", "content": ""}),
-                None,
-            ))
-            .await?;
+        for event in writer.shape.start() {
+            writer.send(event).await?;
+        }
         if let Some(preface) = preface {
             writer.text(&preface).await?;
             writer.written.step_ended = true;

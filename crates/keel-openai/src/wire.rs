@@ -62,7 +62,9 @@ impl InMessage {
                 for part in parts {
                     let kind = part.get("type").and_then(Value::as_str).unwrap_or("");
                     match (kind, part.get("text").and_then(Value::as_str)) {
-                        ("text" | "input_text", Some(text)) => texts.push(text.to_string()),
+                        ("text" | "input_text" | "output_text", Some(text)) => {
+                            texts.push(text.to_string())
+                        }
                         _ if strict => {
                             return Err(OpenAiError::invalid(
                                 Some("messages"),
@@ -166,38 +168,12 @@ pub fn parse(body: &[u8], max_text_bytes: usize) -> Result<Turn, OpenAiError> {
         ));
     }
     let text = last.text(true)?;
-    if text.trim().is_empty() {
-        return Err(OpenAiError::invalid(
-            Some("messages"),
-            "the user's message is empty",
-        ));
-    }
-    if text.len() > max_text_bytes {
-        return Err(OpenAiError::invalid(
-            Some("messages"),
-            format!(
-                "the user's message is {} bytes; at most {max_text_bytes}",
-                text.len()
-            ),
-        ));
-    }
+    check_text(&text, max_text_bytes, "messages")?;
     let mut history = Vec::with_capacity(request.messages.len());
     for message in &request.messages {
         history.push((message.role.clone(), message.text(false)?));
     }
-    let metadata = request.metadata.unwrap_or_default();
-    let conversation = match metadata.get("keel_conversation") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(name)) => Some(name.clone()),
-        Some(_) => {
-            return Err(OpenAiError::invalid(
-                Some("metadata"),
-                "`metadata.keel_conversation` is a string",
-            ));
-        }
-    };
-    let progress = matches!(metadata.get("keel_progress"), Some(Value::String(v)) if v == "true")
-        || matches!(metadata.get("keel_progress"), Some(Value::Bool(true)));
+    let (conversation, progress) = read_metadata(request.metadata)?;
     Ok(Turn {
         model: request.model,
         history,
@@ -210,6 +186,52 @@ pub fn parse(body: &[u8], max_text_bytes: usize) -> Result<Turn, OpenAiError> {
         conversation,
         progress,
     })
+}
+
+/// Checks the user's message keel runs: 400 when it is empty or over `max_text_bytes`
+/// (`param` names the field it came from).
+pub fn check_text(
+    text: &str,
+    max_text_bytes: usize,
+    param: &'static str,
+) -> Result<(), OpenAiError> {
+    if text.trim().is_empty() {
+        return Err(OpenAiError::invalid(
+            Some(param),
+            "the user's message is empty",
+        ));
+    }
+    if text.len() > max_text_bytes {
+        return Err(OpenAiError::invalid(
+            Some(param),
+            format!(
+                "the user's message is {} bytes; at most {max_text_bytes}",
+                text.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Reads keel's fields of a request's `metadata`: `keel_conversation` (a string) and
+/// `keel_progress` (`"true"` or `true`).
+pub fn read_metadata(
+    metadata: Option<serde_json::Map<String, Value>>,
+) -> Result<(Option<String>, bool), OpenAiError> {
+    let metadata = metadata.unwrap_or_default();
+    let conversation = match metadata.get("keel_conversation") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(name)) => Some(name.clone()),
+        Some(_) => {
+            return Err(OpenAiError::invalid(
+                Some("metadata"),
+                "`metadata.keel_conversation` is a string",
+            ));
+        }
+    };
+    let progress = matches!(metadata.get("keel_progress"), Some(Value::String(v)) if v == "true")
+        || matches!(metadata.get("keel_progress"), Some(Value::Bool(true)));
+    Ok((conversation, progress))
 }
 
 /// Checks a client-chosen conversation name: 1–128 of `[A-Za-z0-9._:-]`.
