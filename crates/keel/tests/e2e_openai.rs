@@ -403,3 +403,77 @@ async fn a_daemon_killed_mid_stream_resumes_the_run_and_the_same_request_gets_th
     assert_eq!(items.len(), 1, "one run for the one turn: {runs}");
     assert_eq!(items[0]["id"].as_str(), Some(run_of(&id).as_str()));
 }
+
+/// `POST /v1/responses` through async-openai's Responses API: a whole response, a streamed one
+/// (the event sequence, numbered, ending `response.completed`), a turn continued by
+/// `previous_response_id`, and another user's response id refused (404).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_openai_client_gets_responses_whole_streamed_and_continued() {
+    use async_openai::types::responses::{
+        CreateResponse, CreateResponseArgs, InputParam, ResponseStreamEvent, Status,
+    };
+    let script = json!({"steps": [
+        {"text": "Hello from keel.", "usage": {"input_tokens": 20, "output_tokens": 4}},
+        {"text": "Streamed hello.", "usage": {"input_tokens": 10, "output_tokens": 2}}
+    ]});
+    let s = setup(script, "");
+    let ann = client(&s.daemon, &s.ann, &[]);
+    let bob = client(&s.daemon, &s.bob, &[]);
+    let create = |input: &str, previous: Option<&str>| -> CreateResponse {
+        let mut args = CreateResponseArgs::default();
+        args.model("keel")
+            .input(InputParam::Text(input.to_string()));
+        if let Some(previous) = previous {
+            args.previous_response_id(previous);
+        }
+        args.build().unwrap()
+    };
+
+    let whole = ann.responses().create(create("hi", None)).await.unwrap();
+    assert!(whole.id.starts_with("resp_"), "{}", whole.id);
+    assert_eq!(whole.status, Status::Completed);
+    assert_eq!(whole.output_text().as_deref(), Some("Hello from keel."));
+    assert_eq!(whole.usage.as_ref().unwrap().total_tokens, 24);
+
+    let mut stream = ann
+        .responses()
+        .create_stream(create("and streamed?", Some(&whole.id)))
+        .await
+        .unwrap();
+    let (mut kinds, mut text, mut completed) = (Vec::new(), String::new(), None);
+    while let Some(event) = stream.next().await {
+        let event = event.unwrap();
+        let value = serde_json::to_value(&event).unwrap();
+        assert_eq!(value["sequence_number"], kinds.len(), "{value}");
+        kinds.push(value["type"].as_str().unwrap().to_string());
+        match event {
+            ResponseStreamEvent::ResponseOutputTextDelta(delta) => text.push_str(&delta.delta),
+            ResponseStreamEvent::ResponseCompleted(done) => completed = Some(done.response),
+            _ => {}
+        }
+    }
+    assert_eq!(text, "Streamed hello.");
+    assert_eq!(kinds.first().unwrap(), "response.created");
+    assert_eq!(kinds.last().unwrap(), "response.completed");
+    let completed = completed.unwrap();
+    assert_eq!(completed.output_text().as_deref(), Some("Streamed hello."));
+    assert_eq!(completed.usage.as_ref().unwrap().total_tokens, 12);
+    assert_eq!(completed.previous_response_id.as_deref(), Some(&*whole.id));
+    // The streamed turn continued the first one's conversation.
+    let run = |id: &str| id.strip_prefix("resp_").unwrap().to_string();
+    assert_eq!(
+        conversation_of(&s.daemon, &s.ann, &run(&completed.id)).await,
+        conversation_of(&s.daemon, &s.ann, &run(&whole.id)).await
+    );
+
+    // Another user's response id is not found, as one that never was.
+    let refused = bob
+        .responses()
+        .create(create("and?", Some(&whole.id)))
+        .await
+        .unwrap_err();
+    let (status, error) = refusal(refused);
+    assert_eq!(status, 404);
+    assert_eq!(error.code.as_deref(), Some("previous_response_not_found"));
+    assert_eq!(s.mock.requests().len(), 2);
+}
