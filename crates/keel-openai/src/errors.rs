@@ -45,6 +45,17 @@ impl OpenAiError {
         error
     }
 
+    /// 405: a method the route does not take (e.g. `GET /v1/chat/completions`).
+    pub fn method_not_allowed() -> Self {
+        let mut error = Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "invalid_request_error",
+            "this method is not allowed on this path",
+        );
+        error.code = Some("method_not_allowed");
+        error
+    }
+
     /// 401: no key, a malformed header, an unknown or revoked key.
     pub fn unauthorized(message: impl Into<String>) -> Self {
         let mut error = Self::new(StatusCode::UNAUTHORIZED, "invalid_request_error", message);

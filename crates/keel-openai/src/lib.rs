@@ -68,11 +68,19 @@ pub fn routes(state: AppState) -> Router {
 
 /// [`routes`], behaving as `options` say.
 pub fn routes_with(state: AppState, options: OpenAiOptions) -> Router {
+    // A wrong method is refused in OpenAI's shape too (keel's own router would answer its own).
+    let wrong_method = || async { OpenAiError::method_not_allowed() };
     Router::new()
-        .route("/v1/chat/completions", post(chat::completions))
-        .route("/v1/responses", post(responses::create))
-        .route("/v1/models", get(models::list))
-        .route("/v1/models/{id}", get(models::one))
+        .route(
+            "/v1/chat/completions",
+            post(chat::completions).fallback(wrong_method),
+        )
+        .route(
+            "/v1/responses",
+            post(responses::create).fallback(wrong_method),
+        )
+        .route("/v1/models", get(models::list).fallback(wrong_method))
+        .route("/v1/models/{id}", get(models::one).fallback(wrong_method))
         .layer(axum::Extension(options))
         .with_state(state)
 }

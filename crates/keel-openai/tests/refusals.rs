@@ -100,6 +100,23 @@ async fn keys_models_and_bodies_are_refused_in_openai_shape() {
         .await;
     assert_eq!(channel.status, 403, "{}", channel.body);
     assert_openai_error(&channel.body, "invalid_request_error", "forbidden");
+    // A wrong method is refused in the same shape.
+    for (method, path) in [
+        (reqwest::Method::GET, chat),
+        (reqwest::Method::DELETE, "/v1/models"),
+        (reqwest::Method::GET, "/v1/responses"),
+    ] {
+        let answer = common::Answer::read(
+            daemon
+                .request(method, path, Some(&key))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(answer.status, 405, "{path}");
+        assert_openai_error(&answer.body, "invalid_request_error", "method_not_allowed");
+    }
     // Nothing of the refused requests became a run.
     assert!(daemon.provider.requests().is_empty());
 }

@@ -76,9 +76,10 @@ pub enum Command {
     /// metrics at `/metrics` (an admin key; `[telemetry] metrics_bind` serves them on an
     /// address of their own without one). Channels (Telegram, Slack, Discord, email,
     /// webhooks) are off until `keel.toml` has a `[channels.telegram]` (…`slack`, `discord`,
-    /// `email`) or `[[webhooks]]` table. It also speaks the OpenAI chat-completions API
-    /// (`/v1/chat/completions`, `/v1/models`; base URL `http://ADDR/v1`, a user's key as the
-    /// API key), so OpenAI clients and chat front-ends drive durable keel runs.
+    /// `email`) or `[[webhooks]]` table. It also speaks the OpenAI API
+    /// (`/v1/chat/completions`, `/v1/responses`, `/v1/models`; base URL `http://ADDR/v1`, a
+    /// user's key as the API key), so OpenAI clients and chat front-ends drive durable keel
+    /// runs.
     Serve(ServeArgs),
     /// Channels of `keel serve` (`[channels.NAME]`, `[[webhooks]]`; off until configured):
     /// status.
