@@ -329,11 +329,18 @@ async fn resume_run(
     run_id: &str,
     cancel: CancellationToken,
 ) {
-    let todo = match session.agent.store().journal(&session.id).await {
+    let store = session.agent.store();
+    let todo = match store.journal(&session.id).await {
         Ok(Some(journal)) => TodoList::of(&journal),
         _ => TodoList::default(),
     };
-    session.updates.begin_turn(todo);
+    // The calls the replay showed as pending are known to the editor: when the resumed run
+    // starts one, it is updated, not announced a second time.
+    let pending = match store.messages(&session.id).await {
+        Ok(messages) => replay::pending_calls(&replay::replay(&messages)),
+        Err(_) => Vec::new(),
+    };
+    session.updates.begin_resumed_turn(todo, pending);
     session.human.begin_turn(cancel.clone());
     if let Err(error) = session.claim(factory, run_id, &cancel).await {
         say(

@@ -24,6 +24,19 @@ use keel_extensions::todo::TodoList;
 
 use crate::updates::{MAX_TOOL_OUTPUT_CHARS, chunk, plan_of, tool_call};
 
+/// The ids of the tool calls `updates` (a replay) shows as pending: called, with no result.
+pub fn pending_calls(updates: &[SessionUpdate]) -> Vec<String> {
+    updates
+        .iter()
+        .filter_map(|update| match update {
+            SessionUpdate::ToolCall(call) if call.status == ToolCallStatus::Pending => {
+                Some(call.tool_call_id.0.to_string())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// The updates that replay `messages` (a session's stored messages, in order).
 pub fn replay(messages: &[StoredMessage]) -> Vec<SessionUpdate> {
     let results: HashMap<&str, &Message> = messages
@@ -237,6 +250,22 @@ mod tests {
         // Pending is the wire default, so it is left out.
         assert!(updates[1]["status"].is_null() || updates[1]["status"] == "pending");
         assert!(updates[1].get("content").is_none(), "{:#?}", updates[1]);
+    }
+
+    #[test]
+    fn the_pending_calls_are_the_ones_without_a_result() {
+        let updates = replay(&stored(vec![
+            Message::user("read, then append"),
+            Message::assistant_with_calls(
+                "",
+                vec![
+                    call("r1", "read_file", r#"{"path":"a"}"#),
+                    call("a1", "append_file", r#"{"path":"log.txt","content":"x"}"#),
+                ],
+            ),
+            Message::tool_result("r1", "contents"),
+        ]));
+        assert_eq!(pending_calls(&updates), vec!["a1".to_string()]);
     }
 
     #[test]

@@ -56,6 +56,17 @@ impl TurnMapper {
         }
     }
 
+    /// This mapper, knowing `calls` as announced and not finished (a resumed run's calls the
+    /// replay showed as pending): their start is an update, not a second `tool_call`.
+    pub fn knowing(mut self, calls: impl IntoIterator<Item = String>) -> Self {
+        for call in calls {
+            if self.announced.insert(call.clone()) {
+                self.open.push(call);
+            }
+        }
+        self
+    }
+
     /// Whether answer text streamed in this prompt (else the final text is sent at the end).
     pub fn streamed_text(&self) -> bool {
         self.streamed_text
@@ -306,6 +317,13 @@ impl UpdateSink {
     /// prompt showed.
     pub fn begin_turn(&self, todo: TodoList) {
         *self.turn.lock().unwrap_or_else(|e| e.into_inner()) = TurnMapper::with_todo(todo);
+    }
+
+    /// [`UpdateSink::begin_turn`] for a resumed run whose `calls` the editor was shown as
+    /// pending (by the replay): their start updates them instead of announcing them again.
+    pub fn begin_resumed_turn(&self, todo: TodoList, calls: impl IntoIterator<Item = String>) {
+        *self.turn.lock().unwrap_or_else(|e| e.into_inner()) =
+            TurnMapper::with_todo(todo).knowing(calls);
     }
 
     /// Whether answer text streamed since [`UpdateSink::begin_turn`].

@@ -334,8 +334,14 @@ async fn a_killed_keel_acp_resumes_its_run_when_the_session_is_loaded() {
         if at == 3 {
             assert_eq!(before[2]["status"], "completed", "{context}: {before:#?}");
         } else {
-            // Not run yet when killed: the resumed run runs it and says so.
+            // Not run yet when killed: the resumed run runs it and says so, as updates of
+            // the call the replay showed, not a second `tool_call`.
             assert!(before[2]["status"].is_null() || before[2]["status"] == "pending");
+            let announced = before
+                .iter()
+                .filter(|u| kind(u) == "tool_call" && u["toolCallId"] == "a1")
+                .count();
+            assert_eq!(announced, 1, "{context}: {before:#?}");
             assert!(
                 before.iter().any(|u| kind(u) == "tool_call_update"
                     && u["toolCallId"] == "a1"
