@@ -244,10 +244,20 @@ fn the_task_list_comes_back_after_a_compaction() {
         !contents[summary].contains("Your task list"),
         "{contents:#?}"
     );
-    assert_eq!(
-        *contents.last().unwrap(),
-        "<turn-context>\nYour task list (kept through the summary):\nTask list:\n[~] 1: read \
-         every file (in_progress)\n</turn-context>\n\ngo on"
+    // The run's own message is the task list's turn context, then the message; nothing else
+    // but the context notice may follow it. This history sits at the notice's edge (~90% of
+    // the threshold): a few tokens more in the tool definitions (serde_json's key order, which
+    // a workspace-wide feature such as `preserve_order` changes) add it, and it is not what
+    // this test is about.
+    let expected = "<turn-context>\nYour task list (kept through the summary):\nTask list:\n[~] \
+                    1: read every file (in_progress)\n</turn-context>\n\ngo on";
+    let last = *contents.last().unwrap();
+    assert!(
+        last == expected
+            || last
+                .strip_prefix(expected)
+                .is_some_and(|rest| rest.starts_with("\n\nContext notice: ")),
+        "{last:?}"
     );
 }
 

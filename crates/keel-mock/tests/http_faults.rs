@@ -29,7 +29,10 @@ async fn error_steps_answer_with_openai_error_bodies() {
     let error = &body["error"];
     assert_eq!(error["code"], "rate_limit_exceeded");
     assert!(error["message"].as_str().unwrap().contains("Rate limit"));
-    let fields: Vec<_> = error.as_object().unwrap().keys().cloned().collect();
+    // Sorted: the order of a JSON object's keys is serde_json's (`preserve_order`, which a
+    // dependency may turn on for the whole workspace), not the body's.
+    let mut fields: Vec<_> = error.as_object().unwrap().keys().cloned().collect();
+    fields.sort();
     assert_eq!(fields, ["code", "message", "param", "type"]);
 
     let expectations = [

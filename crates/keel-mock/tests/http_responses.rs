@@ -338,7 +338,10 @@ async fn every_error_status_gets_an_openai_error_body() {
         assert_eq!(response.status(), *status, "case {i}");
         let body: Value = response.json().await.unwrap();
         let error = &body["error"];
-        let fields: Vec<_> = error.as_object().unwrap().keys().cloned().collect();
+        // Sorted: the order of a JSON object's keys is serde_json's (`preserve_order`, which a
+        // dependency may turn on for the whole workspace), not the body's.
+        let mut fields: Vec<_> = error.as_object().unwrap().keys().cloned().collect();
+        fields.sort();
         assert_eq!(fields, ["code", "message", "param", "type"]);
         assert_eq!(error["type"], *error_type, "case {i}");
         assert_eq!(error["code"], *code, "case {i}");
