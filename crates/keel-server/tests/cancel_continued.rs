@@ -14,8 +14,8 @@ use axum::http::{Request, StatusCode};
 use chrono::Utc;
 use http_body_util::BodyExt;
 use keel_core::{
-    AgentState, ApprovalNeed, ChatRequest, ChatResponse, DeltaSink, Permission, Provider,
-    ProviderError, Store, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    AgentState, ChatRequest, ChatResponse, DeltaSink, Permission, Provider, ProviderError, Store,
+    ToolSpec,
 };
 use keel_mock::{Script, ScriptedProvider, Step};
 use keel_platform::PlatformStore;
@@ -51,32 +51,12 @@ impl Provider for HangsAfterFirst {
     }
 }
 
-/// `shell {command}`, allowed to guests, every call asks.
-struct Shell(ToolSpec, AtomicUsize);
-
-#[async_trait]
-impl Tool for Shell {
-    fn spec(&self) -> &ToolSpec {
-        &self.0
-    }
-    async fn call(&self, _: Value, _: &ToolContext) -> Result<ToolOutput, ToolError> {
-        self.1.fetch_add(1, Ordering::SeqCst);
-        Ok(ToolOutput::text("ran"))
-    }
-    fn approval(&self, _: &Value) -> Option<ApprovalNeed> {
-        Some(ApprovalNeed {
-            reason: "every command asks".into(),
-            pattern: "*".into(),
-        })
-    }
-}
-
 struct Api {
     state: AppState,
     store: Arc<MemoryStore>,
     key: String,
     model: Arc<HangsAfterFirst>,
-    shell: Arc<Shell>,
+    shell: Arc<common::AskingTool>,
 }
 
 impl Api {
@@ -88,7 +68,7 @@ impl Api {
         });
         let mut spec = ToolSpec::new("shell", "runs a command", json!({"type": "object"}));
         spec.required_permission = Permission::Guest;
-        let shell = Arc::new(Shell(spec, AtomicUsize::new(0)));
+        let shell = Arc::new(common::AskingTool::new(spec, "every command asks", "ran"));
         let (provider, tool) = (model.clone(), shell.clone());
         let (state, store) = common::state_with(EngineOptions::default(), |builder| {
             // No heartbeat in the test's time: only the run's own token can stop the call.
@@ -168,11 +148,7 @@ async fn a_cancel_reaches_a_run_continued_by_an_approval() {
         .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
     assert_eq!(api.cancel_in_flight(run_id).await, AgentState::Cancelled);
-    assert_eq!(
-        api.shell.1.load(Ordering::SeqCst),
-        1,
-        "the approved call ran once"
-    );
+    assert_eq!(api.shell.ran(), 1, "the approved call ran once");
 }
 
 #[tokio::test]

@@ -9,12 +9,11 @@ use keel_platform::PlatformStore;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use async_trait::async_trait;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use chrono::Utc;
 use http_body_util::BodyExt;
-use keel_core::{ApprovalNeed, Permission, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use keel_core::{Permission, ToolSpec};
 use keel_mock::{Script, ScriptedProvider, Step};
 use keel_server::engine::EngineOptions;
 use keel_server::keys::new_key;
@@ -22,26 +21,6 @@ use keel_server::{AppState, router};
 use keel_store::MemoryStore;
 use serde_json::{Value, json};
 use tower::ServiceExt;
-
-/// A side-effecting tool that asks for approval on every call and counts the calls it ran.
-struct Send(ToolSpec, Arc<AtomicUsize>);
-
-#[async_trait]
-impl Tool for Send {
-    fn spec(&self) -> &ToolSpec {
-        &self.0
-    }
-    async fn call(&self, _args: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        self.1.fetch_add(1, Ordering::SeqCst);
-        Ok(ToolOutput::text("sent"))
-    }
-    fn approval(&self, _args: &Value) -> Option<ApprovalNeed> {
-        Some(ApprovalNeed {
-            reason: "it sends mail".into(),
-            pattern: "*".into(),
-        })
-    }
-}
 
 struct Api {
     state: AppState,
@@ -54,10 +33,10 @@ impl Api {
         let mut spec = ToolSpec::new("send", "sends mail", json!({"type": "object"}));
         // The senders are guests.
         spec.required_permission = Permission::Guest;
-        let sent = Arc::new(AtomicUsize::new(0));
         let script = Script::new(vec![Step::tool_call("send", json!({})), Step::text("done")])
             .with_per_turn();
-        let tool = Arc::new(Send(spec, sent.clone()));
+        let tool = Arc::new(common::AskingTool::new(spec, "it sends mail", "sent"));
+        let sent = tool.ran.clone();
         let (state, store) = common::state_with(EngineOptions::default(), |builder| {
             builder
                 .provider(Arc::new(ScriptedProvider::new(script)))

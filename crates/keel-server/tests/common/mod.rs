@@ -60,3 +60,53 @@ pub async fn state() -> (AppState, String) {
     store.save_api_key(&made.record).await.unwrap();
     (state, made.key)
 }
+
+/// A side-effecting tool that asks for approval on every call (pattern `*`, for `reason`),
+/// answers `answer`, and counts the calls it ran.
+pub struct AskingTool {
+    spec: keel_core::ToolSpec,
+    reason: &'static str,
+    answer: &'static str,
+    /// The calls it ran.
+    pub ran: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl AskingTool {
+    /// The tool of `spec`, asking for `reason`, answering `answer`.
+    pub fn new(spec: keel_core::ToolSpec, reason: &'static str, answer: &'static str) -> Self {
+        AskingTool {
+            spec,
+            reason,
+            answer,
+            ran: Arc::default(),
+        }
+    }
+
+    /// How many calls it ran.
+    pub fn ran(&self) -> usize {
+        self.ran.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[async_trait::async_trait]
+impl keel_core::Tool for AskingTool {
+    fn spec(&self) -> &keel_core::ToolSpec {
+        &self.spec
+    }
+
+    async fn call(
+        &self,
+        _args: serde_json::Value,
+        _ctx: &keel_core::ToolContext,
+    ) -> Result<keel_core::ToolOutput, keel_core::ToolError> {
+        self.ran.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(keel_core::ToolOutput::text(self.answer))
+    }
+
+    fn approval(&self, _args: &serde_json::Value) -> Option<keel_core::ApprovalNeed> {
+        Some(keel_core::ApprovalNeed {
+            reason: self.reason.into(),
+            pattern: "*".into(),
+        })
+    }
+}
