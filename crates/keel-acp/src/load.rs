@@ -29,7 +29,6 @@ pub use agent_client_protocol::v1::schema::{LoadSessionRequest, LoadSessionRespo
 use agent_client_protocol::v1::schema::SessionUpdate;
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Client, Error};
-use keel_core::event::EventKind;
 use keel_core::{
     AgentState, ErrorReason, PendingApproval, ResumeOptions, RunRecord, SessionInfo, Store,
     StoreError,
@@ -200,19 +199,8 @@ pub async fn last_run(
         return Ok(LastRun::Ended);
     };
     let (approval, question) = if run.state == AgentState::WaitingOnHuman && run.reason.is_none() {
-        let approval = store
-            .latest_checkpoint(&run.id)
-            .await?
-            .and_then(|checkpoint| keel_core::approval::pending_in_checkpoint(&checkpoint.state));
-        let question = store
-            .events(&run.id)
-            .await?
-            .into_iter()
-            .rev()
-            .find_map(|event| match event.kind {
-                EventKind::HumanAsked { question, choices } => Some((question, choices)),
-                _ => None,
-            });
+        let approval = keel_core::approval::stored_pending(store, &run.id).await?;
+        let question = keel_core::human::last_question(store, &run.id).await?;
         (approval, question)
     } else {
         (None, None)

@@ -78,6 +78,17 @@ pub fn pending_in_checkpoint(state: &str) -> Option<PendingApproval> {
     serde_json::from_value(state.get("approval")?.clone()).ok()
 }
 
+/// The call run `run_id` waits to have approved, as its latest checkpoint keeps it.
+pub async fn stored_pending(
+    store: &dyn crate::Store,
+    run_id: &str,
+) -> Result<Option<PendingApproval>, crate::StoreError> {
+    Ok(store
+        .latest_checkpoint(run_id)
+        .await?
+        .and_then(|checkpoint| pending_in_checkpoint(&checkpoint.state)))
+}
+
 /// The serde form of [`PendingApproval::arguments`]: the JSON value the text holds (the text
 /// itself, as a JSON string, when it is not JSON); read back from a value or from the text.
 mod arguments_json {

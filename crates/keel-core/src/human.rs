@@ -159,6 +159,23 @@ impl HumanChannel for HandlerChannel {
     }
 }
 
+/// The question run `run_id` asked last and its choices (empty for a free answer), as its
+/// events keep it; `None` when it asked none.
+pub async fn last_question(
+    store: &dyn crate::Store,
+    run_id: &str,
+) -> Result<Option<(String, Vec<String>)>, crate::StoreError> {
+    Ok(store
+        .events(run_id)
+        .await?
+        .into_iter()
+        .rev()
+        .find_map(|event| match event.kind {
+            crate::event::EventKind::HumanAsked { question, choices } => Some((question, choices)),
+            _ => None,
+        }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,32 +1,21 @@
 //! A run's report (the `keel run --json` object) from the store, for a run that ended or waits
 //! for a human while no one was waiting on it here.
 
-use keel_core::{
-    AgentState, EventKind, PendingApproval, RunReport, Store, StoreError, ToolCallReport,
-};
+use keel_core::{AgentState, PendingApproval, RunReport, Store, StoreError, ToolCallReport};
 
 /// The tool call `run_id` waits to have approved, as its latest checkpoint keeps it.
 pub async fn pending_approval(
     store: &dyn Store,
     run_id: &str,
 ) -> Result<Option<PendingApproval>, StoreError> {
-    Ok(store
-        .latest_checkpoint(run_id)
-        .await?
-        .and_then(|checkpoint| keel_core::approval::pending_in_checkpoint(&checkpoint.state)))
+    keel_core::approval::stored_pending(store, run_id).await
 }
 
 /// The choices of the question `run_id` asked last (`clarify`); empty when it offered none.
 pub async fn asked_choices(store: &dyn Store, run_id: &str) -> Result<Vec<String>, StoreError> {
-    Ok(store
-        .events(run_id)
+    Ok(keel_core::human::last_question(store, run_id)
         .await?
-        .into_iter()
-        .rev()
-        .find_map(|event| match event.kind {
-            EventKind::HumanAsked { choices, .. } => Some(choices),
-            _ => None,
-        })
+        .map(|(_, choices)| choices)
         .unwrap_or_default())
 }
 
@@ -56,15 +45,7 @@ pub async fn stored_report(
         })
         .collect();
     let question = if run.state == AgentState::WaitingOnHuman {
-        store
-            .events(run_id)
-            .await?
-            .into_iter()
-            .rev()
-            .find_map(|event| match event.kind {
-                EventKind::HumanAsked { question, choices } => Some((question, choices)),
-                _ => None,
-            })
+        keel_core::human::last_question(store, run_id).await?
     } else {
         None
     };

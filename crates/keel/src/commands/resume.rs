@@ -72,10 +72,7 @@ pub async fn approve(config_file: Option<&Path>, args: ApproveArgs) -> anyhow::R
 async fn missing_call_id(run_id: &str, decision: &ApprovalChoice) -> anyhow::Result<String> {
     let home = keel_home()?;
     let store = setup::open_store(&home).await?;
-    let pending = store
-        .latest_checkpoint(run_id)
-        .await?
-        .and_then(|checkpoint| keel_core::approval::pending_in_checkpoint(&checkpoint.state));
+    let pending = keel_core::approval::stored_pending(store.as_ref(), run_id).await?;
     let choice = match decision {
         ApprovalChoice::Once => "once",
         ApprovalChoice::Session => "session",
