@@ -70,7 +70,7 @@ pub async fn load_session(
     responder: Responder<LoadSessionResponse>,
     cx: ConnectionTo<Client>,
 ) -> Result<(), Error> {
-    let (session, last) = match open_stored(state, &request, cx.clone()).await {
+    let (session, last, shown_pending) = match open_stored(state, &request, cx.clone()).await {
         Ok(opened) => opened,
         Err(error) => return responder.respond_with_error(error),
     };
@@ -104,18 +104,19 @@ pub async fn load_session(
             .unwrap_or_else(|e| e.into_inner())
             .clone()
             .unwrap_or_default();
-        resume_run(&session, factory.as_ref(), &run_id, cancel).await;
+        resume_run(&session, factory.as_ref(), &run_id, cancel, shown_pending).await;
         drop(turn);
         Ok(())
     })
 }
 
 /// Finds, checks, builds and replays the stored session the request names; registers it.
+/// Also the ids of the tool calls the replay showed as pending.
 async fn open_stored(
     state: &AcpState,
     request: &LoadSessionRequest,
     cx: ConnectionTo<Client>,
-) -> Result<(Arc<AcpSession>, LastRun), Error> {
+) -> Result<(Arc<AcpSession>, LastRun, Vec<String>), Error> {
     let id = request.session_id.0.to_string();
     // keel's conversations opened by editors have uuid ids; sub-agents', events' and mail
     // triggers' sessions (and anything else) are not theirs to load.
@@ -139,7 +140,10 @@ async fn open_stored(
         return Err(not_found(&id));
     }
     let messages = store.messages(&id).await.map_err(store_error)?;
-    for update in replay::replay(&messages) {
+    let replayed = replay::replay(&messages);
+    // The calls shown as pending: a resumed run that starts one updates it, not announces it.
+    let shown_pending = replay::pending_calls(&replayed);
+    for update in replayed {
         session.updates.send(update);
     }
     if let Some(plan) = store
@@ -160,7 +164,7 @@ async fn open_stored(
         .await
         .map_err(store_error)?;
     state.sessions.insert(session.clone())?;
-    Ok((session, last))
+    Ok((session, last, shown_pending))
 }
 
 /// Whether the session is the caller's: its owner is the user this `keel acp` runs for, or it
@@ -310,25 +314,22 @@ fn say(session: &AcpSession, text: &str) {
 
 /// Resumes `run_id` on `session` as `keel resume` does (its lane, then the run from its latest
 /// checkpoint), with a prompt's pieces: its end is said as a prompt's is
-/// ([`AcpSession::finish`]), except a halt, said with how to decide it.
+/// ([`AcpSession::finish`]), except a halt, said with how to decide it. `shown_pending`: the
+/// calls the replay showed as pending, which the editor already knows.
 async fn resume_run(
     session: &AcpSession,
     factory: &dyn AgentFactory,
     run_id: &str,
     cancel: CancellationToken,
+    shown_pending: Vec<String>,
 ) {
-    let store = session.agent.store();
-    let todo = match store.journal(&session.id).await {
+    let todo = match session.agent.store().journal(&session.id).await {
         Ok(Some(journal)) => TodoList::of(&journal),
         _ => TodoList::default(),
     };
     // The calls the replay showed as pending are known to the editor: when the resumed run
     // starts one, it is updated, not announced a second time.
-    let pending = match store.messages(&session.id).await {
-        Ok(messages) => replay::pending_calls(&replay::replay(&messages)),
-        Err(_) => Vec::new(),
-    };
-    session.updates.begin_resumed_turn(todo, pending);
+    session.updates.begin_resumed_turn(todo, shown_pending);
     session.human.begin_turn(cancel.clone());
     if let Err(error) = session.claim(factory, run_id, &cancel).await {
         say(
