@@ -38,6 +38,18 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub daemons: usize,
 
+    /// With --serve: instead of runs, open N conversations' event streams
+    /// (`GET /v1/conversations/{id}/events`) and hold them idle: the daemon's memory per
+    /// stream, then how fast a probe's event reaches its stream (see --probes).
+    #[arg(long, value_name = "N")]
+    pub idle_streams: Option<usize>,
+
+    /// With --idle-streams: messages sent to random conversations (a 1-iteration run at 0 ms
+    /// each, 50 a second) once the streams are idle, each timed from its event's emission to
+    /// its frame's arrival on the conversation's stream.
+    #[arg(long, value_name = "P", default_value_t = 500)]
+    pub probes: usize,
+
     /// With --http or --serve, ask for streamed answers.
     #[arg(long)]
     pub stream: bool,

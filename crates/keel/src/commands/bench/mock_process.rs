@@ -46,6 +46,11 @@ impl MockProcess {
         })
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The API base URL.
     pub fn url(&self) -> &str {
         &self.url

@@ -8,9 +8,11 @@
 //! K − 1 model calls asks for a tool that runs. The model answers from a per-turn script, so
 //! each conversation walks it from its start whatever the others do.
 
+mod daemon;
 mod mock_process;
 mod report;
 mod serve;
+mod streams;
 mod timing;
 
 use std::process::ExitCode;
@@ -50,6 +52,9 @@ pub async fn bench(args: BenchArgs, database: Option<String>) -> anyhow::Result<
         return Err(
             ConfigError("--conversations and --iterations must be at least 1".into()).into(),
         );
+    }
+    if args.serve && args.idle_streams.is_some() {
+        return streams::bench(&args, database.as_deref()).await;
     }
     if args.serve {
         return serve::bench(&args, database.as_deref()).await;

@@ -7,22 +7,18 @@
 //! the POST latencies, the daemons' peak memory and CPU time, and on PostgreSQL the database's
 //! CPU time per safe boundary stored.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use eventsource_stream::Eventsource;
-use futures::StreamExt;
-use keel_mock::{Script, Step};
 use serde::Serialize;
-use serde_json::{Value, json};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::daemon::{Api, DaemonProcess, admin_key, prepare_home, script};
 use super::mock_process::MockProcess;
-use super::report::{Spread, cpu_time_of, rss_kib_of};
+use super::report::Spread;
 use crate::cli::{BenchArgs, BenchStart};
 
 /// What `keel bench --serve` measured.
@@ -112,23 +108,13 @@ impl BenchSchema {
 /// The benchmark proper, on the store `database` names (SQLite in the home when `None`).
 async fn run(args: &BenchArgs, database: Option<&str>) -> anyhow::Result<ExitCode> {
     let dir = tempfile::tempdir().context("cannot make a temporary directory")?;
-    let home = dir.path().join("home");
-    let workspace = dir.path().join("workspace");
-    std::fs::create_dir_all(&home)?;
-    std::fs::create_dir_all(&workspace)?;
-    std::fs::write(workspace.join("items.txt"), "one item per line\n")?;
     let mock = MockProcess::start(&script(args.iterations, args.latency_ms), dir.path())?;
-    let model_url = mock.url().trim_end_matches("/v1");
-    std::fs::write(
-        home.join("keel.toml"),
-        format!(
-            "provider = \"mock\"\nbase_url = \"{model_url}\"\nworkspace = \"{}\"\nstream = {}\n\
-             max_iterations = {}\n\n[serve]\nworkers = {}\n",
-            workspace.display(),
-            args.stream,
-            args.iterations + 1,
-            args.conversations.max(1),
-        ),
+    let home = prepare_home(
+        dir.path(),
+        &mock,
+        args.stream,
+        args.iterations + 1,
+        args.conversations.max(1),
     )?;
     let key = admin_key(&home, database)?;
     let mut daemons = Vec::with_capacity(args.daemons);
@@ -304,159 +290,4 @@ fn text(r: &ServeReport) -> String {
         r.daemon_peak_rss_mib,
         r.daemon_cpu_per_iteration_us,
     )
-}
-
-/// K − 1 `list_dir` calls (a real tool of the daemon), then the answer, each after the
-/// latency; usage given so nothing is estimated.
-fn script(iterations: u32, latency_ms: u64) -> Script {
-    let mut steps: Vec<Step> = (1..iterations)
-        .map(|i| {
-            Step::tool_call("list_dir", json!({"path": "."}))
-                .with_text(format!("Looking, step {i}."))
-                .with_usage(400 + 60 * u64::from(i), 24)
-                .with_delay_ms(latency_ms)
-        })
-        .collect();
-    steps.push(
-        Step::text("Everything is listed.")
-            .with_usage(400 + 60 * u64::from(iterations), 16)
-            .with_delay_ms(latency_ms),
-    );
-    Script::new(steps).with_per_turn()
-}
-
-/// `keel` in `home` on the store `database` names.
-fn keel_command(home: &Path, database: Option<&str>) -> anyhow::Result<Command> {
-    let exe = std::env::current_exe().context("cannot find the keel executable")?;
-    let mut command = Command::new(exe);
-    command.env("KEEL_HOME", home);
-    match database {
-        Some(url) => command.env("KEEL_DATABASE_URL", url),
-        None => command.env_remove("KEEL_DATABASE_URL"),
-    };
-    Ok(command)
-}
-
-/// `keel keys create --admin` in `home`: the key.
-fn admin_key(home: &Path, database: Option<&str>) -> anyhow::Result<String> {
-    let output = keel_command(home, database)?
-        .args(["keys", "create", "--admin"])
-        .output()
-        .context("cannot run keel keys create")?;
-    anyhow::ensure!(
-        output.status.success(),
-        "keel keys create failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
-}
-
-/// A `keel serve` child on a free port; killed when dropped.
-struct DaemonProcess {
-    child: Child,
-    url: String,
-}
-
-impl DaemonProcess {
-    fn start(home: &Path, database: Option<&str>) -> anyhow::Result<DaemonProcess> {
-        let mut child = keel_command(home, database)?
-            .args(["serve", "--bind", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("cannot start keel serve")?;
-        let mut reader = BufReader::new(child.stdout.take().context("no stdout")?);
-        let mut line = String::new();
-        while reader.read_line(&mut line)? > 0 {
-            if let Some(at) = line.find("http://") {
-                let url = line[at..].trim().to_string();
-                std::thread::spawn(move || for _ in reader.lines() {});
-                return Ok(DaemonProcess { child, url });
-            }
-            line.clear();
-        }
-        let _ = child.kill();
-        anyhow::bail!("keel serve did not start")
-    }
-
-    fn peak_rss_kib(&self) -> u64 {
-        rss_kib_of(&self.child.id().to_string()).1
-    }
-
-    fn cpu_time(&self) -> Duration {
-        cpu_time_of(&self.child.id().to_string())
-    }
-}
-
-impl Drop for DaemonProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-#[derive(Clone)]
-struct Api {
-    http: reqwest::Client,
-    base: String,
-    key: String,
-}
-
-impl Api {
-    async fn conversation(&self) -> anyhow::Result<String> {
-        let body: Value = self
-            .http
-            .post(format!("{}/v1/conversations", self.base))
-            .bearer_auth(&self.key)
-            .json(&json!({}))
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
-            .await?;
-        body["id"]
-            .as_str()
-            .map(str::to_string)
-            .context("a conversation without an id")
-    }
-
-    /// Sends the message; how long the 202 took, and the run's id.
-    async fn send(&self, conversation: &str) -> anyhow::Result<(Duration, String)> {
-        let started = std::time::Instant::now();
-        let response = self
-            .http
-            .post(format!(
-                "{}/v1/conversations/{conversation}/messages",
-                self.base
-            ))
-            .bearer_auth(&self.key)
-            .json(&json!({"text": "List the workspace, step by step."}))
-            .send()
-            .await?
-            .error_for_status()?;
-        let took = started.elapsed();
-        let body: Value = response.json().await?;
-        let run_id = body["run_id"].as_str().context("no run id")?.to_string();
-        Ok((took, run_id))
-    }
-
-    /// Reads the run's event stream to its end; the state it ended in.
-    async fn follow(&self, run_id: &str) -> anyhow::Result<String> {
-        let response = self
-            .http
-            .get(format!("{}/v1/runs/{run_id}/events", self.base))
-            .bearer_auth(&self.key)
-            .send()
-            .await?
-            .error_for_status()?;
-        let mut frames = response.bytes_stream().eventsource();
-        while let Some(frame) = frames.next().await {
-            let frame = frame.context("the event stream broke")?;
-            if frame.event == "keel.stream.end" {
-                let end: Value = serde_json::from_str(&frame.data)?;
-                return Ok(end["state"].as_str().unwrap_or("unknown").to_string());
-            }
-        }
-        anyhow::bail!("the event stream of run {run_id} ended without its end frame")
-    }
 }
