@@ -82,6 +82,11 @@ impl Mock {
         }
     }
 
+    /// Its process id (a bench reads its CPU time).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The request bodies the mock received, in order.
     pub fn requests(&self) -> Vec<serde_json::Value> {
         serde_json::from_value(self.get("/v1/_mock/requests")).unwrap()

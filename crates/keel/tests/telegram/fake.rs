@@ -3,7 +3,9 @@
 //! when one arrives within `timeout`; an `offset` confirms the updates before it, as Telegram
 //! does) from a queue the test fills, `getFile` and the files' bytes, and records every call
 //! (`sendMessage`, `editMessageText`, `sendChatAction`, `answerCallbackQuery`, ...). It can be
-//! told to answer `sendMessage` with a 429 (`retry_after`) or 503s for a while.
+//! told to answer `sendMessage` with a 429 (`retry_after`) or 503s for a while. For the
+//! channels bench (`benches/channels.rs`) it also keeps when each update was first handed out
+//! and when each `sendMessage` arrived, for which chat.
 
 #![allow(dead_code)]
 
@@ -51,6 +53,10 @@ struct Inner {
     polls: usize,
     /// When the fake started: each call is recorded with `_ms` since.
     born: Option<Instant>,
+    /// When each update was first handed to a `getUpdates`, by update id.
+    served: HashMap<i64, Instant>,
+    /// The chat and instant of each `sendMessage` that succeeded, in order.
+    sends: Vec<(i64, Instant)>,
 }
 
 #[derive(Default)]
@@ -195,6 +201,21 @@ impl FakeTelegram {
         shown.into_iter().map(|(_, text)| text).collect()
     }
 
+    /// When update `id` was first handed to a `getUpdates`, if it was.
+    pub fn served_at(&self, id: i64) -> Option<Instant> {
+        self.lock().served.get(&id).copied()
+    }
+
+    /// How many `sendMessage` calls succeeded so far (cheap: for a bench's waits).
+    pub fn sends_count(&self) -> usize {
+        self.lock().sends.len()
+    }
+
+    /// The chat and arrival instant of each `sendMessage` that succeeded, in order.
+    pub fn sends(&self) -> Vec<(i64, Instant)> {
+        self.lock().sends.clone()
+    }
+
     /// The offsets `getUpdates` was called with.
     pub fn offsets(&self) -> Vec<i64> {
         self.lock().offsets.clone()
@@ -279,6 +300,8 @@ async fn method(
                     inner.next_message += 1;
                     recorded["_ok"] = json!(true);
                     recorded["_message_id"] = json!(inner.next_message);
+                    let chat = body["chat_id"].as_i64().unwrap_or(0);
+                    inner.sends.push((chat, now));
                     ok(json!({"message_id": inner.next_message, "date": 0,
                         "chat": {"id": body["chat_id"], "type": "private"}, "text": body["text"]}))
                 }
@@ -330,6 +353,12 @@ async fn get_updates(shared: Arc<Shared>, body: Value) -> Response {
             let mut ready: Vec<Value> = ready.drain(..).map(|(_, update)| update).collect();
             ready.extend(inner.updates.iter().take(100).cloned());
             if !ready.is_empty() {
+                let now = Instant::now();
+                for update in &ready {
+                    if let Some(id) = update["update_id"].as_i64() {
+                        inner.served.entry(id).or_insert(now);
+                    }
+                }
                 return ok(json!(ready));
             }
         }
