@@ -97,8 +97,10 @@ async fn measure(count: usize, tick_ms: u64, latency_ms: u64) -> usize {
     let serve = Serve::start(&home, &[]);
     let daemon = serve.pid().to_string();
     let mock_pid = mock.pid().to_string();
-    // Let the daemon settle: its first ticks find nothing due.
-    tokio::time::sleep(Duration::from_millis(3 * tick_ms.min(1_000))).await;
+    // Let the daemon settle (its first ticks find nothing due), then make the slot due half a
+    // tick after one: made due right after its address, the slot would wait a whole tick
+    // every time, the ticks keeping the phase of the daemon's start.
+    tokio::time::sleep(Duration::from_millis(3 * tick_ms.min(1_000) + tick_ms / 2)).await;
     let (daemon_cpu, mock_cpu) = (cpu_of(&daemon), cpu_of(&mock_pid));
     let due = Instant::now();
     set_clock(&clock, slot);
