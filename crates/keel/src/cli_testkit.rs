@@ -50,6 +50,21 @@ pub struct BenchArgs {
     #[arg(long, value_name = "P", default_value_t = 500)]
     pub probes: usize,
 
+    /// With --serve: open-loop arrivals instead of a fixed set of conversations: R new
+    /// messages per second on a fixed schedule, each to a new conversation, each a run of
+    /// --iterations at --latency-ms; latencies counted from each message's scheduled time.
+    #[arg(
+        long,
+        value_name = "R",
+        requires = "serve",
+        conflicts_with = "idle_streams"
+    )]
+    pub rate: Option<f64>,
+
+    /// With --rate: seconds of arrivals.
+    #[arg(long, value_name = "S", default_value_t = 60.0)]
+    pub duration: f64,
+
     /// With --http or --serve, ask for streamed answers.
     #[arg(long)]
     pub stream: bool,

@@ -180,6 +180,15 @@ impl Api {
     /// Sends the message; how long the 202 took, and the run's id.
     pub(super) async fn send(&self, conversation: &str) -> anyhow::Result<(Duration, String)> {
         let started = std::time::Instant::now();
+        let (answered, run_id) = self.post_message(conversation).await?;
+        Ok((answered.duration_since(started), run_id))
+    }
+
+    /// Sends the message; when its 202 arrived (before its body was read), and the run's id.
+    pub(super) async fn post_message(
+        &self,
+        conversation: &str,
+    ) -> anyhow::Result<(std::time::Instant, String)> {
         let response = self
             .http
             .post(format!(
@@ -191,10 +200,10 @@ impl Api {
             .send()
             .await?
             .error_for_status()?;
-        let took = started.elapsed();
+        let answered = std::time::Instant::now();
         let body: Value = response.json().await?;
         let run_id = body["run_id"].as_str().context("no run id")?.to_string();
-        Ok((took, run_id))
+        Ok((answered, run_id))
     }
 
     /// Opens the conversation's event stream (`GET /v1/conversations/{id}/events`): the

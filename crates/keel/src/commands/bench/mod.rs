@@ -10,6 +10,7 @@
 
 mod daemon;
 mod mock_process;
+mod open_loop;
 mod report;
 mod serve;
 mod streams;
@@ -55,6 +56,9 @@ pub async fn bench(args: BenchArgs, database: Option<String>) -> anyhow::Result<
     }
     if args.serve && args.idle_streams.is_some() {
         return streams::bench(&args, database.as_deref()).await;
+    }
+    if args.serve && args.rate.is_some() {
+        return open_loop::bench(&args, database.as_deref()).await;
     }
     if args.serve {
         return serve::bench(&args, database.as_deref()).await;

@@ -28,10 +28,7 @@ impl Spread {
         }
         samples.sort_unstable();
         let us = |d: Duration| d.as_nanos() as f64 / 1_000.0;
-        let rank = |q: f64| {
-            let index = (q * samples.len() as f64).ceil() as usize;
-            us(samples[index.clamp(1, samples.len()) - 1])
-        };
+        let rank = |q: f64| us(nearest_rank(&samples, q));
         let total: Duration = samples.iter().sum();
         Spread {
             p50: rank(0.50),
@@ -40,6 +37,15 @@ impl Spread {
             max: us(samples[samples.len() - 1]),
         }
     }
+}
+
+/// The nearest-rank `q` quantile (0 < q ≤ 1) of `sorted` (ascending); zero when it is empty.
+pub fn nearest_rank(sorted: &[Duration], q: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let index = (q * sorted.len() as f64).ceil() as usize;
+    sorted[index.clamp(1, sorted.len()) - 1]
 }
 
 /// The setup a report describes.
