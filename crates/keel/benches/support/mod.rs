@@ -3,7 +3,9 @@
 //! nearest-rank percentiles, and the table they print.
 //!
 //! Run by `cargo bench`, a bench gets `--bench` and measures at the size its flags say; run by
-//! `cargo test` (no `--bench`), it runs once at a tiny size as its own smoke test.
+//! `cargo test` (no `--bench`), it runs once at a tiny size as its own smoke test. The daemon
+//! is the `keel` built with the bench, or the one `KEEL_BENCH_BIN` names (e.g. a release
+//! binary measured by a bench built in debug).
 
 #![allow(dead_code)]
 
@@ -83,7 +85,7 @@ pub struct Serve {
 impl Serve {
     /// Starts `keel serve --bind 127.0.0.1:0` in `home` with `env`, and waits for its address.
     pub fn start(home: &Path, env: &[(&str, &str)]) -> Serve {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_keel"))
+        let mut child = Command::new(keel_bin())
             .env("KEEL_HOME", home)
             .env_remove("OPENAI_API_KEY")
             .env_remove("OPENAI_BASE_URL")
@@ -140,6 +142,11 @@ impl Drop for Serve {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The `keel` the daemon runs: `KEEL_BENCH_BIN`, else the one built with the bench.
+pub fn keel_bin() -> String {
+    std::env::var("KEEL_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_keel").to_string())
 }
 
 /// User plus system CPU time of process `pid` (`self` for this one), from /proc; zero where
