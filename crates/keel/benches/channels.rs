@@ -182,10 +182,30 @@ async fn measure(phase: &Phase) -> usize {
             ("daemon RSS now / peak", format!("{rss:.1} / {peak:.1} MiB")),
             ("mock CPU per message", per_message(mock_cpu)),
             ("bench process CPU per message", per_message(own_cpu)),
+            (
+                "Bot API calls per message",
+                calls_per_message(&fake, phase.chats),
+            ),
         ],
     );
     drop(serve);
     phase.chats - answered
+}
+
+/// The calls the fake received, by method, per message sent (e.g. `getUpdates 0.02`).
+fn calls_per_message(fake: &FakeTelegram, messages: usize) -> String {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for (method, _) in fake.calls() {
+        match counts.iter_mut().find(|(m, _)| *m == method) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((method, 1)),
+        }
+    }
+    counts
+        .iter()
+        .map(|(method, n)| format!("{method} {:.2}", *n as f64 / messages.max(1) as f64))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Waits until every chat of `updates` got a `sendMessage`, or no new one came for
