@@ -62,6 +62,8 @@ pub struct StreamsReport {
     pub open_s: f64,
     /// The daemon's limit on open files (soft, from `/proc/PID/limits`).
     pub daemon_open_files_limit: Option<u64>,
+    /// The daemon's `[serve] max_connections`: the streams plus room for the probes.
+    pub daemon_max_connections: usize,
     /// The daemon's resident memory at each step.
     pub daemon_rss: DaemonMemory,
     /// (idle − baseline) / streams opened, in KiB: what one idle stream costs the daemon.
@@ -138,6 +140,12 @@ pub async fn bench(args: &BenchArgs, database: Option<&str>) -> anyhow::Result<E
     let dir = tempfile::tempdir().context("cannot make a temporary directory")?;
     let mock = MockProcess::start(&script(1, 0), dir.path())?;
     let home = prepare_home(dir.path(), &mock, false, 2, 64)?;
+    // Past `[serve] max_connections` (1,024 by default) the daemon answers 503 and closes: room
+    // for every stream, the probes and the pool. `[serve]` is the file's last table.
+    let config = home.join("keel.toml");
+    let mut toml = std::fs::read_to_string(&config)?;
+    toml.push_str(&format!("max_connections = {}\n", max_connections(streams)));
+    std::fs::write(&config, toml)?;
     let key = admin_key(&home, None)?;
     let daemon = DaemonProcess::start(&home, None)?;
     keel_providers::install_crypto_provider();
@@ -242,6 +250,7 @@ pub async fn bench(args: &BenchArgs, database: Option<&str>) -> anyhow::Result<E
         failure,
         open_s: open.as_secs_f64(),
         daemon_open_files_limit: open_files_limit(daemon.pid()),
+        daemon_max_connections: max_connections(streams),
         daemon_kib_per_stream: (memory.idle - memory.baseline) * 1024.0 / opened.max(1) as f64,
         daemon_rss: memory,
         daemon_cpu_open_ms: ms(daemon_cpu_open),
@@ -358,6 +367,11 @@ impl SplitMix {
     }
 }
 
+/// The daemon's `[serve] max_connections` for `streams` held streams.
+fn max_connections(streams: usize) -> usize {
+    streams + 256
+}
+
 /// The soft limit on open files of process `pid`, from `/proc/PID/limits`.
 fn open_files_limit(pid: u32) -> Option<u64> {
     let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
@@ -396,7 +410,7 @@ fn text(r: &StreamsReport) -> String {
     format!(
         "keel bench --serve --idle-streams: {} conversations' event streams held open on one keel \
          serve (SQLite) over HTTP\n  streams          {}/{} open in {:.2} s, {} broken (daemon's \
-         open-files limit {limit})\n  daemon memory    {:.0} MiB started, {:.0} MiB with the \
+         open-files limit {limit}, max_connections {})\n  daemon memory    {:.0} MiB started, {:.0} MiB with the \
          conversations, {:.0} MiB with every stream open ({:.1} KiB per stream), {:.0} MiB after \
          the probes, {:.0} MiB peak\n  daemon CPU       {:.0} ms to open the streams, {:.0} ms \
          over {:.1} s idle, {:.0} µs per probe\n  probes           {} at {PROBES_PER_S}/s: {} \
@@ -408,6 +422,7 @@ fn text(r: &StreamsReport) -> String {
         r.streams,
         r.open_s,
         r.broken,
+        r.daemon_max_connections,
         m.started,
         m.baseline,
         m.idle,
