@@ -4,7 +4,10 @@
 //! each console page and `/metrics` asked for in turn over HTTP (see `console/measure.rs`).
 //! One table per size, then how each page's p50 grew from the smallest size to the largest.
 //!
-//! `cargo bench -p keel --bench console` (release; ~1–2 minutes of seeding at 100,000 runs)
+//! `cargo bench -p keel --bench console` (release; ~1–2 minutes of seeding at 100,000 runs), or
+//! with a release daemon under a bench built in debug (as the other platform benches take
+//! `KEEL_BENCH_BIN`): `cargo build --release -p keel && KEEL_BENCH_BIN=$PWD/target/release/keel
+//! cargo test -p keel --bench console -- --bench`
 //!
 //! Under `cargo test --benches` (no `--bench` argument) it runs once at a tiny size, as a smoke
 //! test; `tests/e2e_console_bench.rs` does the same under `cargo test`.
@@ -92,7 +95,9 @@ fn main() -> ExitCode {
 async fn bench() -> anyhow::Result<()> {
     let options = options()?;
     keel_providers::install_crypto_provider();
-    let exe = Path::new(env!("CARGO_BIN_EXE_keel"));
+    // The keel measured (and seeding with): `KEEL_BENCH_BIN`, else the one built with the bench.
+    let bin = std::env::var("KEEL_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_keel").into());
+    let exe = Path::new(&bin);
     let mut measured = Vec::new();
     for &runs in &options.runs {
         let sizes = seed::Sizes {
