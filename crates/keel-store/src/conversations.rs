@@ -173,6 +173,14 @@ pub(crate) fn conversations_sql(filter: &ConversationFilter) -> (String, Vec<Str
     (sql, binds)
 }
 
+/// Implied by a filter on an unfinished state, and said outright so that the planner may read
+/// the partial index of unfinished runs (`runs_active`, whose WHERE clause this is word for
+/// word, `migrations/0021_…`; PostgreSQL's `NOT IN` list is the same set) instead of walking
+/// every run newest first to find the few running or waiting ones.
+const UNFINISHED: &str = " AND r.state <> 'completed' AND r.state <> 'cancelled' \
+     AND r.state <> 'timed_out' AND r.state <> 'max_steps' AND r.state <> 'budget_exceeded' \
+     AND r.state <> 'error'";
+
 /// Runs, newest first, as `filter` says (keyset pages by start time and id).
 pub(crate) async fn find_runs(
     conns: &Connections,
@@ -204,6 +212,9 @@ pub(crate) fn runs_sql(filter: &RunFilter) -> (String, Vec<String>) {
         bind(state.as_str(), &mut sql, &|n| {
             format!(" AND r.state = ${n}")
         });
+        if !state.is_terminal() {
+            sql.push_str(UNFINISHED);
+        }
     }
     if let Some(owner) = &filter.owner {
         bind(owner, &mut sql, &|n| {

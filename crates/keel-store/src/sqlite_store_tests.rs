@@ -160,6 +160,64 @@ async fn active_runs_are_read_in_order_from_their_partial_index() {
 }
 
 #[tokio::test]
+async fn runs_listed_by_an_unfinished_state_come_from_the_partial_index() {
+    use keel_core::AgentState;
+    let store = SqliteStore::open_temporary().await.unwrap();
+    for i in 0..300 {
+        let run = RunRecord {
+            id: format!("r{i:03}"),
+            state: match i % 100 {
+                0 => AgentState::Running,
+                1 => AgentState::WaitingOnHuman,
+                _ => AgentState::Completed,
+            },
+            ..crate::batch::tests::run()
+        };
+        store.save_run(&run, &[]).await.unwrap();
+    }
+    execute(&store, "ANALYZE").await.unwrap();
+    for state in [
+        AgentState::Running,
+        AgentState::WaitingOnHuman,
+        AgentState::Queued,
+    ] {
+        let filter = keel_platform::RunFilter {
+            state: Some(state),
+            limit: 50,
+            ..Default::default()
+        };
+        let (sql, _) = crate::conversations::runs_sql(&filter);
+        let text = plan(&store, &sql).await;
+        assert!(
+            text.contains("USING INDEX runs_active"),
+            "{state:?}: {text}"
+        );
+        assert!(!text.contains("TEMP B-TREE"), "nothing is sorted:\n{text}");
+    }
+    // The same runs as before the index could be read.
+    let found = |state| {
+        let store = &store;
+        async move {
+            let filter = keel_platform::RunFilter {
+                state: Some(state),
+                limit: 50,
+                ..Default::default()
+            };
+            let runs = keel_platform::ConversationStore::find_runs(store, &filter)
+                .await
+                .unwrap();
+            runs.into_iter().map(|run| run.id).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(found(AgentState::Running).await, ["r200", "r100", "r000"]);
+    assert_eq!(
+        found(AgentState::WaitingOnHuman).await,
+        ["r201", "r101", "r001"]
+    );
+    assert_eq!(found(AgentState::Completed).await.len(), 50);
+}
+
+#[tokio::test]
 async fn the_token_log_keeps_only_the_index_its_reader_uses() {
     let store = SqliteStore::open_temporary().await.unwrap();
     let text = plan(&store, crate::token_log::SELECT_LINES).await;

@@ -398,6 +398,32 @@ async fn runs_on(store: &dyn DaemonStore) {
         .unwrap();
     assert_eq!(ids(of_b), ["r4", "r3"]);
 
+    // Unfinished states too (their filter reads the partial index of unfinished runs).
+    store
+        .create_conversation(&conversation("c", Some("cy"), 0))
+        .await
+        .unwrap();
+    for (i, state) in [
+        (5, AgentState::WaitingOnHuman),
+        (6, AgentState::Running),
+        (7, AgentState::WaitingOnHuman),
+    ] {
+        let mut record = run_record(&format!("r{i}"), "c", at(i));
+        record.state = state;
+        store.commit(&Commit::new(&record, &[])).await.unwrap();
+    }
+    let of_state = |state| RunFilter {
+        state: Some(state),
+        limit: 10,
+        ..RunFilter::default()
+    };
+    let waiting = of_state(AgentState::WaitingOnHuman);
+    assert_eq!(ids(store.find_runs(&waiting).await.unwrap()), ["r7", "r5"]);
+    let running = of_state(AgentState::Running);
+    assert_eq!(ids(store.find_runs(&running).await.unwrap()), ["r6"]);
+    let queued = of_state(AgentState::Queued);
+    assert!(store.find_runs(&queued).await.unwrap().is_empty());
+
     // Events are numbered from 1 in the order stored.
     let mut record = run_record("r0", "a", at(0));
     record.state = AgentState::Completed;
