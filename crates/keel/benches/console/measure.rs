@@ -61,10 +61,7 @@ fn pages(seeded: &Seeded) -> Vec<(String, String, Auth)> {
             format!("/runs?before={}", seeded.middle_run),
         ),
         ("runs, one user's".into(), "/runs?user=user-3".into()),
-        (
-            "runs, state=error (none)".into(),
-            "/runs?state=error".into(),
-        ),
+        ("runs, state=error".into(), "/runs?state=error".into()),
         ("conversations, first page".into(), "/conversations".into()),
         ("usage, this month".into(), "/usage".into()),
         (
