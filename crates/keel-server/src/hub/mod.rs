@@ -30,6 +30,14 @@ pub const RETENTION: Duration = Duration::from_secs(300);
 /// The most stopped runs whose events stay in memory: past it, the longest stopped go first.
 pub const MAX_STOPPED: usize = 1_024;
 
+/// Frames a conversation's follower may fall behind by before it lags (its SSE stream then
+/// ends, and the client reconnects with its last id and reads the rest from the store and the
+/// kept frames). Tokio allocates every slot when the channel is made, 32 bytes each, and every
+/// followed conversation has one: at 4,096 an idle conversation stream cost the daemon 128 KiB
+/// (1.4 GB for 10,000), at 128 it costs 4 KiB. A follower's stream task drains it into its own
+/// queue of 256 frames at once, so lagging takes a client that stopped reading ~380 frames ago.
+pub const FOLLOW_BUFFER: usize = 128;
+
 /// One SSE frame of a run.
 #[derive(Debug)]
 pub struct Frame {
@@ -181,7 +189,7 @@ impl Hub {
     pub fn follow_conversation(&self, session_id: &str) -> Following {
         let receiver = lock(&self.conversations)
             .entry(session_id.to_string())
-            .or_insert_with(|| broadcast::channel(4096).0)
+            .or_insert_with(|| broadcast::channel(FOLLOW_BUFFER).0)
             .subscribe();
         Following {
             receiver,
