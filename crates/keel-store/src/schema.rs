@@ -205,6 +205,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/0030_schedules.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            31,
+            "runs by state".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/0031_runs_by_state.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 

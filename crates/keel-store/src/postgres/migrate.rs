@@ -33,6 +33,13 @@ fn migrator() -> Migrator {
             include_str!("../../migrations_postgres/0005_outbox_takers.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            6,
+            "runs by state".into(),
+            MigrationType::Simple,
+            include_str!("../../migrations_postgres/0006_runs_by_state.sql").into_sql_str(),
+            false,
+        ),
     ])
 }
 
