@@ -18,7 +18,8 @@ use super::mock_process::MockProcess;
 use super::report::{cpu_time_of, rss_kib_of};
 
 /// Makes a daemon's home and workspace in `dir` (a workspace file for `list_dir` to find, the
-/// model at `mock`, streamed answers or not, the iteration cap, the lanes' workers); the home.
+/// model at `mock`, streamed answers or not, the iteration cap, the lanes' workers, and room
+/// for two connections a worker: a run's stream and its message); the home.
 pub(super) fn prepare_home(
     dir: &Path,
     mock: &MockProcess,
@@ -36,8 +37,12 @@ pub(super) fn prepare_home(
         home.join("keel.toml"),
         format!(
             "provider = \"mock\"\nbase_url = \"{model_url}\"\nworkspace = \"{}\"\nstream = {stream}\n\
-             max_iterations = {max_iterations}\n\n[serve]\nworkers = {workers}\n",
+             max_iterations = {max_iterations}\n\n[serve]\nworkers = {workers}\n\
+             max_connections = {}\n",
             workspace.display(),
+            // Past `[serve] max_connections` (1,024 by default) the daemon answers 503 and
+            // closes: 1,000 conversations' streams and messages come close to it.
+            workers * 2 + 256,
         ),
     )?;
     Ok(home)

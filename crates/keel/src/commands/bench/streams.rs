@@ -143,7 +143,13 @@ pub async fn bench(args: &BenchArgs, database: Option<&str>) -> anyhow::Result<E
     // Past `[serve] max_connections` (1,024 by default) the daemon answers 503 and closes: room
     // for every stream, the probes and the pool. `[serve]` is the file's last table.
     let config = home.join("keel.toml");
-    let mut toml = std::fs::read_to_string(&config)?;
+    let mut toml = String::new();
+    for line in std::fs::read_to_string(&config)?.lines() {
+        if !line.starts_with("max_connections") {
+            toml.push_str(line);
+            toml.push('\n');
+        }
+    }
     toml.push_str(&format!("max_connections = {}\n", max_connections(streams)));
     std::fs::write(&config, toml)?;
     let key = admin_key(&home, None)?;
