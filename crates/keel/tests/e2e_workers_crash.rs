@@ -103,7 +103,12 @@ async fn three_workers_one_killed_mid_run_lose_nothing_and_never_run_a_conversat
                 cancelled_unsafe.push(run.id.clone());
             }
         }
-        if runs.len() == all_runs && runs.iter().all(|run| run.state.is_terminal()) {
+        // A run the reconciler has just marked `timed_out` with a resume available is one a
+        // survivor is about to resume, not one that ended: it is only done once resumed.
+        let ended = |run: &keel_core::RunRecord| {
+            run.state.is_terminal() && !(run.state == AgentState::TimedOut && run.resume_available)
+        };
+        if runs.len() == all_runs && runs.iter().all(ended) {
             break;
         }
         assert!(
