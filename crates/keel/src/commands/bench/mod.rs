@@ -183,16 +183,7 @@ pub async fn bench(args: BenchArgs, database: Option<String>) -> anyhow::Result<
     }
     let failed = first_failure.is_some();
     let report = Report::new(setup, &timelines, first_failure, counters);
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", report.text());
-    }
-    Ok(if failed {
-        ExitCode::from(3)
-    } else {
-        ExitCode::SUCCESS
-    })
+    report::finish(&report, args.json, Report::text, failed)
 }
 
 /// The per-turn script: K − 1 tool calls with distinct arguments (so no loop detector fires),

@@ -173,9 +173,7 @@ pub async fn bench(args: &BenchArgs, database: Option<&str>) -> anyhow::Result<E
 
     // Unmeasured: one run (tokenizer tables, statements, connections), then every
     // conversation, so creating them is not what is measured.
-    let warm = api.conversation().await?;
-    let (_, run_id) = api.send(&warm).await?;
-    api.follow(&run_id).await?;
+    api.warm_up().await?;
     let conversations: Vec<String> = futures::stream::iter(0..scheduled)
         .map(|_| api.conversation())
         .buffered(CREATING_AT_ONCE)
@@ -228,16 +226,7 @@ pub async fn bench(args: &BenchArgs, database: Option<&str>) -> anyhow::Result<E
         },
     );
     let failed = report.failed > 0;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", text(&report));
-    }
-    Ok(if failed {
-        ExitCode::from(3)
-    } else {
-        ExitCode::SUCCESS
-    })
+    super::report::finish(&report, args.json, text, failed)
 }
 
 /// One scheduled message, sent as soon as its task runs: its POST, then its run's stream to

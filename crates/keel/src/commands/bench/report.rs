@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use std::process::ExitCode;
+
 use serde::Serialize;
 
 use super::timing::Timeline;
@@ -305,6 +307,26 @@ pub fn postgres_cpu_time() -> Duration {
         })
         .map(|pid| cpu_time_of(&pid))
         .sum()
+}
+
+/// Prints `report` (as JSON with `json`, else as `text` writes it) and gives the bench's exit
+/// code: 3 when the bench `failed`, else success.
+pub fn finish<R: Serialize>(
+    report: &R,
+    json: bool,
+    text: impl FnOnce(&R) -> String,
+    failed: bool,
+) -> anyhow::Result<ExitCode> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+    } else {
+        print!("{}", text(report));
+    }
+    Ok(if failed {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 #[cfg(test)]

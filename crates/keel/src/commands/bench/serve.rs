@@ -137,9 +137,7 @@ async fn run(args: &BenchArgs, database: Option<&str>) -> anyhow::Result<ExitCod
     // One conversation per worker first, unmeasured (tokenizer tables, statements,
     // connections).
     for api in &apis {
-        let warm = api.conversation().await?;
-        let (_, run_id) = api.send(&warm).await?;
-        api.follow(&run_id).await?;
+        api.warm_up().await?;
     }
     let mut conversations = Vec::with_capacity(args.conversations);
     for i in 0..args.conversations {
@@ -222,16 +220,7 @@ async fn run(args: &BenchArgs, database: Option<&str>) -> anyhow::Result<ExitCod
             .map(|_| database_cpu.as_secs_f64() * 1e6 / (boundaries.max(1) as f64)),
     };
     let failed = report.failure.is_some();
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", text(&report));
-    }
-    Ok(if failed {
-        ExitCode::from(3)
-    } else {
-        ExitCode::SUCCESS
-    })
+    super::report::finish(&report, args.json, text, failed)
 }
 
 /// Safe boundaries the measured runs stored, read from the store once the daemons are gone.

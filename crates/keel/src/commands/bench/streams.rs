@@ -163,9 +163,7 @@ pub async fn bench(args: &BenchArgs, database: Option<&str>) -> anyhow::Result<E
         key,
     };
     // Unmeasured: tokenizer tables, statements, connections.
-    let warm = api.conversation().await?;
-    let (_, run_id) = api.send(&warm).await?;
-    api.follow(&run_id).await?;
+    api.warm_up().await?;
     let mut memory = DaemonMemory {
         started: mib(daemon.rss_kib()),
         ..DaemonMemory::default()
@@ -277,16 +275,7 @@ pub async fn bench(args: &BenchArgs, database: Option<&str>) -> anyhow::Result<E
     drop(daemon);
     let failed =
         report.failure.is_some() || report.lost > 0 || report.broken > 0 || report.opened < streams;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", text(&report));
-    }
-    Ok(if failed {
-        ExitCode::from(3)
-    } else {
-        ExitCode::SUCCESS
-    })
+    super::report::finish(&report, args.json, text, failed)
 }
 
 /// Reads a conversation's stream for good: each [`TIMED_EVENT`] frame's delay goes to
